@@ -1,0 +1,38 @@
+# `make run` and `make test` each create the virtual environment, install the package with
+# its pinned lower bounds (pyproject.toml) and do their job.  `.ci/run` calls `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: install run test lint format bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	MPLBACKEND=Agg $(PY) -m stability.main_job
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check stability tests benchmarks paper_repro
+	$(VENV)/bin/ruff format --check stability tests benchmarks paper_repro
+	MPLBACKEND=Agg $(PY) -m pytest -n 2 --durations=15
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check stability tests benchmarks paper_repro
+	$(VENV)/bin/ruff format --check stability tests benchmarks paper_repro
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix stability tests benchmarks paper_repro
+	$(VENV)/bin/ruff format stability tests benchmarks paper_repro
+
+bench: $(STAMP)
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,192 @@
+"""The ``stability`` command line (DESIGN.md, CLI contract).
+
+``stability COMMAND RULE [flags] [--json]``: with ``--json`` exactly one JSON object on
+stdout, otherwise a short report.  Errors are one line on stderr with exit code 2 (bad input)
+or 1 (an internal failure; set STABILITY_DEBUG=1 for the traceback).
+
+Commands live in `stability.commands` (one module each); this module is the plumbing:
+parser, rule flags, error handling, output.  Heavy libraries are imported inside commands,
+so that ``stability max-lr`` starts in about the time of ``import numpy``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+EXAMPLES = """\
+examples:
+  stability rules
+  stability poly momentum --tau 2 --momentum 0.9 --lr 0.1 --symbolic --json
+  stability radius sgd --tau 4 --lr 0.2 --json
+  stability max-lr sgd --tau 10 --lam 1 --json
+  stability max-lr t2 --tau-fwd 40 --tau-bkwd 10 --delta 5 --decay 0.1 --json
+"""
+
+
+class UsageError(Exception):
+    """Bad command-line input: reported on one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, not usage + message
+        raise UsageError(message)
+
+
+def _float_arg(name: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise UsageError(f"{name} must be a real number, got {text!r}") from None
+        if not math.isfinite(value):
+            raise UsageError(f"{name} must be a finite real number, got {text}")
+        return value
+
+    return parse
+
+
+def _delay_arg(name: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = float(text)
+        except ValueError:
+            raise UsageError(f"{name} must be an integer in [0, 100000], got {text!r}") from None
+        if not math.isfinite(value) or value != int(value):
+            raise UsageError(f"{name} must be an integer in [0, 100000], got {text}")
+        return int(value)
+
+    return parse
+
+
+def _bool_arg(name: str) -> Callable[[str], bool]:
+    def parse(text: str) -> bool:
+        low = text.strip().lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off"):
+            return False
+        raise UsageError(f"{name} must be true or false, got {text!r}")
+
+    return parse
+
+
+def add_rule_arguments(parser: argparse.ArgumentParser, *, positional: bool = True) -> None:
+    """The RULE positional and one flag per rule parameter of the registry."""
+    from stability.rules.registry import RULES
+
+    if positional:
+        parser.add_argument("rule", metavar="RULE", help="rule name (see `stability rules`)")
+    seen: dict[str, Any] = {}
+    users: dict[str, list[str]] = {}
+    for spec in RULES.values():
+        for p in spec.params:
+            seen.setdefault(p.name, p)
+            users.setdefault(p.name, []).append(spec.name)
+    group = parser.add_argument_group("rule parameters (each applies to the rules listed)")
+    for name, p in seen.items():
+        kind = {"delay": _delay_arg, "bool": _bool_arg}.get(p.kind, _float_arg)
+        group.add_argument(
+            "--" + name.replace("_", "-"),
+            dest=name,
+            type=kind(name),
+            default=None,
+            metavar="X",
+            help=f"{p.doc}; {p.allowed} [{', '.join(users[name])}]",
+        )
+
+
+def rule_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The rule parameters given on the command line (absent ones are left to defaults)."""
+    from stability.rules.registry import RULES
+
+    names = {p.name for spec in RULES.values() for p in spec.params}
+    return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+
+
+def build_from_args(args: argparse.Namespace, values: dict[str, Any] | None = None):
+    """``(spec, rule, model)`` for the RULE and rule flags of ``args``."""
+    from stability.rules.registry import get_spec
+
+    spec = get_spec(args.rule)
+    rule, model = spec.build(**(rule_values(args) if values is None else values))
+    return spec, rule, model
+
+
+def add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def make_parser() -> argparse.ArgumentParser:
+    from stability.commands import COMMANDS
+
+    parser = _Parser(
+        prog="stability",
+        description="Stability analysis of delayed-gradient (pipeline-parallel) training.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for command in COMMANDS:
+        command.register(sub)
+    return parser
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if hasattr(x, "tolist"):
+        return _jsonable(x.tolist())
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def format_report(result: dict[str, Any]) -> str:
+    """Default human-readable output: one ``key: value`` line per field."""
+    lines = []
+    for key, value in result.items():
+        if isinstance(value, float):
+            value = f"{value:.16g}"
+        elif isinstance(value, (list, tuple)) and len(value) > 12:
+            value = f"[{len(value)} values]"
+        lines.append(f"{key}: {value}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        parser = make_parser()
+        args = parser.parse_args(argv)
+        result = args.run(args)
+        if args.json:
+            sys.stdout.write(json.dumps(_jsonable(result)) + "\n")
+        else:
+            report = getattr(args, "report", None) or format_report
+            sys.stdout.write(report(result) + "\n")
+        return 0
+    except (UsageError, ValueError) as err:
+        sys.stderr.write(f"stability: error: {err}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("stability: interrupted\n")
+        return 130
+    except Exception as err:  # noqa: BLE001 - the contract is one line, never a traceback
+        if os.environ.get("STABILITY_DEBUG"):
+            raise
+        sys.stderr.write(f"stability: internal error: {type(err).__name__}: {err}\n")
+        return 1
+
+
+if __name__ == "__main__":  # run through the package module so exception classes are shared
+    from stability.cli import main as _main
+
+    raise SystemExit(_main())

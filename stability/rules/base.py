@@ -1,0 +1,134 @@
+"""What an update rule is: an immutable value with two pure functions on an explicit history.
+
+A rule is a frozen dataclass of hyperparameters (delays, momentum, corrections) with
+
+* ``variables`` — the names of its state variables, ``"w"`` (the weights) first, e.g.
+  ``("w", "v", "delta")`` for weights, velocity and PipeMare's T2 accumulator;
+* ``passes(x, lr) -> Passes`` — the weights the gradient oracle sees in the forward pass, the
+  backward pass and the recomputation, built from past state values;
+* ``update(x, g, lr) -> dict`` — the new value of every state variable, given the gradient.
+
+``x`` is a *tap reader*: ``x("w", k)`` is the value of ``w`` k steps ago (``x("w")`` is the
+current one).  Reading the history only through ``x`` is what lets one definition serve
+
+* the reference trainer (``x`` reads a buffer of past weight vectors),
+* the linear analysis (``x`` returns unit probes; `stability.linear` reads the state matrix
+  off the responses — the rule's dynamics are never typed by hand),
+* exact and symbolic analysis (the same arithmetic runs on Fractions and sympy symbols).
+
+Rules must therefore use only ``+ - * / **`` on tap values and hyperparameters (no NumPy
+functions, no branching on values) so that every numeric type flows through.
+
+`step` composes the two functions with a gradient oracle into one pure step on a `History`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Passes:
+    """Weights used to compute one gradient (PipeMare Sec. 2 and App. D.1).
+
+    ``forward`` = u_fwd, ``backward`` = u_bkwd, ``recompute`` = u_recomp.
+    """
+
+    forward: Any
+    backward: Any
+    recompute: Any
+
+
+class TapReader(Protocol):
+    def __call__(self, var: str, lag: int = 0) -> Any: ...
+
+
+Oracle = Callable[[Any, Any, Any], Any]
+"""``oracle(u_fwd, u_bkwd, u_recomp) -> gradient``: the gradient backpropagation computes."""
+
+
+class Rule(Protocol):
+    variables: tuple[str, ...]
+
+    def passes(self, x: TapReader, lr: Any) -> Passes: ...
+
+    def update(self, x: TapReader, g: Any, lr: Any) -> dict[str, Any]: ...
+
+
+class TapRecorder:
+    """A tap reader that returns zeros and records which ``(var, lag)`` were read."""
+
+    def __init__(self, variables: tuple[str, ...]):
+        self.variables = variables
+        self.read: set[tuple[str, int]] = set()
+
+    def __call__(self, var: str, lag: int = 0) -> Any:
+        if var not in self.variables:
+            raise KeyError(f"rule reads unknown state variable {var!r}")
+        # per-coordinate lags (arrays, used by the trainer for per-stage delays) record their max
+        self.read.add((var, int(np.max(lag))))
+        return 0
+
+
+def taps_read(rule: Rule, lr: Any = 1.0) -> frozenset[tuple[str, int]]:
+    """The ``(variable, lag)`` pairs a rule reads in one step (passes and update).
+
+    Rules read a fixed set of taps whatever the values, so one call with zeros finds them.
+    """
+    recorder = TapRecorder(rule.variables)
+    p = rule.passes(recorder, lr)
+    rule.update(recorder, p.forward + p.backward + p.recompute, lr)
+    for var in rule.variables:
+        recorder.read.add((var, 0))
+    return frozenset(recorder.read)
+
+
+def history_depth(rule: Rule) -> int:
+    """Number of past values per variable a rule needs: 1 + the largest lag it reads."""
+    return 1 + max(lag for _, lag in taps_read(rule))
+
+
+@dataclass(frozen=True)
+class History:
+    """The explicit state of a rule: for each variable its values, newest first.
+
+    Pushing a new state shares the stored arrays (only the tuples of references are rebuilt),
+    so a step costs O(depth) pointer copies and no array copies.
+    """
+
+    values: Mapping[str, tuple[Any, ...]]
+
+    @staticmethod
+    def constant(rule: Rule, w0: Any, **initial: Any) -> History:
+        """A history in which the weights were ``w0`` forever and every other variable 0.
+
+        ``initial`` overrides the starting value of other variables (e.g. ``v=...``).
+        """
+        depth = history_depth(rule)
+        zero = np.zeros_like(w0) if isinstance(w0, np.ndarray) else 0 * w0
+        values = {}
+        for var in rule.variables:
+            start = w0 if var == "w" else initial.get(var, zero)
+            values[var] = (start,) * depth
+        return History(values)
+
+    def __call__(self, var: str, lag: int = 0) -> Any:
+        return self.values[var][lag]
+
+    def push(self, new: Mapping[str, Any]) -> History:
+        return History({var: (new[var],) + past[:-1] for var, past in self.values.items()})
+
+    @property
+    def weights(self) -> Any:
+        return self.values["w"][0]
+
+
+def step(rule: Rule, history: History, oracle: Oracle, lr: Any) -> History:
+    """One training step: gradient from the rule's pass weights, then the rule's update."""
+    p = rule.passes(history, lr)
+    g = oracle(p.forward, p.backward, p.recompute)
+    return history.push(rule.update(history, g, lr))

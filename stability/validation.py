@@ -1,0 +1,130 @@
+"""Argument checks shared by the API and the CLI.
+
+Every check raises `ValueError` with one line naming the parameter, its allowed range and the
+offending value, e.g. ``momentum must be in [0, 1], got 1.5``.  The CLI turns that line into
+its error message (exit code 2).  Values may be scalars or arrays (parameter grids); an array
+is accepted only if every element is.  Exact types (Fraction) and sympy symbols pass through
+unchecked where a numeric comparison is impossible.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+MAX_DELAY = 100_000
+"""Largest delay accepted (the max-lr and radius paths are tested up to 10⁴)."""
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return f"an array containing {value.flat[0]!r}" if value.size else "an empty array"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _numeric(value: Any) -> bool:
+    return isinstance(value, (int, float, Fraction, np.integer, np.floating, np.ndarray)) and not (
+        isinstance(value, bool)
+    )
+
+
+def _range_text(low, high, low_open, high_open) -> str:
+    if low is not None and high is not None:
+        return f"in {'(' if low_open else '['}{_g(low)}, {_g(high)}{')' if high_open else ']'}"
+    if low is not None:
+        return f"{'>' if low_open else '≥'} {_g(low)}"
+    if high is not None:
+        return f"{'<' if high_open else '≤'} {_g(high)}"
+    return "finite"
+
+
+def _g(x) -> str:
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def check_real(
+    name: str,
+    value: Any,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> Any:
+    """A finite real number (or array of them) in the given range; returns it unchanged."""
+    if hasattr(value, "free_symbols"):  # a sympy symbol or expression: nothing to check
+        return value
+    if not _numeric(value):
+        raise ValueError(f"{name} must be a real number, got {_shown(value)}")
+    rng = _range_text(low, high, low_open, high_open)
+    what = "a finite real number" + ("" if rng == "finite" else " " + rng)
+    if isinstance(value, Fraction):  # compared exactly
+        v = value
+        bad = (low is not None and (v <= low if low_open else v < low)) or (
+            high is not None and (v >= high if high_open else v > high)
+        )
+        if bad:
+            raise ValueError(f"{name} must be {what}, got {v}")
+        return value
+    v = np.asarray(value, dtype=float)
+    bad = ~np.isfinite(v)
+    if low is not None:
+        bad |= (v <= low) if low_open else (v < low)
+    if high is not None:
+        bad |= (v >= high) if high_open else (v > high)
+    if np.any(bad):
+        raise ValueError(f"{name} must be {what}, got {_g(float(v[bad].flat[0]))}")
+    return value
+
+
+def check_delay(name: str, value: Any) -> Any:
+    """A delay: an integer (or integer array) in [0, MAX_DELAY]; returns it as int / int array."""
+    rng = f"an integer in [0, {MAX_DELAY}]"
+    if isinstance(value, bool) or not _numeric(value) or isinstance(value, Fraction):
+        raise ValueError(f"{name} must be {rng}, got {_shown(value)}")
+    arr = np.asarray(value)
+    if arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
+            bad = arr[~np.isfinite(arr) | (arr != np.round(arr))].flat[0]
+            raise ValueError(f"{name} must be {rng}, got {_g(float(bad))}")
+    elif arr.dtype.kind not in "iu":
+        raise ValueError(f"{name} must be {rng}, got {_shown(value)}")
+    if np.any(arr < 0) or np.any(arr > MAX_DELAY):
+        bad = arr[(arr < 0) | (arr > MAX_DELAY)].flat[0]
+        raise ValueError(f"{name} must be {rng}, got {int(bad)}")
+    return int(arr) if arr.ndim == 0 else arr.astype(np.int64)
+
+
+def check_order(name_small: str, small: Any, name_large: str, large: Any) -> None:
+    """``small ≤ large`` elementwise (delays), e.g. τ_bkwd ≤ τ_fwd."""
+    if np.any(np.asarray(small) > np.asarray(large)):
+        raise ValueError(
+            f"{name_small} must be ≤ {name_large} (got {name_small}={_shown(small)}, "
+            f"{name_large}={_shown(large)})"
+        )
+
+
+def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {_shown(value)}")
+    return value
+
+
+def is_literal_zero(value: Any) -> bool:
+    """True for a scalar that is exactly 0 (not for arrays, symbols or None).
+
+    Rules use it to leave out a structure (a tap, a state variable) whose coefficient is a
+    literal zero; an array that merely contains zeros keeps the structure.
+    """
+    return isinstance(value, (int, float, Fraction, np.integer, np.floating)) and value == 0
+
+
+def finite_float(value: Any) -> float:
+    """``float(value)``, refusing NaN and infinities (for results that must be numbers)."""
+    x = float(value)
+    if not math.isfinite(x):
+        raise ArithmeticError(f"non-finite result {x}")
+    return x

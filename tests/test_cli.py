@@ -1,0 +1,99 @@
+"""The CLI contract (DESIGN.md): JSON keys, one-line errors with exit code 2, --help."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from stability.cli import main
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_json(capsys, *argv):
+    code, out, err = run_cli(capsys, *argv, "--json")
+    assert code == 0, err
+    assert out.count("\n") == 1  # exactly one JSON object
+    return json.loads(out)
+
+
+def test_rules_lists_every_rule_with_parameters_and_sources(capsys):
+    from stability.rules.registry import RULES
+
+    data = run_json(capsys, "rules")
+    assert [r["name"] for r in data["rules"]] == list(RULES)
+    for r in data["rules"]:
+        assert r["sources"] and r["parameters"]
+        assert all({"name", "default", "allowed", "doc"} <= set(p) for p in r["parameters"])
+
+
+def test_max_lr_sgd_is_lemma_1(capsys):
+    data = run_json(capsys, "max-lr", "sgd", "--tau", "7", "--lam", "2.5")
+    assert data["max_lr"] == pytest.approx(2 / 2.5 * math.sin(math.pi / 30), rel=1e-13)
+    assert data["crossing_angle"] == pytest.approx(math.pi / 15, rel=1e-12)
+    assert data["method"] == "boundary locus"
+
+
+def test_poly_coefficients_highest_degree_first(capsys):
+    data = run_json(capsys, "poly", "sgd", "--tau", "3", "--lam", "2", "--lr", "0.1")
+    assert data["coefficients"] == pytest.approx([1, -1, 0, 0, 0.2])
+    assert data["degree"] == 4
+
+
+def test_radius_keys_and_values(capsys):
+    data = run_json(capsys, "radius", "sgd", "--tau", "0", "--lr", "0.25", "--lam", "2")
+    assert data["spectral_radius"] == pytest.approx(0.5, rel=1e-15)
+    assert data["half_life"] == pytest.approx(1.0, rel=1e-15)
+    assert data["stable"] is True
+    assert data["dominant_root"] == pytest.approx([0.5, 0.0])
+    unstable = run_json(capsys, "radius", "sgd", "--tau", "0", "--lr", "1.5", "--lam", "2")
+    assert unstable["half_life"] is None and unstable["stable"] is False
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["max-lr", "sgd", "--tau", "-1"], "tau must be an integer in [0, 100000], got -1"),
+        (["max-lr", "sgd", "--tau", "1.5"], "tau must be an integer"),
+        (["max-lr", "discrepancy", "--tau-fwd", "2", "--tau-bkwd", "3"], "tau_bkwd must be ≤"),
+        (["radius", "sgd", "--lr", "0"], "lr must be a finite real number > 0, got 0"),
+        (["radius", "sgd", "--lr", "-1"], "lr must be"),
+        (["max-lr", "momentum", "--momentum", "1.5"], "momentum must be a finite real number in"),
+        (["max-lr", "momentum", "--momentum", "nan"], "momentum must be a finite real number"),
+        (["max-lr", "sgd", "--lam", "inf"], "lam must be a finite real number"),
+        (["max-lr", "nosuchrule"], "unknown rule 'nosuchrule'"),
+        (["max-lr", "sgd", "--no-such-flag", "1"], "unrecognized arguments"),
+        (["max-lr", "sgd", "--momentum", "0.5"], "rule 'sgd' has no parameter 'momentum'"),
+        (["radius", "sgd"], "the following arguments are required: --lr"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(capsys, argv, needle):
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and needle in err, err
+
+
+def test_console_script_help_has_examples():
+    out = subprocess.run(
+        [sys.executable, "-m", "stability.cli", "--help"], capture_output=True, text=True
+    )
+    assert out.returncode == 0 and "examples:" in out.stdout and "max-lr" in out.stdout
+
+
+def test_console_script_error_has_no_traceback():
+    out = subprocess.run(
+        [sys.executable, "-m", "stability.cli", "max-lr", "sgd", "--tau", "x"],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr and out.stderr.count("\n") == 1
