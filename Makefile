@@ -19,17 +19,17 @@ run: $(STAMP)
 	MPLBACKEND=Agg $(PY) -m stability.main_job
 
 test: $(STAMP)
-	$(VENV)/bin/ruff check stability tests benchmarks paper_repro
-	$(VENV)/bin/ruff format --check stability tests benchmarks paper_repro
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	MPLBACKEND=Agg $(PY) -m pytest -n 2 --durations=15
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check stability tests benchmarks paper_repro
-	$(VENV)/bin/ruff format --check stability tests benchmarks paper_repro
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 format: $(STAMP)
-	$(VENV)/bin/ruff check --fix stability tests benchmarks paper_repro
-	$(VENV)/bin/ruff format stability tests benchmarks paper_repro
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
