@@ -19,6 +19,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from stability.files import strict_json
+
 EXAMPLES = """\
 examples:
   stability rules
@@ -138,18 +140,6 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {k: _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if hasattr(x, "tolist"):
-        return _jsonable(x.tolist())
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
-
-
 def format_report(result: dict[str, Any]) -> str:
     """Default human-readable output: one ``key: value`` line per field."""
     lines = []
@@ -168,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         result = args.run(args)
         if args.json:
-            sys.stdout.write(json.dumps(_jsonable(result)) + "\n")
+            sys.stdout.write(json.dumps(strict_json(result)) + "\n")
         else:
             report = getattr(args, "report", None) or format_report
             sys.stdout.write(report(result) + "\n")

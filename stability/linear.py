@@ -41,8 +41,9 @@ LR = SparsePoly.monomial(1, 1)
 class _UnitProbe:
     """A tap reader that is 1 at one tap and 0 everywhere else."""
 
-    def __init__(self, var: str, lag: int):
+    def __init__(self, var: str, lag: int, t: int):
         self.tap = (var, lag)
+        self.t = t
 
     def __call__(self, var: str, lag: int = 0) -> int:
         return 1 if (var, lag) == self.tap else 0
@@ -102,18 +103,19 @@ def _is_const_zero(a: Any) -> bool:
     return isinstance(a, int) and a == 0
 
 
-def linearize(rule: Rule, model: Oracle, lr: Any = LR) -> LinearDynamics:
-    """Probe one step of ``rule`` under the linear ``model`` at step size ``lr``.
+def linearize(rule: Rule, model: Oracle, lr: Any = LR, t: int = 0) -> LinearDynamics:
+    """Probe step ``t`` of ``rule`` under the linear ``model`` at step size ``lr``.
 
     ``lr`` defaults to the formal variable `LR`; pass a number, grid array, Fraction or sympy
-    symbol to get matrices of that type.
+    symbol to get matrices of that type.  ``t`` matters only for periodic rules (one
+    linearization per phase; their product over a period is the monodromy matrix).
     """
     variables = tuple(rule.variables)
     index = {v: i for i, v in enumerate(variables)}
     n = len(variables)
     columns: dict[int, list[list[Any]]] = {}
-    for var, lag in sorted(taps_read(rule, lr)):
-        probe = _UnitProbe(var, lag)
+    for var, lag in sorted(taps_read(rule, lr, t)):
+        probe = _UnitProbe(var, lag, t)
         p = rule.passes(probe, lr)
         new = rule.update(probe, model(p.forward, p.backward, p.recompute), lr)
         block = columns.setdefault(lag, [[0] * n for _ in range(n)])

@@ -7,12 +7,10 @@ table behind PipeMare Lemma 1-3 and Kosson Sec. 3.4) and writes it to
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from pathlib import Path
 
 from stability.boundary import max_lr
+from stability.files import write_json
 from stability.rules.registry import RULES
 
 DELAYS = (0, 1, 4, 16, 64)
@@ -31,15 +29,6 @@ def max_lr_table() -> dict:
             r = max_lr(rule, model)
             rows.append({"rule": name, **values, "max_lr": r.max_lr, "angle": r.crossing_angle})
     return {"lam": 1.0, "rows": rows}
-
-
-def write_json(path: Path, data: dict) -> None:
-    """Write atomically: a temporary file renamed into place (no partial files)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh, indent=1)
-    os.replace(tmp, path)
 
 
 def main() -> None:

@@ -9,7 +9,9 @@ A rule is a frozen dataclass of hyperparameters (delays, momentum, corrections) 
 * ``update(x, g, lr) -> dict`` — the new value of every state variable, given the gradient.
 
 ``x`` is a *tap reader*: ``x("w", k)`` is the value of ``w`` k steps ago (``x("w")`` is the
-current one).  Reading the history only through ``x`` is what lets one definition serve
+current one), and ``x.t`` is the index of the current step (for periodic rules, such as
+round-robin replicas; time-invariant rules ignore it).  Reading the history only through
+``x`` is what lets one definition serve
 
 * the reference trainer (``x`` reads a buffer of past weight vectors),
 * the linear analysis (``x`` returns unit probes; `stability.linear` reads the state matrix
@@ -44,6 +46,8 @@ class Passes:
 
 
 class TapReader(Protocol):
+    t: int
+
     def __call__(self, var: str, lag: int = 0) -> Any: ...
 
 
@@ -62,8 +66,9 @@ class Rule(Protocol):
 class TapRecorder:
     """A tap reader that returns zeros and records which ``(var, lag)`` were read."""
 
-    def __init__(self, variables: tuple[str, ...]):
+    def __init__(self, variables: tuple[str, ...], t: int = 0):
         self.variables = variables
+        self.t = t
         self.read: set[tuple[str, int]] = set()
 
     def __call__(self, var: str, lag: int = 0) -> Any:
@@ -74,12 +79,12 @@ class TapRecorder:
         return 0
 
 
-def taps_read(rule: Rule, lr: Any = 1.0) -> frozenset[tuple[str, int]]:
-    """The ``(variable, lag)`` pairs a rule reads in one step (passes and update).
+def taps_read(rule: Rule, lr: Any = 1.0, t: int = 0) -> frozenset[tuple[str, int]]:
+    """The ``(variable, lag)`` pairs a rule reads in step ``t`` (passes and update).
 
     Rules read a fixed set of taps whatever the values, so one call with zeros finds them.
     """
-    recorder = TapRecorder(rule.variables)
+    recorder = TapRecorder(rule.variables, t)
     p = rule.passes(recorder, lr)
     rule.update(recorder, p.forward + p.backward + p.recompute, lr)
     for var in rule.variables:
@@ -88,8 +93,12 @@ def taps_read(rule: Rule, lr: Any = 1.0) -> frozenset[tuple[str, int]]:
 
 
 def history_depth(rule: Rule) -> int:
-    """Number of past values per variable a rule needs: 1 + the largest lag it reads."""
-    return 1 + max(lag for _, lag in taps_read(rule))
+    """Number of past values per variable a rule needs: 1 + the largest lag it reads.
+
+    Periodic rules (attribute ``period``) are asked at every phase.
+    """
+    phases = range(getattr(rule, "period", 1))
+    return 1 + max(lag for t in phases for _, lag in taps_read(rule, t=t))
 
 
 @dataclass(frozen=True)
@@ -101,6 +110,7 @@ class History:
     """
 
     values: Mapping[str, tuple[Any, ...]]
+    t: int = 0
 
     @staticmethod
     def constant(rule: Rule, w0: Any, **initial: Any) -> History:
@@ -120,7 +130,8 @@ class History:
         return self.values[var][lag]
 
     def push(self, new: Mapping[str, Any]) -> History:
-        return History({var: (new[var],) + past[:-1] for var, past in self.values.items()})
+        values = {var: (new[var],) + past[:-1] for var, past in self.values.items()}
+        return History(values, self.t + 1)
 
     @property
     def weights(self) -> Any:
