@@ -33,6 +33,7 @@ import numpy as np
 from stability.polynomial import SparsePoly, polynomial_determinant
 from stability.quadratic import QuadraticModel
 from stability.rules.base import Oracle, Rule, taps_read
+from stability.spectrum import DominantRoot, dominant_root
 
 LR = SparsePoly.monomial(1, 1)
 """The step size ℓ as a formal variable (a polynomial in ℓ), for `linearize`."""
@@ -190,10 +191,20 @@ def _lr_bound(c: Any, j: int) -> Any:
     return abs(c) if j == 0 else 0.0
 
 
+def dominant_root_at(rule: Rule, model: QuadraticModel, lr: Any) -> DominantRoot:
+    """Largest-modulus root of the rule's dynamics at one step size (per-step multiplier).
+
+    The single entry point for "how fast does this rule converge at this lr": the CLI's
+    ``radius`` and the certified bisection use it.
+    """
+    return dominant_root(characteristic_polynomial(rule, model).at(lr))
+
+
 __all__ = [
     "LR",
     "CharacteristicPolynomial",
     "LinearDynamics",
     "characteristic_polynomial",
+    "dominant_root_at",
     "linearize",
 ]

@@ -19,13 +19,13 @@ def register(sub) -> None:
 
 
 def run(args) -> dict:
-    from stability.linear import characteristic_polynomial
-    from stability.spectrum import dominant_root, half_life
+    from stability.linear import dominant_root_at
+    from stability.spectrum import half_life
     from stability.validation import check_real
 
     spec, rule, model = build_from_args(args)
     lr = check_real("lr", args.lr, low=0.0, low_open=True)
-    dom = dominant_root(characteristic_polynomial(rule, model).at(lr))
+    dom = dominant_root_at(rule, model, lr)
     return {
         "rule": spec.name,
         "spectral_radius": dom.radius,
