@@ -11,10 +11,14 @@ numerically for every rule:
 2. every sign change of F brackets a crossing; the endpoints θ = 0, π (real roots ±1) are
    candidates too; the first crossing is not always near ω = 1 (hence the whole half circle);
 3. the brackets whose interpolated lr is within 5 % of the smallest positive one are refined
-   by bisection to machine precision, and (``precise=True``) the winner by Newton in mpmath;
+   by the Illinois method to machine precision (relative error of lr ~1e-13), and, with
+   ``precise=True``, the winner by Newton in mpmath at 40 digits;
 4. the system must be stable on (0, lr₁): checked at lr₁/2 (the count of roots inside only
-   changes at crossings), by companion eigenvalues or, at large degree, the argument
-   principle.  If it is not, no lr > 0 is stable and the result is 0.
+   changes at crossings), by the argument principle on the samples already taken (the
+   winding number of A + lr·B, refined near roots close to the circle; O(degree)).  If it
+   is not, no lr > 0 is stable and the result is 0.  It is checked again
+   just below lr₁ (lr₁·(1 − 1e-6)): a failure there means a crossing fell between samples,
+   and the circle is resampled 4× and 16× finer.
 
 If no crossing exists the rule is stable for every lr > 0 (``max_lr`` is None) or for none.
 
@@ -38,7 +42,13 @@ from stability.linear import CharacteristicPolynomial, characteristic_polynomial
 from stability.polynomial import SparsePoly
 from stability.quadratic import QuadraticModel
 from stability.rules.base import Rule
-from stability.spectrum import DENSE_MAX_DEGREE, dominant_root, roots_inside, spectral_radius
+from stability.spectrum import (
+    DENSE_MAX_DEGREE,
+    dominant_root,
+    on_circle,
+    spectral_radius,
+    winding_turns,
+)
 
 _EPS = np.finfo(float).eps
 _MARGINAL = 1e-12  # radius ≥ 1 − this counts as not stable when checking (0, lr₁)
@@ -60,13 +70,18 @@ class MaxLr:
 
 
 def max_lr(
-    rule: Rule, model: QuadraticModel, *, method: str = "auto", precise: bool = True
+    rule: Rule, model: QuadraticModel, *, method: str = "auto", precise: bool = False
 ) -> MaxLr:
     """Exact maximal stable step size of ``rule`` on ``model`` (one parameter point).
 
     ``method``: ``"auto"`` (boundary locus when the polynomial is affine in lr, else
-    bisection), ``"locus"`` or ``"bisection"``.
+    bisection), ``"locus"`` or ``"bisection"``.  Periodic rules (``period`` > 1) are bisected
+    on their Floquet monodromy (`stability.floquet.max_lr`) whatever the method.
     """
+    if getattr(rule, "period", 1) > 1:
+        from stability import floquet
+
+        return floquet.max_lr(rule, model)
     cp = characteristic_polynomial(rule, model)
     if method == "auto":
         method = "locus" if cp.is_affine else "bisection"
@@ -123,82 +138,164 @@ def _stack(poly: SparsePoly, grid: tuple[int, ...]) -> tuple[np.ndarray, np.ndar
 
 def _evaluate(ks: np.ndarray, cs: np.ndarray, theta: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """Σ_k c_k[col] e^{ikθ} for paired (θ, col) arrays."""
-    return np.einsum("nk,kn->n", np.exp(1j * np.outer(theta, ks)), cs[:, cols])
+    x = np.multiply.outer(theta, ks)
+    c = cs[:, cols].T
+    return np.sum(np.cos(x) * c, axis=1) + 1j * np.sum(np.sin(x) * c, axis=1)
 
 
 def _locus(A: SparsePoly, B: SparsePoly, *, precise: bool) -> tuple[np.ndarray, np.ndarray]:
-    """First positive crossing lr and its angle for each grid point (flattened)."""
+    """First positive crossing lr and its angle for each grid point (flattened).
+
+    Columns are processed in chunks (bounded memory).  Each result is verified on the samples
+    already taken: stable at lr₁/2 (else no lr > 0 is stable) and just below lr₁ (else a
+    crossing fell between samples, and those columns are resampled 4× and 16× finer).
+    """
     grid = np.broadcast_shapes(*(np.shape(c) for p in (A, B) for c in p.terms.values()))
     ka, ca = _stack(A, grid)
     kb, cb = _stack(B, grid)
-    m_total = ca.shape[1]
     degree = int(max(ka.max(), kb.max()))
-    n = 8 * (degree + 2)
+    best_lr = np.full(ca.shape[1], np.inf)
+    best_theta = np.full(ca.shape[1], np.nan)
+    chunk = max(1, 2_000_000 // (8 * degree + 80))
+    for start in range(0, ca.shape[1], chunk):
+        cols = np.arange(start, min(start + chunk, ca.shape[1]))
+        for density in (8, 32, 128):
+            circle = _Circle(ka, ca[:, cols], kb, cb[:, cols], density * (degree + 2))
+            lr, theta = circle.first_crossings()
+            if precise:
+                for m in np.flatnonzero(np.isfinite(lr) & (theta > 0) & (theta < math.pi)):
+                    lr[m], theta[m] = _mp_refine(ka, circle.ca[:, m], kb, circle.cb[:, m], theta[m])
+            finite = np.isfinite(lr)
+            stable = circle.stable(np.where(finite, 0.5 * lr, 1.0), degree)
+            lr, theta = np.where(stable, lr, 0.0), np.where(stable, theta, np.nan)
+            best_lr[cols], best_theta[cols] = lr, theta
+            check = stable & finite
+            missed = check.copy()
+            missed[check] = ~circle.stable(lr * (1 - 1e-6), degree)[check]
+            if not missed.any():
+                break
+            cols = cols[missed]
+    return best_lr, best_theta
 
-    best_lr = np.full(m_total, np.inf)
-    best_theta = np.full(m_total, np.nan)
 
-    # endpoints θ = 0 and θ = π: real roots ω = ±1 (skip exact structural zeros A(±1) = 0)
-    for theta0, sign in ((0.0, 1.0), (math.pi, -1.0)):
-        wa, wb = sign**ka, sign**kb
-        a_val, b_val = wa @ ca, wb @ cb
-        a_scale = np.abs(wa) @ np.abs(ca)
+class _Circle:
+    """A and B sampled on the upper unit half circle, for a block of columns."""
+
+    def __init__(self, ka, ca, kb, cb, n):
+        self.ka, self.ca, self.kb, self.cb = ka, ca, kb, cb
+        self.theta = _sample_angles(n)
+        self.a = on_circle(self.theta, ka, ca)
+        self.b = on_circle(self.theta, kb, cb)
+
+    def first_crossings(self) -> tuple[np.ndarray, np.ndarray]:
+        """Smallest positive crossing (lr, θ) per column (module doc, steps 1-3)."""
+        ka, ca, kb, cb, theta = self.ka, self.ca, self.kb, self.cb, self.theta
+        best_lr = np.full(ca.shape[1], np.inf)
+        best_theta = np.full(ca.shape[1], np.nan)
+
+        # θ = 0 and θ = π: real roots ω = ±1 (skip exact structural zeros A(±1) = 0)
+        for theta0, sign in ((0.0, 1.0), (math.pi, -1.0)):
+            wa, wb = sign**ka, sign**kb
+            a_val, b_val = wa @ ca, wb @ cb
+            a_scale = np.abs(wa) @ np.abs(ca)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                lr0 = np.where(
+                    (np.abs(a_val) > 64 * _EPS * a_scale) & (b_val != 0), -a_val / b_val, np.inf
+                )
+            take = (lr0 > 0) & (lr0 < best_lr)
+            best_lr[take], best_theta[take] = lr0[take], theta0
+
+        prod = self.a * np.conj(self.b)
+        f = prod.imag
         with np.errstate(divide="ignore", invalid="ignore"):
-            lr0 = np.where(
-                (np.abs(a_val) > 64 * _EPS * a_scale) & (b_val != 0), -a_val / b_val, np.inf
-            )
-        take = (lr0 > 0) & (lr0 < best_lr)
-        best_lr[take], best_theta[take] = lr0[take], theta0
-
-    # interior crossings, in chunks of columns to bound memory
-    theta = np.linspace(0.0, math.pi, n)
-    ea, eb = np.exp(1j * np.outer(theta, ka)), np.exp(1j * np.outer(theta, kb))
-    chunk = max(1, 4_000_000 // n)
-    brackets_j, brackets_m = [], []
-    for start in range(0, m_total, chunk):
-        cols = slice(start, min(start + chunk, m_total))
-        f = np.imag((ea @ ca[:, cols]) * np.conj(eb @ cb[:, cols]))
+            lr_s = -prod.real / np.abs(self.b) ** 2
         s = np.sign(f[1:-1])  # θ = 0 and π are F's trivial zeros
         j, m = np.nonzero((s[:-1] * s[1:] < 0) | (s[:-1] == 0))
-        brackets_j.append(j + 1)
-        brackets_m.append(m + start)
-    bj, bm = np.concatenate(brackets_j), np.concatenate(brackets_m)
-    if bj.size:
-        lo, hi = theta[bj], theta[bj + 1]
-        f_lo = _f(ka, ca, kb, cb, lo, bm)
-        f_hi = _f(ka, ca, kb, cb, hi, bm)
+        j = j + 1
+        lr_lo, lr_hi = lr_s[j, m], lr_s[j + 1, m]
+        # lr(θ) is continuous across a crossing's bracket; at a zero of B (F vanishes there
+        # too) it passes through ±∞ and changes sign, so brackets need lr > 0 at both ends.
+        # lr(θ) need not be monotone inside a bracket (it peaks near a near-zero of |B|), so
+        # the ends do not tell which bracket holds the smallest lr: every bracket is located
+        # to ~1e-8 by four Illinois steps, and those within 5 % of the smallest lr are refined
+        # to machine precision.
+        keep = (lr_lo > 0) & (lr_hi > 0) & np.isfinite(lr_lo) & np.isfinite(lr_hi)
+        if np.any(keep):
+            j, m = j[keep], m[keep]
+            bracket = (theta[j], theta[j + 1], f[j, m], f[j + 1, m])
+            rough, bracket = _illinois(lambda t, c=m: _f(ka, ca, kb, cb, t, c), *bracket, 4)
+            lr_rough = _lr_at(ka, ca, kb, cb, rough, m)
+            lr_rough = np.where(lr_rough > 0, lr_rough, np.inf)
+            row_min = best_lr.copy()
+            np.minimum.at(row_min, m, lr_rough)
+            close = lr_rough <= row_min[m] * 1.05
+            m = m[close]
+            bracket = tuple(x[close] for x in bracket)
+            root, _ = _illinois(lambda t, c=m: _f(ka, ca, kb, cb, t, c), *bracket, 100)
+            lr_root = _lr_at(ka, ca, kb, cb, root, m)
+            for lr_v, th, col in zip(lr_root, root, m, strict=True):
+                if 0 < lr_v < best_lr[col]:
+                    best_lr[col], best_theta[col] = lr_v, th
+        return best_lr, best_theta
+
+    def stable(self, lr: np.ndarray, degree: int) -> np.ndarray:
+        """All roots of A + lr·B strictly inside the unit circle, per column.
+
+        The argument principle on the samples already taken (p = A + lr·B along θ ∈ [0, π],
+        refined where the phase turns fast): O(degree) per column.
+        """
+        lr = np.broadcast_to(lr, (self.ca.shape[1],))
+        values = self.a + lr * self.b
+        ka, ca, kb, cb = self.ka, self.ca, self.kb, self.cb
+
+        def evaluate(t, cols):
+            return _evaluate(ka, ca, t, cols) + lr[cols] * _evaluate(kb, cb, t, cols)
+
+        turns = winding_turns(self.theta, values, evaluate)
+        return np.isfinite(turns) & (np.abs(turns - degree) < 0.05)
+
+
+def _sample_angles(n: int) -> np.ndarray:
+    """``n`` equispaced angles on [0, π], plus 30 geometric ones into each end interval.
+
+    F(θ) = Im(A·conj B) vanishes trivially at θ = 0 and π, so a crossing inside the first or
+    last equispaced interval would show no sign change between samples.  Such crossings exist
+    near ω = 1 when the lr-coefficient B dwarfs A there (large Δ; PipeMare Lemma 4: crossings
+    approach ω = 1), e.g. PipeMare eq. 5 with τf = 1, τb = 0, Δ = 100 crosses at θ ≈ 0.0995 <
+    π/31.  Geometric samples h·2^{-k} (k = 1..30) from each end resolve them down to ~1e-9·h.
+    """
+    uniform = np.linspace(0.0, math.pi, n)
+    near = uniform[1] * 2.0 ** -np.arange(30, 0, -1)
+    return np.concatenate(([0.0], near, uniform[1:-1], math.pi - near[::-1], [math.pi]))
+
+
+def _illinois(f, lo, hi, f_lo, f_hi, iterations: int):
+    """Vectorised Illinois (modified regula falsi) for roots of f in brackets [lo, hi].
+
+    Superlinear like the secant method but keeps the bracket; stops at machine precision or
+    after ``iterations``.  Returns the estimates and the final brackets (to continue later).
+    """
+    side = np.zeros(lo.shape, dtype=int)
+    x = 0.5 * (lo + hi)
+    for _ in range(iterations):
         with np.errstate(divide="ignore", invalid="ignore"):
-            guess = np.where(f_hi != f_lo, lo - f_lo * (hi - lo) / (f_hi - f_lo), lo)
-        lr_guess = _lr_at(ka, ca, kb, cb, guess, bm)
-        positive = np.where(lr_guess > 0, lr_guess, np.inf)
-        row_min = np.full(m_total, np.inf)
-        np.minimum.at(row_min, bm, positive)
-        row_min = np.minimum(row_min, best_lr)
-        keep = positive <= row_min[bm] * 1.05
-        lo, hi, f_lo, bm_k = lo[keep], hi[keep], f_lo[keep], bm[keep]
-        for _ in range(60):  # bisection on F to machine precision
-            mid = 0.5 * (lo + hi)
-            f_mid = _f(ka, ca, kb, cb, mid, bm_k)
-            left = np.sign(f_mid) == np.sign(f_lo)
-            lo = np.where(left, mid, lo)
-            f_lo = np.where(left, f_mid, f_lo)
-            hi = np.where(left, hi, mid)
-        root = 0.5 * (lo + hi)
-        lr_root = _lr_at(ka, ca, kb, cb, root, bm_k)
-        for lr_v, th, m in zip(lr_root, root, bm_k, strict=True):
-            if 0 < lr_v < best_lr[m]:
-                best_lr[m], best_theta[m] = lr_v, th
-
-    if precise:
-        for m in np.flatnonzero(np.isfinite(best_lr) & (best_theta > 0) & (best_theta < math.pi)):
-            best_lr[m], best_theta[m] = _mp_refine(ka, ca[:, m], kb, cb[:, m], best_theta[m])
-
-    # stability on (0, lr₁): one check at lr₁/2 (or at lr = 1 when there is no crossing)
-    test_lr = np.where(np.isfinite(best_lr), 0.5 * best_lr, 1.0)
-    stable = _stable_at(ka, ca, kb, cb, test_lr, degree)
-    best_lr = np.where(stable, best_lr, 0.0)
-    best_theta = np.where(stable, best_theta, np.nan)
-    return best_lr, best_theta
+            x_new = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
+        x_new = np.where(
+            (x_new <= lo) | (x_new >= hi) | ~np.isfinite(x_new), 0.5 * (lo + hi), x_new
+        )
+        step = np.abs(x_new - x)
+        x = x_new
+        fx = f(x)
+        left = np.sign(fx) == np.sign(f_lo)  # root in [x, hi]
+        lo, f_lo = np.where(left, x, lo), np.where(left, fx, f_lo)
+        hi, f_hi = np.where(left, hi, x), np.where(left, f_hi, fx)
+        # Illinois: halve the stale end's value when the same end is kept twice in a row
+        f_hi = np.where(left & (side == 1), 0.5 * f_hi, f_hi)
+        f_lo = np.where(~left & (side == -1), 0.5 * f_lo, f_lo)
+        side = np.where(left, 1, -1)
+        if np.all((hi - lo <= 4 * _EPS * hi) | (fx == 0) | (step <= 2 * _EPS * x)):
+            break
+    return x, (lo, hi, f_lo, f_hi)
 
 
 def _f(ka, ca, kb, cb, theta, cols):
@@ -233,21 +330,6 @@ def _mp_refine(ka, ca, kb, cb, theta: float, digits: int = 40) -> tuple[float, f
             t = mpmath.mpf(theta)
         ab, bb = parts(t)
         return float(-mpmath.re(ab) / bb), float(t)
-
-
-def _stable_at(ka, ca, kb, cb, lr, degree) -> np.ndarray:
-    """All roots strictly inside the unit circle for p = A + lr·B, per column."""
-    n_cols = ca.shape[1]
-    dense = np.zeros((degree + 1, n_cols))
-    dense[degree - ka] += ca
-    np.add.at(dense, degree - kb, cb * lr)
-    if degree <= DENSE_MAX_DEGREE:
-        return spectral_radius(dense) < 1 - _MARGINAL
-    out = np.empty(n_cols, dtype=bool)
-    for m in range(n_cols):
-        nz = np.flatnonzero(dense[:, m])
-        out[m] = roots_inside(degree - nz, dense[nz, m], 1.0) == degree
-    return out
 
 
 # -- bisection on the spectral radius ------------------------------------------------------
