@@ -276,14 +276,14 @@ def _illinois(f, lo, hi, f_lo, f_hi, iterations: int):
     after ``iterations``.  Returns the estimates and the final brackets (to continue later).
     """
     side = np.zeros(lo.shape, dtype=int)
-    x = 0.5 * (lo + hi)
+    x = np.full(lo.shape, np.nan)
     for _ in range(iterations):
         with np.errstate(divide="ignore", invalid="ignore"):
             x_new = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
-        x_new = np.where(
-            (x_new <= lo) | (x_new >= hi) | ~np.isfinite(x_new), 0.5 * (lo + hi), x_new
-        )
-        step = np.abs(x_new - x)
+        outside = (x_new <= lo) | (x_new >= hi) | ~np.isfinite(x_new)
+        x_new = np.where(outside, 0.5 * (lo + hi), x_new)
+        with np.errstate(invalid="ignore"):
+            stalled = np.abs(x_new - x) <= 2 * _EPS * np.abs(x_new)  # False on the first pass
         x = x_new
         fx = f(x)
         left = np.sign(fx) == np.sign(f_lo)  # root in [x, hi]
@@ -293,7 +293,7 @@ def _illinois(f, lo, hi, f_lo, f_hi, iterations: int):
         f_hi = np.where(left & (side == 1), 0.5 * f_hi, f_hi)
         f_lo = np.where(~left & (side == -1), 0.5 * f_lo, f_lo)
         side = np.where(left, 1, -1)
-        if np.all((hi - lo <= 4 * _EPS * hi) | (fx == 0) | (step <= 2 * _EPS * x)):
+        if np.all((hi - lo <= 4 * _EPS * np.abs(hi)) | (fx == 0) | stalled):
             break
     return x, (lo, hi, f_lo, f_hi)
 
@@ -345,9 +345,14 @@ def _bisection(cp: CharacteristicPolynomial) -> MaxLr:
         raise ValueError(
             f"bisection needs dense eigenvalues; degree {cp.degree} > {DENSE_MAX_DEGREE}"
         )
-    grid = np.logspace(-12, 12, 241)
+    if len(cp.parts) == 1:  # lr does not enter the dynamics
+        stable = _radius(cp, 1.0) < 1
+        return MaxLr(None if stable else 0.0, None, "bisection (lr-independent)")
+    # lr is scanned over 18 decades around its natural scale 1/max|C_j| (lr·|C_j| ~ 1)
+    scale = 1.0 / max(float(np.max(np.abs(c))) for p in cp.parts[1:] for c in p.terms.values())
+    grid = scale * np.logspace(-9, 9, 181)
     rho = _radius(cp, grid)
-    unstable = np.flatnonzero(rho >= 1 - _MARGINAL)
+    unstable = np.flatnonzero(rho >= 1)
     if unstable.size == 0:
         return MaxLr(None, None, "bisection")
     i = unstable[0]

@@ -27,8 +27,8 @@ class QuadraticModel:
     """
 
     lam: Any
-    delta: Any = 0.0
-    phi: Any = 0.0
+    delta: Any = 0  # integer defaults keep exact (Fraction, sympy) arithmetic exact
+    phi: Any = 0
 
     def __post_init__(self):
         check_real("lam", self.lam, low=0.0, low_open=True)

@@ -86,10 +86,10 @@ class DelayedMomentum:
     tau_fwd: Any = 0
     tau_bkwd: Any = None
     tau_recomp: Any = None
-    momentum: Any = 0.0
-    sc_a: Any = 1.0
-    sc_b: Any = 0.0
-    horizon: Any = 0.0
+    momentum: Any = 0  # integer defaults keep exact (Fraction, sympy) arithmetic exact
+    sc_a: Any = 1
+    sc_b: Any = 0
+    horizon: Any = 0
     prediction: str = "weight"
     gamma: Any = None
     t2_recompute: bool = False

@@ -1,0 +1,230 @@
+"""Core numerics against independent computations: polynomials, roots, radius, max lr.
+
+Independent references: numpy.polymul / numpy.linalg.det, mpmath.polyroots at 50 digits,
+PipeMare Lemma 1 and its double-root step (exact closed forms), dense companion eigenvalues
+scanned over lr (the plain bisection STYLE.md asks for beside every fast path).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import mpmath
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import rule_points
+
+from stability.boundary import max_lr, max_lr_grid
+from stability.linear import characteristic_polynomial, dominant_root_at, linearize
+from stability.polynomial import SparsePoly, polynomial_determinant
+from stability.rules.registry import RULES, build_rule
+from stability.spectrum import dominant_root, half_life, roots, roots_inside, spectral_radius
+
+coeff = st.floats(-3, 3, allow_nan=False)
+
+
+# -- sparse polynomials ----------------------------------------------------------------------
+
+
+@settings(max_examples=200)
+@given(a=st.lists(coeff, min_size=1, max_size=6), b=st.lists(coeff, min_size=1, max_size=6))
+def test_sparse_product_equals_numpy_polymul(a, b):
+    prod = SparsePoly.from_dense(a) * SparsePoly.from_dense(b)
+    expected = np.polymul(a, b)
+    got = np.zeros_like(expected)
+    for k, c in prod.cleaned().terms.items():
+        got[len(expected) - 1 - k] = c
+    np.testing.assert_allclose(got, expected, atol=1e-12)
+
+
+def test_determinant_of_polynomial_matrix_matches_numpy_at_points():
+    rng = np.random.default_rng(1)
+    mats = [[SparsePoly.from_dense(rng.normal(size=3)) for _ in range(3)] for _ in range(3)]
+    det = polynomial_determinant(mats)
+    for z in (0.3, -1.7, 2.2):
+        numeric = np.linalg.det(np.array([[p(z) for p in row] for row in mats]))
+        assert det(z) == pytest.approx(numeric, rel=1e-10)
+
+
+def test_cleaning_removes_rounding_but_keeps_small_true_coefficients():
+    noisy = SparsePoly.monomial(0, 0.1 * 3) - SparsePoly.monomial(0, 0.3)  # 5.6e-17, not 0
+    assert noisy.terms[0] != 0 and not noisy.cleaned().terms
+    tiny = SparsePoly.monomial(1, 1.0) + SparsePoly.monomial(0, 1e-200)
+    assert tiny.cleaned().terms[0] == 1e-200
+
+
+def test_exact_fraction_polynomials_stay_exact():
+    rule, model = build_rule("momentum", tau=2, momentum=Fraction(9, 10), lam=Fraction(1))
+    p = linearize(rule, model, Fraction(1, 10)).polynomial()
+    assert all(isinstance(c, (int, Fraction)) for c in p.terms.values())
+    # ω^3 − (1+m)ω^2 + mω + lr·λ with m = 9/10, lr·λ = 1/10 (PipeMare eq. 13)
+    assert p.terms == {3: 1, 2: Fraction(-19, 10), 1: Fraction(9, 10), 0: Fraction(1, 10)}
+
+
+# -- roots and spectral radius -------------------------------------------------------------
+
+
+def mp_radius(coeffs, dps=50):
+    with mpmath.workdps(dps):
+        rs = mpmath.polyroots([mpmath.mpf(float(c)) for c in coeffs], maxsteps=400, extraprec=400)
+        return float(max(abs(r) for r in rs))
+
+
+@settings(max_examples=300)
+@given(c=st.lists(coeff, min_size=2, max_size=9))
+def test_dominant_root_matches_mpmath_to_1e10(c):
+    c = [1.0, *c]
+    if abs(c[-1]) < 1e-3:
+        c[-1] = 0.5
+    got = dominant_root(SparsePoly.from_dense(c))
+    assert got.radius == pytest.approx(mp_radius(c), rel=1e-10, abs=1e-12)
+    assert abs(np.polyval(c, got.root)) <= 1e-9 * max(1.0, got.radius) ** len(c)
+
+
+@pytest.mark.parametrize("tau", [1, 2, 5, 13, 40])
+def test_double_root_step_has_radius_tau_over_tau_plus_1(tau):
+    """PipeMare App. B.1: at α = (τ/(τ+1))^τ/(λ(τ+1)) p has a double root τ/(τ+1) (fastest rate).
+
+    α in float64 is off by ~1e-16, which splits the double root by ~1e-8 (the polynomial
+    really has two roots there); float64 companion eigenvalues are off by as much again.  The
+    refined radius must match mpmath on the same coefficients to 1e-12, and τ/(τ+1) to ~1e-7.
+    """
+    lam = 1.7
+    lr = (tau / (tau + 1)) ** tau / (lam * (tau + 1))
+    rule, model = build_rule("sgd", tau=tau, lam=lam)
+    dom = dominant_root_at(rule, model, lr)
+    coeffs = characteristic_polynomial(rule, model).at(lr).normalized().dense()
+    assert dom.radius == pytest.approx(mp_radius(coeffs, dps=60), rel=1e-12)
+    assert dom.radius == pytest.approx(tau / (tau + 1), rel=1e-7)
+
+
+def test_large_degree_path_matches_dense_eigenvalues():
+    rule, model = build_rule("momentum", tau=450, momentum=0.5, lam=1.0)
+    cp = characteristic_polynomial(rule, model)
+    p = cp.at(0.002)
+    dom = dominant_root(p)
+    assert dom.method.startswith("argument principle")
+    dense = spectral_radius(p.normalized().dense())
+    assert dom.radius == pytest.approx(float(dense), rel=1e-10)
+
+
+@pytest.mark.parametrize("tau", [1000, 10_000])
+def test_radius_at_large_delays_against_lemma_1_crossing(tau):
+    """Just below Lemma 1's threshold ρ < 1, just above ρ > 1 (delays up to 10⁴ work)."""
+    rule, model = build_rule("sgd", tau=tau, lam=1.0)
+    alpha = 2 * math.sin(math.pi / (4 * tau + 2))
+    below = dominant_root_at(rule, model, alpha * (1 - 1e-6)).radius
+    above = dominant_root_at(rule, model, alpha * (1 + 1e-6)).radius
+    assert below < 1 < above
+    assert 1 - below < 1e-6 and above - 1 < 1e-6
+
+
+def test_roots_inside_counts_near_the_circle():
+    tau = 200
+    alpha = 2 * math.sin(math.pi / (4 * tau + 2))
+    exps = np.array([tau + 1, tau, 0])
+    for factor, inside in ((0.5, tau + 1), (1 - 1e-9, tau + 1), (1 + 1e-9, tau - 1)):
+        assert roots_inside(exps, np.array([1.0, -1.0, alpha * factor]), 1.0) == inside
+
+
+def test_batched_roots_equal_numpy_roots():
+    rng = np.random.default_rng(0)
+    c = rng.normal(size=(6, 4, 5))
+    r = roots(c)
+    for i in range(4):
+        for j in range(5):
+            np.testing.assert_allclose(
+                np.sort_complex(r[i, j]), np.sort_complex(np.roots(c[:, i, j])), atol=1e-10
+            )
+
+
+def test_half_life():
+    assert half_life(0.5) == pytest.approx(1.0)
+    assert half_life(1.0) is None and half_life(1.5) is None and half_life(0.0) == 0.0
+    np.testing.assert_array_equal(half_life(np.array([0.5, 1.0])), [1.0, np.inf])
+
+
+# -- maximal stable step size -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("tau", [*range(0, 41), 99, 500, 2000, 10_000])
+def test_max_lr_sgd_is_lemma_1(tau):
+    lam = 0.37 + tau % 7
+    rule, model = build_rule("sgd", tau=tau, lam=lam)
+    r = max_lr(rule, model)
+    assert r.max_lr == pytest.approx(2 / lam * math.sin(math.pi / (4 * tau + 2)), rel=1e-11)
+    assert r.crossing_angle == pytest.approx(math.pi / (2 * tau + 1), rel=1e-10)
+
+
+def _dense_radii(cp, lrs):
+    return spectral_radius(cp.at(np.asarray(lrs)).normalized().dense())
+
+
+@settings(max_examples=1000)
+@given(point=rule_points(max_delay=8))
+def test_max_lr_is_the_first_loss_of_stability(point):
+    """Independent check by dense eigenvalues: stable on a grid of (0, lr*), unstable just above."""
+    name, params = point
+    rule, model = RULES[name].build(**params)
+    r = max_lr(rule, model)
+    cp = characteristic_polynomial(rule, model)
+    if r.max_lr is None:
+        assert np.all(_dense_radii(cp, np.logspace(-4, 4, 60)) < 1)
+        return
+    if r.max_lr == 0.0:
+        assert np.all(_dense_radii(cp, np.logspace(-6, -2, 5)) >= 1 - 1e-9)
+        return
+    grid = r.max_lr * np.concatenate([np.logspace(-4, -0.01, 40), [1 - 1e-6]])
+    assert np.all(_dense_radii(cp, grid) < 1)
+    assert _dense_radii(cp, [r.max_lr * (1 + 1e-5)])[0] > 1
+    # the root on the circle sits at the reported angle
+    w = np.exp(1j * r.crossing_angle)
+    p = cp.at(r.max_lr)
+    scale = sum(abs(c) for c in p.terms.values())
+    assert abs(p(w)) <= 1e-9 * scale
+
+
+@settings(max_examples=150)
+@given(point=rule_points(max_delay=5))
+def test_boundary_locus_agrees_with_certified_bisection(point):
+    name, params = point
+    rule, model = RULES[name].build(**params)
+    locus = max_lr(rule, model, method="locus")
+    if locus.max_lr in (None, 0.0):
+        return
+    bisection = max_lr(rule, model, method="bisection")
+    assert bisection.max_lr == pytest.approx(locus.max_lr, rel=1e-9)
+
+
+@settings(max_examples=150)
+@given(point=rule_points(max_delay=6))
+def test_float64_refinement_agrees_with_mpmath_refinement(point):
+    name, params = point
+    rule, model = RULES[name].build(**params)
+    fast, precise = max_lr(rule, model), max_lr(rule, model, precise=True)
+    if fast.max_lr in (None, 0.0):
+        assert precise.max_lr == fast.max_lr
+        return
+    assert fast.max_lr == pytest.approx(precise.max_lr, rel=1e-11)
+
+
+@pytest.mark.parametrize("name", ["sgd", "momentum", "discrepancy", "t2", "sc", "lwp-v+sc"])
+def test_max_lr_grid_equals_pointwise(name):
+    spec = RULES[name]
+    lams = np.array([0.2, 1.0, 3.0, 11.0])
+    rule, model = spec.build(lam=lams)
+    grid, angles = max_lr_grid(rule, model)
+    for i, lam in enumerate(lams):
+        r = max_lr(*spec.build(lam=float(lam)))
+        assert grid[i] == pytest.approx(r.max_lr, rel=1e-12)
+        assert angles[i] == pytest.approx(r.crossing_angle, rel=1e-10)
+
+
+def test_momentum_one_is_never_asymptotically_stable():
+    """PipeMare Lemma 3 includes β = 1; the exact max lr there is 0."""
+    for tau in (0, 1, 3):
+        rule, model = build_rule("momentum", tau=tau, momentum=1.0)
+        assert max_lr(rule, model).max_lr == 0.0
