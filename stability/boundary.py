@@ -171,7 +171,7 @@ def _locus(A: SparsePoly, B: SparsePoly, *, precise: bool) -> tuple[np.ndarray, 
             best_lr[cols], best_theta[cols] = lr, theta
             check = stable & finite
             missed = check.copy()
-            missed[check] = ~circle.stable(lr * (1 - 1e-6), degree)[check]
+            missed[check] = ~circle.stable(np.where(check, lr * (1 - 1e-6), 1.0), degree)[check]
             if not missed.any():
                 break
             cols = cols[missed]

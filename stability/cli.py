@@ -17,6 +17,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Sequence
+from fractions import Fraction
 from typing import Any
 
 from stability.files import strict_json
@@ -40,14 +41,25 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def _float_arg(name: str) -> Callable[[str], float]:
-    def parse(text: str) -> float:
+class ExactFloat(float):
+    """A float parsed from the command line that keeps its text's exact value in ``exact``.
+
+    Computations use the float; ``stability radius --certify`` reads ``exact`` (a Fraction),
+    so that ``--lr 0.4450418679126288000000123`` is not rounded to float64 there.
+    """
+
+    exact: Fraction
+
+
+def _float_arg(name: str) -> Callable[[str], ExactFloat]:
+    def parse(text: str) -> ExactFloat:
         try:
-            value = float(text)
+            value = ExactFloat(text)
         except ValueError:
             raise UsageError(f"{name} must be a real number, got {text!r}") from None
         if not math.isfinite(value):
             raise UsageError(f"{name} must be a finite real number, got {text}")
+        value.exact = Fraction(text.strip().replace("_", ""))
         return value
 
     return parse
@@ -78,6 +90,15 @@ def _bool_arg(name: str) -> Callable[[str], bool]:
     return parse
 
 
+def _choice_arg(name: str, choices: tuple[str, ...]) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise UsageError(f"{name} must be one of {', '.join(choices)}, got {text!r}")
+        return text
+
+    return parse
+
+
 def add_rule_arguments(parser: argparse.ArgumentParser, *, positional: bool = True) -> None:
     """The RULE positional and one flag per rule parameter of the registry."""
     from stability.rules.registry import RULES
@@ -92,11 +113,14 @@ def add_rule_arguments(parser: argparse.ArgumentParser, *, positional: bool = Tr
             users.setdefault(p.name, []).append(spec.name)
     group = parser.add_argument_group("rule parameters (each applies to the rules listed)")
     for name, p in seen.items():
-        kind = {"delay": _delay_arg, "bool": _bool_arg}.get(p.kind, _float_arg)
+        if p.kind == "choice":
+            parse = _choice_arg(name, p.choices)
+        else:
+            parse = {"delay": _delay_arg, "bool": _bool_arg}.get(p.kind, _float_arg)(name)
         group.add_argument(
             "--" + name.replace("_", "-"),
             dest=name,
-            type=kind(name),
+            type=parse,
             default=None,
             metavar="X",
             help=f"{p.doc}; {p.allowed} [{', '.join(users[name])}]",

@@ -14,7 +14,7 @@ from typing import Any
 from stability.polynomial import SparsePoly
 from stability.quadratic import QuadraticModel
 from stability.rules.base import Rule
-from stability.validation import MAX_DELAY, check_delay, check_real
+from stability.validation import MAX_DELAY, check_choice, check_delay, check_real
 
 MODEL_PARAMS = ("lam", "delta", "phi")
 
@@ -24,8 +24,9 @@ class Param:
     """One parameter of a rule: name, meaning, default and allowed values.
 
     ``kind`` is ``"delay"`` (integer in [0, MAX_DELAY]), ``"real"`` (finite, in
-    [low, high] with open ends as flagged) or ``"bool"``.  ``default=None`` marks an
-    optional parameter whose absence the builder resolves (e.g. SC_D coefficients).
+    [low, high] with open ends as flagged), ``"bool"`` or ``"choice"`` (one of ``choices``).
+    ``default=None`` marks an optional parameter whose absence the builder resolves (e.g. SC_D
+    coefficients).
     """
 
     name: str
@@ -36,6 +37,7 @@ class Param:
     high: float | None = None
     low_open: bool = False
     high_open: bool = False
+    choices: tuple[str, ...] = ()
 
     def check(self, value: Any) -> Any:
         if value is None:
@@ -48,6 +50,8 @@ class Param:
             if isinstance(value, bool):
                 return value
             raise ValueError(f"{self.name} must be true or false, got {value!r}")
+        if self.kind == "choice":
+            return check_choice(self.name, value, self.choices)
         return check_real(
             self.name,
             value,
@@ -64,6 +68,8 @@ class Param:
             return f"integer in [0, {MAX_DELAY}]"
         if self.kind == "bool":
             return "true or false"
+        if self.kind == "choice":
+            return "one of " + ", ".join(self.choices)
         lo = "-inf" if self.low is None else f"{self.low:g}"
         hi = "inf" if self.high is None else f"{self.high:g}"
         left = "(" if self.low_open or self.low is None else "["

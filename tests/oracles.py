@@ -1,0 +1,104 @@
+"""Independent references for the closed forms and claims: plain dense-matrix and mpmath code.
+
+Nothing here uses the characteristic polynomial, the boundary locus or the Schur-Cohn test:
+
+* `state_radius` — the largest |eigenvalue| of the rule's block companion (state) matrix,
+  read off the rule's step (`stability.linear.LinearDynamics.state_matrix`);
+* `dense_max_lr` — the first lr where that radius reaches 1, by a geometric scan and bisection,
+  the way one would find it by hand;
+* `mp_roots_inside` — the number of roots of a sparse polynomial inside |ω| = 1 by the argument
+  principle in mpmath (adaptive sampling of the phase), for degrees up to thousands.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from stability.linear import linearize
+
+
+def state_radius(rule, model, lr: float) -> float:
+    """max |eig| of the state matrix of ``rule`` on ``model`` at step size ``lr``."""
+    return float(np.max(np.abs(np.linalg.eigvals(linearize(rule, model, lr).state_matrix()))))
+
+
+def dense_max_lr(rule, model, *, lo: float, hi: float, rtol: float = 1e-12) -> float:
+    """First lr in (lo, hi] with state-matrix radius ≥ 1 (stable at ``lo`` is asserted)."""
+    assert state_radius(rule, model, lo) < 1, "not stable at the lower end of the scan"
+    grid = np.geomspace(lo, hi, 120)
+    unstable = [lr for lr in grid if state_radius(rule, model, lr) >= 1]
+    assert unstable, "no instability up to hi"
+    b = unstable[0]
+    a = grid[np.searchsorted(grid, b) - 1]
+    while b - a > rtol * b:
+        mid = 0.5 * (a + b)
+        if state_radius(rule, model, mid) >= 1:
+            b = mid
+        else:
+            a = mid
+    return b
+
+
+def mp_poly(terms: dict[int, object]):
+    """p(z) = Σ c_k z^k (mpmath) for exponent → coefficient ``terms``."""
+    import mpmath
+
+    items = [(k, mpmath.mpf(c) if not isinstance(c, mpmath.mpc) else c) for k, c in terms.items()]
+    return lambda z: mpmath.fsum(c * z**k for k, c in items)
+
+
+def mp_roots_inside(terms: dict[int, object], digits: int = 50) -> int:
+    """Roots inside the unit circle: winding number of p(e^{iθ}) over θ ∈ [0, 2π], in mpmath.
+
+    p(e^{iθ}) = Σ c_k e^{ikθ} is evaluated term by term (O(terms) per point for any degree).
+    The phase is sampled at 16 points per unit of degree and every interval where it turns by
+    more than 0.5 rad is halved until none does, so a root close to the circle gets samples
+    close to it.  Raises if a sample lands on a root.
+    """
+    import mpmath
+
+    with mpmath.workdps(digits):
+        items = [(k, mpmath.mpf(c)) for k, c in terms.items()]
+
+        def p(t):
+            return mpmath.fsum(c * mpmath.expj(k * t) for k, c in items)
+
+        degree = max(terms)
+        n = 16 * degree + 16
+        theta = [2 * mpmath.pi * j / n for j in range(n + 1)]
+        values = [p(t) for t in theta]
+        total, i = mpmath.mpf(0), 0
+        while i < len(theta) - 1:
+            if values[i] == 0 or values[i + 1] == 0:
+                raise ArithmeticError("a root lies on the unit circle")
+            turn = mpmath.arg(values[i + 1] / values[i])
+            if abs(turn) > 0.5:
+                mid = (theta[i] + theta[i + 1]) / 2
+                theta.insert(i + 1, mid)
+                values.insert(i + 1, p(mid))
+                continue
+            total += turn
+            i += 1
+        return int(mpmath.nint(total / (2 * mpmath.pi)))
+
+
+def mp_newton(terms: dict[int, object], z, iterations: int = 60):
+    """Newton's method on Σ c_k z^k from ``z`` in the current mpmath precision."""
+    import mpmath
+
+    for _ in range(iterations):
+        p = mpmath.fsum(c * z**k for k, c in terms.items())
+        dp = mpmath.fsum(k * c * z ** (k - 1) for k, c in terms.items() if k)
+        step = p / dp
+        z -= step
+        if abs(step) < mpmath.mpf(10) ** (-mpmath.mp.dps + 3):
+            break
+    return z
+
+
+def sgd_terms(tau: int, lr_lam) -> dict[int, object]:
+    """PipeMare eq. 3, ω^{τ+1} − ω^τ + αλ, as exponent → coefficient (typed here, not derived)."""
+    terms = {tau + 1: 1}
+    terms[tau] = terms.get(tau, 0) - 1
+    terms[0] = terms.get(0, 0) + lr_lam
+    return terms
