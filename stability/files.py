@@ -21,12 +21,19 @@ def atomic_write(path: str | Path, write: Callable[[Any], None], *, binary: bool
     try:
         with os.fdopen(fd, "wb" if binary else "w") as fh:
             write(fh)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_json(path: str | Path, data: Any) -> Path:

@@ -4,9 +4,12 @@
 from stability.commands import (
     bounds,
     claims,
+    halflife,
+    heatmap,
     max_lr,
     poly,
     radius,
+    repro,
     rules,
 )
 
@@ -15,6 +18,9 @@ COMMANDS = (
     poly,
     radius,
     max_lr,
+    halflife,
+    heatmap,
+    repro,
     bounds,
     claims,
 )

@@ -1,0 +1,100 @@
+"""PipeMare Fig. 5(a): with α fixed, increasing the delay τ makes the noisy quadratic diverge.
+
+Simulates w_{t+1} = w_t − α(λ·w_{t−τ} − η_t) (PipeMare eq. 1) with λ = 1, α = 0.2,
+η_t ~ N(0, 1) using the `sgd` rule's own step, for several τ, and sets the trajectories
+beside the theory: the spectral radius of the companion matrix (eq. 3) and Lemma 1's
+threshold 2/λ·sin(π/(4τ+2)).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import _common
+import numpy as np
+
+from stability.boundary import max_lr
+from stability.linear import dominant_root_at
+from stability.plotting import LABELS
+from stability.rules.registry import build_rule
+
+NAME = "pipemare_fig5a"
+ALPHA, LAM = 0.2, 1.0
+
+
+def main(argv=None) -> dict:
+    args = _common.arguments(__doc__, argv)
+    started = time.perf_counter()
+    taus = [0, 5, 8, 10]
+    steps = 400  # cheap: the same in quick mode
+    runs = {}
+    for tau in taus:
+        rule, model = build_rule("sgd", tau=tau, lam=LAM)
+        w = _common.noisy_trajectory(rule, model, ALPHA, steps, seed=tau)
+        runs[tau] = {
+            "w": w,
+            "radius": dominant_root_at(rule, model, ALPHA).radius,
+            "max_lr": max_lr(rule, model).max_lr,
+            "lemma1": 2 / LAM * math.sin(math.pi / (4 * tau + 2)),
+        }
+    tail = steps // 2
+    fast = runs[10]
+    measured = _common.growth_rate(fast["w"], tail)
+    bounded = [t for t in taus if np.max(np.abs(runs[t]["w"])) < 10]
+    diverged = [t for t in taus if np.max(np.abs(runs[t]["w"])) > 1e3]
+    predicted_unstable = [t for t in taus if ALPHA > runs[t]["lemma1"]]
+    claims = [
+        _common.Claim(
+            "Fig. 5(a): increasing τ can cause the quadratic model to diverge even when α "
+            "remains fixed (λ = 1, α = 0.2); for τ = 10 the trajectory diverges quickly.",
+            runs[0]["radius"] < 1 < fast["radius"] and 10 in diverged and 0 in bounded,
+            f"|w| stays below 10 for τ ∈ {bounded}, exceeds 1e3 for τ ∈ {diverged}; "
+            f"ρ(τ=0) = {runs[0]['radius']:.4f}, ρ(τ=10) = {fast['radius']:.4f}",
+        ),
+        _common.Claim(
+            "Lemma 1 backs up the observation: the trajectories that diverge are exactly those "
+            "with α > 2/λ·sin(π/(4τ+2)) (equal to the exact max stable α for delayed SGD).",
+            sorted(predicted_unstable) == sorted(t for t in taus if runs[t]["radius"] >= 1)
+            and all(abs(runs[t]["max_lr"] - runs[t]["lemma1"]) < 1e-12 for t in taus)
+            and set(diverged) <= set(predicted_unstable)
+            and set(bounded).isdisjoint(predicted_unstable),
+            f"Lemma 1 predicts divergence for τ ∈ {predicted_unstable}",
+        ),
+        _common.Claim(
+            "The divergence rate is the companion matrix's spectral radius (PipeMare Sec. 3.1): "
+            "the simulated growth factor per step of the τ = 10 run matches ρ within 1%.",
+            abs(measured / fast["radius"] - 1) < 0.01,
+            f"measured {measured:.5f} per step over the last {tail} steps, ρ = "
+            f"{fast['radius']:.5f}",
+        ),
+    ]
+
+    fig = _common.trajectory_figure(
+        [(f"τ = {t} (ρ = {runs[t]['radius']:.3f})", runs[t]["w"]) for t in taus],
+        title="PipeMare Fig. 5(a): delayed SGD on the noisy quadratic, λ = 1, α = 0.2",
+        legend_title=LABELS["tau"],
+    )
+    data = {
+        "alpha": ALPHA,
+        "lam": LAM,
+        "steps": steps,
+        "runs": {
+            str(t): {k: (v.tolist() if k == "w" else v) for k, v in r.items()}
+            for t, r in runs.items()
+        },
+        "measured_growth_tau10": measured,
+    }
+    return _common.write(
+        args,
+        NAME,
+        fig,
+        source="PipeMare Fig. 5(a), Sec. 3.1",
+        claims=claims,
+        data=data,
+        started=started,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""paper_repro: every script runs in --quick mode and writes a PNG and a JSON whose claims are
+computed verdicts; ``stability repro`` runs them by name."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from stability.cli import main
+from stability.commands.repro import REPRO_DIR, available
+
+# the verdicts these reproductions reach (quick and full mode); a script added later is
+# checked for its files and keys only
+EXPECTED_HOLDS = {
+    "kosson_fig6": True,
+    "kosson_fig7": True,
+    "kosson_fig8": True,
+    "kosson_fig9": True,
+    "kosson_fig17": True,
+    "pipemare_fig5a": True,
+    "pipemare_fig6a": True,
+    "pipemare_fig6b": True,
+    "pipemare_fig10": True,
+    "pipemare_fig16": True,
+}
+
+
+def test_every_expected_script_exists():
+    assert set(EXPECTED_HOLDS) <= set(available())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", available())
+def test_script_quick_mode_writes_png_and_json(name, tmp_path):
+    done = subprocess.run(
+        [sys.executable, str(REPRO_DIR / f"{name}.py"), "--quick", "--out-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )
+    assert done.returncode == 0, done.stderr
+    png, record = tmp_path / f"{name}.png", tmp_path / f"{name}.json"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+    data = json.loads(record.read_text())
+    assert {"name", "source", "quick", "holds", "claims", "png", "data"} <= set(data)
+    assert data["name"] == name and data["quick"] is True and data["data"]
+    assert data["png"] == f"{name}.png"  # relative: the JSON sits next to it
+    assert data["claims"] and all(
+        {"claim", "holds", "evidence"} <= set(c) and isinstance(c["holds"], bool)
+        for c in data["claims"]
+    )
+    assert data["holds"] == all(c["holds"] for c in data["claims"])
+    if name in EXPECTED_HOLDS:
+        failing = [c for c in data["claims"] if not c["holds"]]
+        assert data["holds"] is EXPECTED_HOLDS[name], failing
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{name}.json", f"{name}.png"]
+
+
+def test_repro_command_runs_a_script_and_lists_verdicts(tmp_path, capsys):
+    code = main(["repro", "pipemare_fig6b", "--quick", "--out-dir", str(tmp_path), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["out_dir"] == str(tmp_path.resolve()) and data["all_hold"] is True
+    (result,) = data["results"]
+    assert result["name"] == "pipemare_fig6b" and result["holds"] is True
+    assert result["png"].endswith("pipemare_fig6b.png") and result["claims"]
+    assert (tmp_path / "pipemare_fig6b.json").exists()
+
+
+def test_repro_list_and_errors(capsys):
+    assert main(["repro", "--list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["available"] == available()
+    for argv, needle in (
+        (["repro"], "give script NAMEs or --all"),
+        (["repro", "nosuch", "--quick"], "unknown reproduction 'nosuch'"),
+        (["repro", "--all", "pipemare_fig6b"], "give script NAMEs or --all"),
+    ):
+        assert main(argv) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1 and needle in err
