@@ -7,6 +7,11 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: install run test lint format bench clean
 
+# One BLAS thread per process: the suite runs two pytest workers on two cores, and
+# multithreaded eigenvalue solves slow down by ~50x when the cores are already busy.
+export OMP_NUM_THREADS ?= 1
+export OPENBLAS_NUM_THREADS ?= 1
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip

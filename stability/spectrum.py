@@ -226,7 +226,6 @@ def winding_turns(theta: np.ndarray, values: np.ndarray, evaluate) -> np.ndarray
     finer grid everywhere.  Columns with a zero on the path (to machine precision) are NaN.
     """
     values = values.reshape(len(theta), -1)
-    n_cols = values.shape[1]
     turn = np.angle(values[1:] * np.conj(values[:-1]))
     bad = np.abs(turn) > _MAX_TURN
     total = np.where(bad, 0.0, turn).sum(axis=0)
