@@ -13,7 +13,7 @@ from typing import TextIO
 
 
 class Progress:
-    """``Progress(total, label)``; call ``update(done)`` with the work done, ``close()`` at the end."""
+    """``Progress(total, label)``: ``update(done)`` with the work done, ``close()`` at the end."""
 
     WIDTH = 30
 
@@ -21,9 +21,7 @@ class Progress:
         self.stream: TextIO = stream if stream is not None else sys.stderr
         self.total = max(int(total), 1)
         self.label = label
-        self.enabled = (
-            force or os.environ.get("STABILITY_PROGRESS") == "1" or _isatty(self.stream)
-        )
+        self.enabled = force or os.environ.get("STABILITY_PROGRESS") == "1" or _isatty(self.stream)
         self.start = time.monotonic()
         self.done = 0
 

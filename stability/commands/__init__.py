@@ -4,6 +4,7 @@
 from stability.commands import (
     bounds,
     claims,
+    coupled,
     halflife,
     heatmap,
     max_lr,
@@ -11,6 +12,8 @@ from stability.commands import (
     radius,
     repro,
     rules,
+    train,
+    validate,
 )
 
 COMMANDS = (
@@ -23,4 +26,7 @@ COMMANDS = (
     repro,
     bounds,
     claims,
+    train,
+    validate,
+    coupled,
 )

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from stability.polynomial import SparsePoly
 from stability.polynomial import term as W
 from stability.quadratic import QuadraticModel
@@ -53,7 +55,7 @@ def _t2_gamma(tau_fwd, tau_bkwd, decay, gamma, *, default_optimal: bool):
         raise ValueError("give decay or gamma, not both (gamma = decay^(1/(tau_fwd - tau_bkwd)))")
     if gamma is None and decay is None and not default_optimal:
         return None
-    if tau_fwd <= tau_bkwd:
+    if np.any(np.asarray(tau_fwd) <= np.asarray(tau_bkwd)):  # per-stage delay arrays too
         raise ValueError(
             f"T2 needs tau_fwd > tau_bkwd (got tau_fwd={tau_fwd}, tau_bkwd={tau_bkwd})"
         )

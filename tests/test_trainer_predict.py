@@ -1,0 +1,96 @@
+"""Predictions from a Hessian, checked against independent per-eigenvalue computations and
+PipeMare's closed forms."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from stability.boundary import max_lr
+from stability.linear import dominant_root_at
+from stability.quadratic import QuadraticModel
+from stability.rules.registry import build_rule
+from stability.trainer.predict import (
+    modes_from_hessian,
+    modes_from_passes,
+    predicted_log_rate,
+    predicted_max_lr,
+    stage_blocks,
+)
+
+LAM = np.array([0.05, 0.3, 1.7, 4.0])
+
+
+def rotated(diag, seed=0):
+    Q, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((len(diag), len(diag))))
+    return Q @ np.diag(diag) @ Q.T
+
+
+@pytest.mark.parametrize("tau", [0, 1, 5, 12])
+def test_sgd_prediction_is_lemma_1_at_the_top_eigenvalue(tau):
+    rule, _ = build_rule("sgd", tau=tau)
+    got = predicted_max_lr(rule, modes_from_hessian(rotated(LAM)))
+    assert got == pytest.approx(2 / LAM.max() * math.sin(math.pi / (4 * tau + 2)), rel=1e-11)
+
+
+@pytest.mark.parametrize(
+    "name, params",
+    [
+        ("momentum", {"tau": 3, "momentum": 0.9}),
+        ("lwp+sc", {"tau": 2, "momentum": 0.8}),
+        ("nesterov", {"tau": 1, "momentum": 0.5}),
+    ],
+)
+def test_prediction_is_min_over_eigenvalues_of_scalar_max_lr(name, params):
+    rule, _ = build_rule(name, **params)
+    scalar = [max_lr(rule, QuadraticModel(lam=float(x))).max_lr for x in LAM]
+    got = predicted_max_lr(rule, modes_from_hessian(rotated(LAM, seed=1)))
+    assert got == pytest.approx(min(scalar), rel=1e-10)
+    lr = 0.6 * got
+    want = max(
+        math.log(dominant_root_at(rule, QuadraticModel(lam=float(x)), lr).radius) for x in LAM
+    )
+    assert predicted_log_rate(rule, modes_from_hessian(rotated(LAM)), lr) == pytest.approx(
+        want, rel=1e-12
+    )
+
+
+def test_flat_directions_are_dropped_and_counted():
+    modes = modes_from_hessian(np.diag([0.0, 1e-20, 2.0]))
+    assert modes.lam.tolist() == [2.0] and modes.dropped == 2
+
+
+def test_modes_from_commuting_passes_recover_delta_and_phi():
+    Q, _ = np.linalg.qr(np.random.default_rng(3).standard_normal((3, 3)))
+    lam, delta, phi = np.array([1.0, 2.0, 3.0]), np.array([0.5, -1.0, 2.0]), np.array([0.2, 0, 1])
+    Hf = Q @ np.diag(lam + delta) @ Q.T
+    Hb = Q @ np.diag(phi - delta) @ Q.T  # the coefficients of PipeMare App. D.1
+    Hr = Q @ np.diag(-phi) @ Q.T
+    m = modes_from_passes(Hf, Hb, Hr)
+    np.testing.assert_allclose(m.lam, lam, rtol=1e-12)
+    np.testing.assert_allclose(m.delta, delta, atol=1e-12)
+    np.testing.assert_allclose(m.phi, phi, atol=1e-12)
+    assert m.offdiagonal < 1e-12
+    # a discrepancy rule then predicts min over modes of the scalar model with its Δ_k
+    rule, _ = build_rule("discrepancy", tau_fwd=4, tau_bkwd=1)
+    scalar = [
+        max_lr(rule, QuadraticModel(lam=float(a), delta=float(d), phi=float(p))).max_lr
+        for a, d, p in zip(lam, delta, phi, strict=True)
+    ]
+    assert predicted_max_lr(rule, m) == pytest.approx(min(scalar), rel=1e-10)
+
+
+def test_non_commuting_passes_report_their_offdiagonal_share():
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((4, 4))
+    m = modes_from_passes(rotated(LAM) + 0.3 * A, -0.3 * A, np.zeros((4, 4)))
+    assert 0 < m.offdiagonal < 1
+
+
+def test_stage_blocks():
+    H = np.arange(25.0).reshape(5, 5)
+    blocks = stage_blocks(H, [2, 3])
+    np.testing.assert_array_equal(blocks[0], H[:2, :2])
+    np.testing.assert_array_equal(blocks[1], H[2:, 2:])
