@@ -161,8 +161,15 @@ def characteristic_polynomial(rule: Rule, model: QuadraticModel) -> Characterist
     """The rule's characteristic polynomial on ``model`` with the step size kept symbolic.
 
     Derived from the rule's step (see module doc); the papers' printed forms are checked
-    against it in the tests, never used in its place.
+    against it in the tests, never used in its place.  Periodic rules (``period`` > 1) have
+    none: `ValueError` (analyse them with `stability.floquet`).
     """
+    period = getattr(rule, "period", 1)
+    if period > 1:
+        raise ValueError(
+            f"a periodic rule (period {period}) has no time-invariant characteristic "
+            "polynomial; use radius / max-lr (Floquet monodromy, stability.floquet)"
+        )
     nested = linearize(rule, model, LR).polynomial()
     lr_degree = max(
         (c.degree for c in nested.terms.values() if isinstance(c, SparsePoly)), default=0
@@ -195,8 +202,13 @@ def dominant_root_at(rule: Rule, model: QuadraticModel, lr: Any) -> DominantRoot
     """Largest-modulus root of the rule's dynamics at one step size (per-step multiplier).
 
     The single entry point for "how fast does this rule converge at this lr": the CLI's
-    ``radius`` and the certified bisection use it.
+    ``radius`` and the certified bisection use it.  Periodic rules (``period`` > 1) give the
+    per-step root μ^{1/P} of their dominant Floquet multiplier (`stability.floquet`).
     """
+    if getattr(rule, "period", 1) > 1:
+        from stability import floquet
+
+        return floquet.dominant_root(rule, model, lr)
     return dominant_root(characteristic_polynomial(rule, model).at(lr))
 
 

@@ -28,7 +28,8 @@ def simulated_log_rate(rule, model, lr, *, warmup=300, window=500, seed=0) -> fl
     """Mean log growth per step of the full history state, from a random start.
 
     The run is rescaled every 25 steps (the dynamics are linear) so nothing over- or
-    underflows; the rate is measured over ``window`` steps after ``warmup``.
+    underflows; the rate is measured over ``window`` steps after ``warmup``.  Rescaling keeps
+    the step index (the phase of periodic rules).
     """
     rng = np.random.default_rng(seed)
     hist = History.constant(rule, 0.0)
@@ -41,12 +42,16 @@ def simulated_log_rate(rule, model, lr, *, warmup=300, window=500, seed=0) -> fl
     for t in range(warmup + window):
         if t == warmup:
             log_growth, start = 0.0, norm(hist)
-            hist = History({v: tuple(x / start for x in vals) for v, vals in hist.values.items()})
+            hist = History(
+                {v: tuple(x / start for x in vals) for v, vals in hist.values.items()}, hist.t
+            )
         hist = step(rule, hist, model, lr)
         if t % 25 == 24:
             s = norm(hist)
             if s == 0:
                 return -math.inf
             log_growth += math.log(s)
-            hist = History({v: tuple(x / s for x in vals) for v, vals in hist.values.items()})
+            hist = History(
+                {v: tuple(x / s for x in vals) for v, vals in hist.values.items()}, hist.t
+            )
     return (log_growth + math.log(norm(hist))) / window

@@ -23,7 +23,33 @@ REAL_RANGES = {
     "sc_scale": (0.0, 3.0),
     "horizon": (0.0, 8.0),
     "horizon_scale": (0.0, 3.0),
+    # seed systems (issue 6)
+    "dampening": (0.0, 0.9),
+    "beta1": (0.0, 0.99),
+    "beta2": (0.9, 0.9999),
+    "eps": (1e-10, 1e-6),
+    "precond": (0.05, 20.0),
+    "weight_decay": (0.0, 0.5),
+    "stale_fraction": (0.0, 1.0),
+    "quality": (0.0, 1.0),
+    "dc_lambda": (0.0, 1.0),
+    "workers": (1.0, 8.0),
+    "hessian_estimate": (0.0, 5.0),
+    "elastic": (0.0, 0.95),
+    "shrink_factor": (0.8, 1.0),
+    "delay_rate": (-5.0, 5.0),
 }
+
+INTEGER_RANGES = {
+    "replicas": (1, 6),
+    "sync_period": (1, 3),
+    "stages": (1, 8),
+    "microbatches": (1, 8),
+}
+"""Counts (integer parameters that are not delays), drawn in these ranges."""
+
+PERIODIC = frozenset({"ea"})
+"""Rules whose dynamics are periodic (Floquet): excluded unless asked for by name."""
 
 
 def _real(name):
@@ -33,8 +59,8 @@ def _real(name):
 
 @st.composite
 def rule_points(draw, names=None, max_delay: int = 6):
-    """``(name, params)`` for a random rule of ``names`` (default: all) at a random point."""
-    name = draw(st.sampled_from(sorted(names or RULES)))
+    """``(name, params)`` for a random rule of ``names`` (default: all time-invariant rules)."""
+    name = draw(st.sampled_from(sorted(names or set(RULES) - PERIODIC)))
     spec = RULES[name]
     params = spec.param_names
     v: dict = {}
@@ -47,12 +73,23 @@ def rule_points(draw, names=None, max_delay: int = 6):
         v["tau_fwd"], v["tau_bkwd"] = tf, tb
         if "tau_recomp" in params:
             v["tau_recomp"] = draw(st.integers(tb, tf))
+    if "tau_max" in params and draw(st.booleans()):
+        v["tau_max"] = draw(st.integers(v["tau"], max_delay + 2))
     for p in spec.params:
+        if p.kind == "choice":
+            v[p.name] = draw(st.sampled_from(p.choices))
+        if p.kind == "delay" and p.name in INTEGER_RANGES:
+            v[p.name] = draw(st.integers(*INTEGER_RANGES[p.name]))
         if p.kind != "real" or p.name in v:
             continue
         if p.default is None and draw(st.booleans()):
             continue  # leave optional parameters to their defaults half the time
-        v[p.name] = draw(_real(p.name))
+        if p.name in INTEGER_RANGES:
+            v[p.name] = draw(st.integers(*INTEGER_RANGES[p.name]))
+        else:
+            v[p.name] = draw(_real(p.name))
+    if v.get("optimizer") not in (None, "adamw"):
+        v.pop("weight_decay", None)  # decoupled decay is AdamW's
     if ("sc_a" in v) != ("sc_b" in v):  # given together or not at all
         v.pop("sc_a", None), v.pop("sc_b", None)
     if "decay" in v and "gamma" in v:

@@ -12,6 +12,7 @@ from stability.commands import (
     radius,
     repro,
     rules,
+    t1_audit,
     train,
     validate,
 )
@@ -26,6 +27,7 @@ COMMANDS = (
     repro,
     bounds,
     claims,
+    t1_audit,
     train,
     validate,
     coupled,

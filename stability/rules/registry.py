@@ -10,11 +10,32 @@ from __future__ import annotations
 from typing import Any
 
 from stability.quadratic import QuadraticModel
-from stability.rules import kosson, pipemare
+from stability.rules import (
+    adam,
+    baselines,
+    eapipe,
+    kosson,
+    pipemare,
+    pipeoptim,
+    random_delay,
+    sapipe,
+)
 from stability.rules.base import Rule
 from stability.rules.spec import RuleSpec
 
-RULES: dict[str, RuleSpec] = {spec.name: spec for spec in (*pipemare.SPECS, *kosson.SPECS)}
+RULES: dict[str, RuleSpec] = {
+    spec.name: spec
+    for spec in (
+        *pipemare.SPECS,
+        *kosson.SPECS,
+        *pipeoptim.SPECS,
+        *adam.SPECS,
+        *sapipe.SPECS,
+        *eapipe.SPECS,
+        *baselines.SPECS,
+        *random_delay.SPECS,
+    )
+}
 
 
 def get_spec(name: str) -> RuleSpec:

@@ -1,0 +1,134 @@
+"""Periodic dynamics (Floquet) and EA-Pipe: monodromy, per-step rate, max lr, CLI, trainer."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from stability import floquet
+from stability.boundary import max_lr
+from stability.cli import main
+from stability.linear import characteristic_polynomial, dominant_root_at
+from stability.quadratic import QuadraticModel
+from stability.rules.eapipe import ElasticAveraging, mixing_matrix, sync_matrix
+from stability.rules.registry import build_rule
+from stability.trainer.data import synthetic_regression
+from stability.trainer.linreg import LinearRegression
+from stability.trainer.validation import Protocol, linreg_setup, measure_max_lr, measure_rates
+
+
+@pytest.mark.parametrize(
+    "name, kw",
+    [
+        ("sgd", {"tau": 3}),
+        ("momentum", {"tau": 2, "momentum": 0.7}),
+        ("lwp-v+sc", {"tau": 4}),
+        ("t2", {"tau_fwd": 5, "tau_bkwd": 1, "delta": 2.0}),
+        ("wp", {"tau": 2, "option": "3", "workers": 2.0, "hessian_estimate": 0.5}),
+    ],
+)
+def test_period_one_reduces_to_the_time_invariant_analysis(name, kw):
+    """For P = 1 the monodromy is the state matrix: same max lr, same rate."""
+    rule, model = build_rule(name, **kw)
+    exact = max_lr(rule, model).max_lr
+    assert floquet.max_lr(rule, model).max_lr == pytest.approx(exact, rel=1e-9)
+    for lr in (0.3 * exact, 0.9 * exact):
+        rate = float(floquet.step_radius(rule, model, lr))
+        assert rate == pytest.approx(dominant_root_at(rule, model, lr).radius, rel=1e-9)
+
+
+def test_mixing_matrix_is_doubly_stochastic_and_the_monodromy_at_lr_zero():
+    """EA-Pipe App. A Lemma 1: W = M^1⋯M^N is doubly stochastic; with no gradient one period
+    of the round-robin syncs is W (consensus eigenvalue 1)."""
+    for n, alpha in ((2, 0.3), (4, 0.5), (7, 0.9)):
+        W = mixing_matrix(n, alpha)
+        np.testing.assert_allclose(W.sum(axis=0), 1.0, rtol=1e-14)
+        np.testing.assert_allclose(W.sum(axis=1), 1.0, rtol=1e-14)
+        assert np.all(W >= 0) and np.all(W[-1] > 0) and np.all(W[:, -1] > 0)  # Lemma 3
+        assert np.allclose(sync_matrix(n, 0, alpha), sync_matrix(n, 0, alpha).T)
+        rule = ElasticAveraging(tau=n - 1, elastic=alpha)
+        M = floquet.monodromy(rule, QuadraticModel(1.0), 0.0)
+        np.testing.assert_allclose(
+            np.sort_complex(np.linalg.eigvals(M)), np.sort_complex(np.linalg.eigvals(W)), atol=1e-12
+        )
+        assert max(abs(np.linalg.eigvals(W))) == pytest.approx(1.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("n, s, tau", [(1, 1, 0), (3, 2, 2), (4, 1, 1), (2, 3, 1)])
+def test_independent_replicas_without_elastic_force(n, s, tau):
+    """α = 0: each replica does undelayed SGD on its own turn: rate |1 − lrλ|^{1/N} per step
+    (the master stays put: multiplier 1), unstable from lr = 2/λ."""
+    rule, model = build_rule("ea", tau=tau, replicas=n, elastic=0.0, sync_period=s, lam=2.0)
+    mu = np.sort(np.abs(floquet.multipliers(rule, model, 0.3)))
+    np.testing.assert_allclose(mu, sorted([abs(1 - 0.6) ** s] * n + [1.0]), rtol=1e-12)
+    rule2, model2 = build_rule("ea", tau=tau, replicas=n, elastic=0.5, sync_period=s, lam=2.0)
+    assert floquet.step_radius(rule2, model2, 0.3) < 1  # the force pulls the master in too
+
+
+def test_staleness_appears_with_fewer_replicas_than_minibatches_in_flight():
+    enough = ElasticAveraging(tau=3, replicas=4)
+    short = ElasticAveraging(tau=3, replicas=2)
+    assert (enough.forward_lag, enough.replica_lag) == (3, 3)
+    assert (short.forward_lag, short.replica_lag) == (3, 1)
+    model = QuadraticModel(1.0)
+    assert max_lr(short, model).max_lr < max_lr(enough, model).max_lr
+
+
+def test_periodic_rules_in_the_core_entry_points(capsys):
+    rule, model = build_rule("ea", tau=3, sync_period=2)
+    with pytest.raises(ValueError, match="periodic rule \\(period 8\\)"):
+        characteristic_polynomial(rule, model)
+    dom = dominant_root_at(rule, model, 0.2)
+    assert dom.radius == pytest.approx(float(floquet.step_radius(rule, model, 0.2)), rel=1e-12)
+    assert abs(dom.root) == pytest.approx(dom.radius, rel=1e-12)
+    result = max_lr(rule, model)
+    assert result.method == "Floquet bisection (certified)"
+    below = floquet.step_radius(rule, model, result.max_lr * (1 - 1e-6))
+    above = floquet.step_radius(rule, model, result.max_lr * (1 + 1e-6))
+    assert below < 1 <= above
+    assert main(["radius", "ea", "--tau", "3", "--sync-period", "2", "--lr", "0.2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["spectral_radius"] == pytest.approx(dom.radius, rel=1e-12)
+    assert out["half_life"] == pytest.approx(-math.log(2) / math.log(dom.radius), rel=1e-12)
+    assert main(["poly", "ea", "--tau", "3", "--sync-period", "2", "--lr", "0.2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no time-invariant characteristic polynomial" in err
+
+
+def test_monodromy_polynomial_has_the_multipliers_as_roots():
+    rule, model = build_rule("ea", tau=2, replicas=3, elastic=0.4, sync_period=2)
+    poly = floquet.monodromy_polynomial(rule, model, 0.3)
+    roots = np.sort_complex(np.roots(poly.normalized().dense()))
+    mu = np.sort_complex(floquet.multipliers(rule, model, 0.3))
+    np.testing.assert_allclose(roots, mu[np.abs(mu) > 1e-12], atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"tau": 3, "elastic": 0.5, "sync_period": 2},
+        {"tau": 1, "replicas": 2, "elastic": 0.3, "sync_period": 3},
+        {"tau": 4, "replicas": 2, "elastic": 0.6},
+    ],
+)
+def test_ea_pipe_predictions_match_the_trainer(kw):
+    """Acceptance: per-step rate ρ(M)^{1/P} and max lr vs the trainer on a deterministic
+    quadratic (least squares, Hessian eigenvalues 0.3, 1, 2.5), each within 2 %."""
+    problem = LinearRegression.from_dataset(synthetic_regression([0.3, 1.0, 2.5], seed=1))
+    setup = linreg_setup(problem)
+    lams = setup.hessian_eigenvalues
+    rule, _ = build_rule("ea", **kw)
+    predicted = min(max_lr(rule, QuadraticModel(float(lam))).max_lr for lam in lams)
+    protocol = Protocol(steps=6000, rate_steps=2000, per_round=8, rel_tol=2e-3)
+    measured = measure_max_lr(setup, rule, predicted, protocol, None)
+    assert measured.max_lr == pytest.approx(predicted, rel=0.02)
+    lrs = np.array([0.3, 0.8]) * predicted
+    rates = np.exp(measure_rates(setup, rule, lrs, protocol).log_rate)
+    for lr, rate in zip(lrs, rates, strict=True):
+        theory = max(
+            float(floquet.step_radius(rule, QuadraticModel(float(lam)), lr)) for lam in lams
+        )
+        assert rate == pytest.approx(theory, rel=0.02)
