@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from stability.claims import check_claims
 from stability.cli import main
 from stability.commands.repro import REPRO_DIR, available
 
@@ -23,10 +24,14 @@ EXPECTED_HOLDS = {
     "kosson_fig17": True,
     "pipemare_fig5a": True,
     "pipemare_fig6a": True,
-    "pipemare_fig6b": True,
+    "pipemare_fig6b": False,  # stability.claims' fig6b-correction: not for α < 0.022
     "pipemare_fig10": True,
-    "pipemare_fig16": True,
+    "pipemare_fig16": False,  # stability.claims' fig16-correction: not for α < 0.008
+    "pipemare_fig5b": True,
+    "pipemare_table1": True,
 }
+# reproductions whose first claim is a stability.claims claim (one claim, one verdict)
+CLAIM_IDS = {"pipemare_fig6b": "fig6b-correction", "pipemare_fig16": "fig16-correction"}
 
 
 def test_every_expected_script_exists():
@@ -58,6 +63,10 @@ def test_script_quick_mode_writes_png_and_json(name, tmp_path):
         failing = [c for c in data["claims"] if not c["holds"]]
         assert data["holds"] is EXPECTED_HOLDS[name], failing
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"{name}.json", f"{name}.png"]
+    if name in CLAIM_IDS:
+        (checked,) = check_claims([CLAIM_IDS[name]], quick=True)
+        assert data["claims"][0]["holds"] is checked.holds
+        assert data["claims"][0]["claim"].endswith(checked.statement)
 
 
 def test_repro_command_runs_a_script_and_lists_verdicts(tmp_path, capsys):
@@ -65,9 +74,9 @@ def test_repro_command_runs_a_script_and_lists_verdicts(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert code == 0, err
     data = json.loads(out)
-    assert data["out_dir"] == str(tmp_path.resolve()) and data["all_hold"] is True
+    assert data["out_dir"] == str(tmp_path.resolve()) and data["all_hold"] is False
     (result,) = data["results"]
-    assert result["name"] == "pipemare_fig6b" and result["holds"] is True
+    assert result["name"] == "pipemare_fig6b" and result["holds"] is False
     assert result["png"].endswith("pipemare_fig6b.png") and result["claims"]
     assert (tmp_path / "pipemare_fig6b.json").exists()
 
