@@ -10,15 +10,16 @@ numerically for every rule:
    the *sparse* A and B — O(d·terms), so max-lr costs O(τ), not the O(τ³) of eigenvalues;
 2. every sign change of F brackets a crossing; the endpoints θ = 0, π (real roots ±1) are
    candidates too; the first crossing is not always near ω = 1 (hence the whole half circle);
-3. the brackets whose interpolated lr is within 5 % of the smallest positive one are refined
-   by the Illinois method to machine precision (relative error of lr ~1e-13), and, with
-   ``precise=True``, the winner by Newton in mpmath at 40 digits;
-4. the system must be stable on (0, lr₁): checked at lr₁/2 (the count of roots inside only
-   changes at crossings), by the argument principle on the samples already taken (the
-   winding number of A + lr·B, refined near roots close to the circle; O(degree)).  If it
-   is not, no lr > 0 is stable and the result is 0.  It is checked again
-   just below lr₁ (lr₁·(1 − 1e-6)): a failure there means a crossing fell between samples,
-   and the circle is resampled 4× and 16× finer.
+3. the brackets whose interpolated lr is within 5 % of the smallest positive one (and those
+   where lr(θ) varies wildly, near zeros of B) are refined by safeguarded Newton to machine
+   precision (relative error of lr ~1e-13), and, with ``precise=True``, the winner by Newton
+   in mpmath at 40 digits;
+4. the system must be stable on (0, lr₁).  The count of roots inside only changes at
+   crossings and none was found below lr₁, so one check just below it, at lr₁·(1 − 1e-4),
+   decides: by the argument principle on the samples already taken (the winding number of
+   A + lr·B, refined near roots close to the circle; O(degree)).  If that fails, a check at
+   lr₁/2 tells "no lr > 0 is stable" (result 0) from a crossing that fell between samples
+   (the circle is resampled 4× and 16× finer).
 
 If no crossing exists the rule is stable for every lr > 0 (``max_lr`` is None) or for none.
 
@@ -32,6 +33,7 @@ the tests and benchmarks.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +54,8 @@ from stability.spectrum import (
 
 _EPS = np.finfo(float).eps
 _MARGINAL = 1e-12  # radius ≥ 1 − this counts as not stable when checking (0, lr₁)
+_BELOW = 1e-4  # stability is verified at lr₁·(1 − _BELOW)
+_DENSE_CHECK_DEGREE = 24  # up to this degree the check uses companion eigenvalues
 
 
 @dataclass(frozen=True)
@@ -136,19 +140,13 @@ def _stack(poly: SparsePoly, grid: tuple[int, ...]) -> tuple[np.ndarray, np.ndar
     return ks, cs
 
 
-def _evaluate(ks: np.ndarray, cs: np.ndarray, theta: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """Σ_k c_k[col] e^{ikθ} for paired (θ, col) arrays."""
-    x = np.multiply.outer(theta, ks)
-    c = cs[:, cols].T
-    return np.sum(np.cos(x) * c, axis=1) + 1j * np.sum(np.sin(x) * c, axis=1)
-
-
 def _locus(A: SparsePoly, B: SparsePoly, *, precise: bool) -> tuple[np.ndarray, np.ndarray]:
     """First positive crossing lr and its angle for each grid point (flattened).
 
     Columns are processed in chunks (bounded memory).  Each result is verified on the samples
-    already taken: stable at lr₁/2 (else no lr > 0 is stable) and just below lr₁ (else a
-    crossing fell between samples, and those columns are resampled 4× and 16× finer).
+    already taken: stable just below lr₁ (module doc, step 4); where it is not, stable at
+    lr₁/2 decides between "no lr > 0 is stable" (0) and a crossing missed between samples
+    (those columns are resampled 4× and 16× finer).
     """
     grid = np.broadcast_shapes(*(np.shape(c) for p in (A, B) for c in p.terms.values()))
     ka, ca = _stack(A, grid)
@@ -165,16 +163,24 @@ def _locus(A: SparsePoly, B: SparsePoly, *, precise: bool) -> tuple[np.ndarray, 
             if precise:
                 for m in np.flatnonzero(np.isfinite(lr) & (theta > 0) & (theta < math.pi)):
                     lr[m], theta[m] = _mp_refine(ka, circle.ca[:, m], kb, circle.cb[:, m], theta[m])
+            # stable just below lr₁ ⇒ stable on (0, lr₁): no crossing was found below lr₁.
+            # If not, either a crossing fell between samples (resample finer) or nothing is
+            # stable for small lr (then lr₁/2 is not stable either: the result is 0).
             finite = np.isfinite(lr)
-            stable = circle.stable(np.where(finite, 0.5 * lr, 1.0), degree)
-            lr, theta = np.where(stable, lr, 0.0), np.where(stable, theta, np.nan)
+            below = circle.stable(np.where(finite, lr * (1 - _BELOW), 1.0), degree)
             best_lr[cols], best_theta[cols] = lr, theta
-            check = stable & finite
-            missed = check.copy()
-            missed[check] = ~circle.stable(np.where(check, lr * (1 - 1e-6), 1.0), degree)[check]
-            if not missed.any():
+            failed = ~below
+            if not failed.any():
                 break
-            cols = cols[missed]
+            half = circle.stable(np.where(finite, 0.5 * lr, 1.0), degree)
+            never = failed & ~half
+            best_lr[cols[never]], best_theta[cols[never]] = 0.0, np.nan
+            retry = failed & half & finite
+            if not retry.any():
+                break
+            if density == 128:  # unresolved after 16× resampling: report it, do not guess
+                raise ArithmeticError("max lr: a crossing could not be resolved on the circle")
+            cols = cols[retry]
     return best_lr, best_theta
 
 
@@ -183,9 +189,8 @@ class _Circle:
 
     def __init__(self, ka, ca, kb, cb, n):
         self.ka, self.ca, self.kb, self.cb = ka, ca, kb, cb
-        self.theta = _sample_angles(n)
-        self.a = on_circle(self.theta, ka, ca)
-        self.b = on_circle(self.theta, kb, cb)
+        self.pair = _Pair(ka, ca, kb, cb)
+        self.theta, self.a, self.b = _sample(n, ka, ca, kb, cb)
 
     def first_crossings(self) -> tuple[np.ndarray, np.ndarray]:
         """Smallest positive crossing (lr, θ) per column (module doc, steps 1-3)."""
@@ -215,24 +220,27 @@ class _Circle:
         lr_lo, lr_hi = lr_s[j, m], lr_s[j + 1, m]
         # lr(θ) is continuous across a crossing's bracket; at a zero of B (F vanishes there
         # too) it passes through ±∞ and changes sign, so brackets need lr > 0 at both ends.
-        # lr(θ) need not be monotone inside a bracket (it peaks near a near-zero of |B|), so
-        # the ends do not tell which bracket holds the smallest lr: every bracket is located
-        # to ~1e-8 by four Illinois steps, and those within 5 % of the smallest lr are refined
-        # to machine precision.
+        # Within a smooth bracket lr(θ) is nearly linear, and lr at the interpolated zero of F
+        # ranks the crossings; near a near-zero of |B| it peaks and the ends say little, so
+        # such "wild" brackets (lr varying by > 25 % across them) are always refined.  The
+        # candidates are refined by safeguarded Newton to machine precision.
         keep = (lr_lo > 0) & (lr_hi > 0) & np.isfinite(lr_lo) & np.isfinite(lr_hi)
         if np.any(keep):
             j, m = j[keep], m[keep]
-            bracket = (theta[j], theta[j + 1], f[j, m], f[j + 1, m])
-            rough, bracket = _illinois(lambda t, c=m: _f(ka, ca, kb, cb, t, c), *bracket, 4)
-            lr_rough = _lr_at(ka, ca, kb, cb, rough, m)
-            lr_rough = np.where(lr_rough > 0, lr_rough, np.inf)
+            lo, hi, f_lo, f_hi = theta[j], theta[j + 1], f[j, m], f[j + 1, m]
+            lr_lo, lr_hi = lr_lo[keep], lr_hi[keep]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                guess = np.where(f_hi != f_lo, (lo * f_hi - hi * f_lo) / (f_hi - f_lo), lo)
+            lr_guess = self.pair.lr(guess, m)
+            wild = np.abs(lr_hi - lr_lo) > 0.25 * np.minimum(lr_lo, lr_hi)
+            ranked = np.where(~wild & (lr_guess > 0), lr_guess, np.inf)
             row_min = best_lr.copy()
-            np.minimum.at(row_min, m, lr_rough)
-            close = lr_rough <= row_min[m] * 1.05
+            np.minimum.at(row_min, m, ranked)
+            close = wild | (ranked <= row_min[m] * 1.05)
             m = m[close]
-            bracket = tuple(x[close] for x in bracket)
-            root, _ = _illinois(lambda t, c=m: _f(ka, ca, kb, cb, t, c), *bracket, 100)
-            lr_root = _lr_at(ka, ca, kb, cb, root, m)
+            bracket = (lo[close], hi[close], f_lo[close], f_hi[close])
+            root = _safe_newton(lambda t, c=m: self.pair.f_df(t, c), *bracket, guess[close])
+            lr_root = self.pair.lr(root, m)
             for lr_v, th, col in zip(lr_root, root, m, strict=True):
                 if 0 < lr_v < best_lr[col]:
                     best_lr[col], best_theta[col] = lr_v, th
@@ -242,73 +250,130 @@ class _Circle:
         """All roots of A + lr·B strictly inside the unit circle, per column.
 
         The argument principle on the samples already taken (p = A + lr·B along θ ∈ [0, π],
-        refined where the phase turns fast): O(degree) per column.
+        refined where the phase turns fast): O(degree) per column; companion eigenvalues
+        up to degree 24, where they are cheaper.
         """
         lr = np.broadcast_to(lr, (self.ca.shape[1],))
+        if degree <= _DENSE_CHECK_DEGREE:  # companion eigenvalues: cheaper at small degree
+            dense = np.zeros((degree + 1, self.ca.shape[1]))
+            dense[degree - self.ka] += self.ca
+            np.add.at(dense, degree - self.kb, self.cb * lr)
+            return spectral_radius(dense) < 1 - _MARGINAL
         values = self.a + lr * self.b
-        ka, ca, kb, cb = self.ka, self.ca, self.kb, self.cb
 
         def evaluate(t, cols):
-            return _evaluate(ka, ca, t, cols) + lr[cols] * _evaluate(kb, cb, t, cols)
+            a, b = self.pair.at(t, cols)
+            return a + lr[cols] * b
 
         turns = winding_turns(self.theta, values, evaluate)
         return np.isfinite(turns) & (np.abs(turns - degree) < 0.05)
 
 
-def _sample_angles(n: int) -> np.ndarray:
-    """``n`` equispaced angles on [0, π], plus 30 geometric ones into each end interval.
+def _sample(n: int, ka, ca, kb, cb):
+    """A and B at ``n`` equispaced angles on [0, π], plus 30 geometric ones into each end
+    interval; returns (θ, A, B).
 
     F(θ) = Im(A·conj B) vanishes trivially at θ = 0 and π, so a crossing inside the first or
     last equispaced interval would show no sign change between samples.  Such crossings exist
     near ω = 1 when the lr-coefficient B dwarfs A there (large Δ; PipeMare Lemma 4: crossings
     approach ω = 1), e.g. PipeMare eq. 5 with τf = 1, τb = 0, Δ = 100 crosses at θ ≈ 0.0995 <
     π/31.  Geometric samples h·2^{-k} (k = 1..30) from each end resolve them down to ~1e-9·h.
+
+    On the equispaced grid θ_j = πj/(n−1), k·θ_j = π·(kj mod 2(n−1))/(n−1) exactly, so
+    cos(kθ_j) and sin(kθ_j) are read from one table of 2(n−1) values by integer indexing
+    instead of evaluated per term (and without the rounding of large arguments).
     """
-    uniform = np.linspace(0.0, math.pi, n)
-    near = uniform[1] * 2.0 ** -np.arange(30, 0, -1)
-    return np.concatenate(([0.0], near, uniform[1:-1], math.pi - near[::-1], [math.pi]))
+    period = 2 * (n - 1)
+    cos_table, sin_table = _trig_table(period)
+    j = np.arange(n)
+
+    def uniform(ks, cs):
+        index = np.multiply.outer(j, ks)
+        index %= period
+        return (cos_table[index] @ cs) + 1j * (sin_table[index] @ cs)
+
+    h = math.pi / (n - 1)
+    near = h * 2.0 ** -np.arange(30, 0, -1)
+    ends = np.concatenate((near, math.pi - near[::-1]))
+
+    def merged(ks, cs):
+        grid, tails = uniform(ks, cs), on_circle(ends, ks, cs)
+        return np.concatenate((grid[:1], tails[:30], grid[1:-1], tails[30:], grid[-1:]))
+
+    theta = np.concatenate(([0.0], near, j[1:-1] * h, math.pi - near[::-1], [math.pi]))
+    return theta, merged(ka, ca), merged(kb, cb)
 
 
-def _illinois(f, lo, hi, f_lo, f_hi, iterations: int):
-    """Vectorised Illinois (modified regula falsi) for roots of f in brackets [lo, hi].
+@functools.lru_cache(maxsize=8)
+def _trig_table(period: int) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of 2πm/period, m = 0..period−1 (read-only; cached like an FFT plan)."""
+    angle = 2 * np.pi * np.arange(period) / period
+    tables = np.cos(angle), np.sin(angle)
+    for t in tables:
+        t.flags.writeable = False
+    return tables
 
-    Superlinear like the secant method but keeps the bracket; stops at machine precision or
-    after ``iterations``.  Returns the estimates and the final brackets (to continue later).
+
+def _safe_newton(f_df, lo, hi, f_lo, f_hi, x, iterations: int = 60):
+    """Vectorised safeguarded Newton for roots of f in brackets [lo, hi] (sign change).
+
+    Newton steps from ``x`` (quadratic convergence: 2-4 steps from an interpolated start);
+    a step leaving the bracket is replaced by bisection, and the bracket shrinks around the
+    sign change every step, so it always converges.  Stops at machine precision.
     """
-    side = np.zeros(lo.shape, dtype=int)
-    x = np.full(lo.shape, np.nan)
     for _ in range(iterations):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            x_new = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
-        outside = (x_new <= lo) | (x_new >= hi) | ~np.isfinite(x_new)
-        x_new = np.where(outside, 0.5 * (lo + hi), x_new)
-        with np.errstate(invalid="ignore"):
-            stalled = np.abs(x_new - x) <= 2 * _EPS * np.abs(x_new)  # False on the first pass
-        x = x_new
-        fx = f(x)
+        fx, dfx = f_df(x)
         left = np.sign(fx) == np.sign(f_lo)  # root in [x, hi]
         lo, f_lo = np.where(left, x, lo), np.where(left, fx, f_lo)
-        hi, f_hi = np.where(left, hi, x), np.where(left, f_hi, fx)
-        # Illinois: halve the stale end's value when the same end is kept twice in a row
-        f_hi = np.where(left & (side == 1), 0.5 * f_hi, f_hi)
-        f_lo = np.where(~left & (side == -1), 0.5 * f_lo, f_lo)
-        side = np.where(left, 1, -1)
-        if np.all((hi - lo <= 4 * _EPS * np.abs(hi)) | (fx == 0) | stalled):
+        hi = np.where(left, hi, x)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x_new = x - fx / dfx
+        x_new = np.where(
+            (x_new <= lo) | (x_new >= hi) | ~np.isfinite(x_new), 0.5 * (lo + hi), x_new
+        )
+        done = (fx == 0) | (np.abs(x_new - x) <= 2 * _EPS * np.abs(x)) | (hi - lo <= 4 * _EPS * hi)
+        x = np.where(fx == 0, x, x_new)
+        if np.all(done):
             break
-    return x, (lo, hi, f_lo, f_hi)
+    return x
 
 
-def _f(ka, ca, kb, cb, theta, cols):
-    a, b = _evaluate(ka, ca, theta, cols), _evaluate(kb, cb, theta, cols)
-    return np.imag(a * np.conj(b))
+class _Pair:
+    """A(e^{iθ}) and B(e^{iθ}) evaluated together (one cos/sin pass) at paired (θ, column)."""
 
+    def __init__(self, ka, ca, kb, cb):
+        self.k = np.concatenate([ka, kb])
+        self.c = np.concatenate([ca, cb])
+        self.split = len(ka)
 
-def _lr_at(ka, ca, kb, cb, theta, cols):
-    """lr(θ) = −Re(A·conj B)/|B|² (exact where F(θ) = 0)."""
-    a, b = _evaluate(ka, ca, theta, cols), _evaluate(kb, cb, theta, cols)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lr = -np.real(a * np.conj(b)) / np.abs(b) ** 2
-    return np.where(np.isfinite(lr), lr, np.inf)
+    def at(self, theta, cols):
+        x = np.multiply.outer(theta, self.k)
+        c = self.c[:, cols].T
+        re, im = np.cos(x) * c, np.sin(x) * c
+        n = self.split
+        a = re[:, :n].sum(axis=1) + 1j * im[:, :n].sum(axis=1)
+        b = re[:, n:].sum(axis=1) + 1j * im[:, n:].sum(axis=1)
+        return a, b
+
+    def f_df(self, theta, cols):
+        """F(θ) = Im(A·conj B), zero where lr(θ) is real, and dF/dθ."""
+        x = np.multiply.outer(theta, self.k)
+        c = self.c[:, cols].T
+        re, im = np.cos(x) * c, np.sin(x) * c
+        n = self.split
+        a = re[:, :n].sum(axis=1) + 1j * im[:, :n].sum(axis=1)
+        b = re[:, n:].sum(axis=1) + 1j * im[:, n:].sum(axis=1)
+        dre, dim = -im * self.k, re * self.k  # d/dθ of c·e^{ikθ} = i·k·c·e^{ikθ}
+        da = dre[:, :n].sum(axis=1) + 1j * dim[:, :n].sum(axis=1)
+        db = dre[:, n:].sum(axis=1) + 1j * dim[:, n:].sum(axis=1)
+        return np.imag(a * np.conj(b)), np.imag(da * np.conj(b) + a * np.conj(db))
+
+    def lr(self, theta, cols):
+        """lr(θ) = −Re(A·conj B)/|B|² (exact where F(θ) = 0); inf where B = 0."""
+        a, b = self.at(theta, cols)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lr = -np.real(a * np.conj(b)) / np.abs(b) ** 2
+        return np.where(np.isfinite(lr), lr, np.inf)
 
 
 def _mp_refine(ka, ca, kb, cb, theta: float, digits: int = 40) -> tuple[float, float]:

@@ -27,8 +27,19 @@ examples:
   stability rules
   stability poly momentum --tau 2 --momentum 0.9 --lr 0.1 --symbolic --json
   stability radius sgd --tau 4 --lr 0.2 --json
+  stability radius sgd --tau 3 --lr 0.4450418679126288000000123 --certify --json
   stability max-lr sgd --tau 10 --lam 1 --json
   stability max-lr t2 --tau-fwd 40 --tau-bkwd 10 --delta 5 --decay 0.1 --json
+  stability bounds momentum --tau 10 --momentum 0.9 --json
+  stability claims --quick
+  stability halflife lwp+sc --tau 1 --kappa 1000 --optimize-momentum --json
+  stability heatmap momentum --tau 1 --x lr:1e-3:10:256:log --y momentum:0:0.999:256 \\
+      --out F.png --csv F.csv
+  stability repro --all --quick
+  stability validate --problem linreg --rules sgd,momentum --taus 0,1,4,16 --momentum 0.9
+  stability coupled --problem linreg --stages 4 --schedule pipemare --rule sgd --measure
+  stability t1-audit sgd --lam 4 --lr-schedule constant:0.1 --taus 1,4,16 --anneal-steps 1000 \\
+      --steps 2000
 """
 
 

@@ -179,6 +179,13 @@ def register(sub) -> None:
     )
     g.add_argument("--curve-points", type=_int_arg("curve_points", 2), default=200)
     g.add_argument("--progress", action="store_true", help="progress bar on stderr")
+    g.add_argument(
+        "--update",
+        choices=("analysed", "real"),
+        default="analysed",
+        help="train the rule as analysed (default) or its real update where the analysis "
+        "linearises it (adam, pipeoptim with adam/adamw: real Adam; dc: outer-product DC)",
+    )
     add_pipeline_arguments(p)
     add_output_arguments(p)
     p.set_defaults(run=run)
@@ -207,6 +214,14 @@ def run(args) -> dict:
         rule, _ = spec.build(**values_for(name, values))
     else:
         rule = pipeline_rule(name, values, pipe, sizes)
+    analysed = rule
+    if args.update == "real":
+        if not hasattr(rule, "trainer_rule"):
+            raise ValueError(
+                f"rule {name!r} has no separate real update (its analysis is exact); "
+                "use --update analysed"
+            )
+        rule = rule.trainer_rule()
     epoch = 1 if args.batch is None else max(1, problem.samples // args.batch)
     warmup_steps = args.warmup_epochs * epoch
     phases = plan(
@@ -245,6 +260,7 @@ def run(args) -> dict:
         "problem": problem.describe(),
         "data": data.describe(),
         "rule": name,
+        "update": args.update,
         "lr": lr,
         "steps": args.steps,
         "batch": args.batch,
@@ -257,10 +273,12 @@ def run(args) -> dict:
     }
     pred_log = None
     if pipe is None:
-        prediction = predict(rule, setup.modes_for(rule), lr)
+        prediction = predict(analysed, setup.modes_for(analysed), lr)
         out["predicted_max_lr"], pred_log = prediction.max_lr, prediction.log_rate
         if prediction.note:
             out["prediction_note"] = prediction.note
+        elif analysed is not rule:
+            out["prediction_note"] = "predictions are for the analysed (linearised) rule"
     else:
         out["predicted_max_lr"] = None
         out["prediction_note"] = "per-stage delays: see scalar_predictions"

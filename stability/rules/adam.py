@@ -200,7 +200,7 @@ SPECS = (
     RuleSpec(
         name="adam",
         summary="delayed Adam/AdamW, analysed with a frozen second-moment preconditioner P "
-        "(linearised; the trainer runs the real update)",
+        "(linearised; `stability train --update real` runs the real update)",
         sources=("PipeOptim Table I (Adam, AdamW)", "Kingma & Ba Alg. 1", "derived here"),
         params=(TAU, BETA1, PRECOND, WEIGHT_DECAY, BETA2, EPS, LAM),
         builder=adam,

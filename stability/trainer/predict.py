@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from stability.boundary import max_lr_grid
-from stability.linear import characteristic_polynomial
+from stability.boundary import max_lr, max_lr_grid
+from stability.linear import characteristic_polynomial, dominant_root_at
 from stability.quadratic import QuadraticModel
 from stability.rules.base import Rule
 from stability.spectrum import dominant_root, spectral_radius
@@ -84,14 +84,41 @@ def modes_from_passes(Hf: np.ndarray, Hb: np.ndarray, Hr: np.ndarray, *, tol=1e-
 
 
 def predicted_max_lr(rule: Rule, modes: Modes) -> float | None:
-    """min_k max_lr(rule, mode k); ``None`` if every mode is stable for every lr > 0."""
-    lr, _ = max_lr_grid(rule, modes.model())
+    """min_k max_lr(rule, mode k); ``None`` if every mode is stable for every lr > 0.
+
+    All modes at once by the batched boundary locus; rules it does not cover (periodic, or
+    not affine in lr) mode by mode with `stability.boundary.max_lr` (Floquet / bisection).
+    """
+    if _batched(rule):
+        lr = max_lr_grid(rule, modes.model())[0]
+    else:
+        lr = np.array([_inf_if_none(max_lr(rule, m).max_lr) for m in _mode_models(modes)])
     best = float(np.min(lr))
     return None if math.isinf(best) else best
 
 
+def _batched(rule: Rule) -> bool:
+    return (
+        getattr(rule, "period", 1) == 1
+        and characteristic_polynomial(rule, QuadraticModel(1.0)).is_affine
+    )
+
+
+def _mode_models(modes: Modes) -> list[QuadraticModel]:
+    return [
+        QuadraticModel(float(a), float(b), float(c))
+        for a, b, c in zip(modes.lam, modes.delta, modes.phi, strict=True)
+    ]
+
+
+def _inf_if_none(x: float | None) -> float:
+    return math.inf if x is None else x
+
+
 def predicted_log_rate(rule: Rule, modes: Modes, lr: Any) -> float:
     """ln max_k ρ_k(lr): the asymptotic log-rate per step (the dominant mode mpmath-refined)."""
+    if getattr(rule, "period", 1) > 1:  # Floquet: per-step root of each mode's monodromy
+        return math.log(max(dominant_root_at(rule, m, lr).radius for m in _mode_models(modes)))
     cp = characteristic_polynomial(rule, modes.model())
     poly = cp.at(lr).normalized()
     radii = spectral_radius(poly.dense())
@@ -114,9 +141,9 @@ class Prediction:
 def predict(rule: Rule, modes: Modes, lr: Any = None) -> Prediction:
     """Predicted max lr (and log-rate at ``lr``) — or the reason there is none.
 
-    Periodic rules (no time-invariant polynomial, `stability.floquet`) and rules whose
-    polynomial is not affine in lr (no boundary locus) raise `ValueError` in the analysis; the
-    trainer still trains and measures them, so this returns ``None`` and the message.
+    Periodic rules are predicted mode by mode through their Floquet monodromy and rules whose
+    polynomial is not affine in lr by bisection; if the analysis still cannot answer (it raises
+    `ValueError`), the trainer still trains and measures, and this returns ``None`` and why.
     """
     try:
         max_lr = predicted_max_lr(rule, modes)
