@@ -26,7 +26,7 @@ in pairs z, 1/z̄) all stop the recursion with |a_0| ≥ |a_n|, i.e. the verdict
 which is right: roots on the unit circle are not asymptotically stable.
 
 Coefficients are scaled to integers once; each step is fraction-free with the content (gcd)
-divided out, so sizes stay near the Schur-Cohn minors' (benchmarks in docs/sections/bounds.md).
+divided out, so sizes stay near the Schur-Cohn minors' (benchmarks in the README).
 
 Not certifiable (`NotCertifiable`, reported as ``certified: false`` by the CLI): parameters
 that are irrational or computed in floating point, e.g. the T2 decay γ = D^{1/(τf − τb)} when

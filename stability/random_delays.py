@@ -23,7 +23,7 @@ P(τ=k) ∝ e^{−βk} with β = 0.5 on {0, …, 4} (λ = 1) the mean is stable 
 (almost surely) up to ≈ 1.45 and the second moment up to ≈ 1.00.  When the distribution
 concentrates on a narrow window (β ≪ 0: mass near τmax) the three thresholds approach each
 other and the first moment predicts real runs; see
-docs/sections/seed_systems.md for the measured numbers.
+the README (seed systems section) for the measured numbers.
 """
 
 from __future__ import annotations

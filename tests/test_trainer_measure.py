@@ -83,7 +83,7 @@ def test_bisection_finds_a_known_threshold():
 
 @pytest.mark.slow
 def test_cpusmall_full_batch_max_lr_within_1_percent_and_rates_within_2_percent():
-    """The acceptance table on cpusmall (a sample of its rows; docs/sections/trainer.md has
+    """The acceptance table on cpusmall (a sample of its rows; the README (trainer section) has
     all 24 and the ill-conditioned unstandardized variant)."""
     setup = linreg_setup(LinearRegression.from_dataset(load_regression(standardize="features")))
     protocol = Protocol(steps=10_000, rate_steps=10_000, rel_tol=2e-3, span=1.25)

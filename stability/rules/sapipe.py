@@ -27,7 +27,7 @@ Hessian, by a Hessian estimate of **quality q**, i.e. q·λ (q = 1: exact, q = 0
 so the q-model evaluates the gradient at weights shifted by q·Δx.  It is a model: λ_DC·g·gᵀ is
 not scale invariant.  Near the optimum of a full-batch problem g → 0 and the real DC's
 threshold is that of q = 0; far from it λ_DC·‖g‖² can exceed the curvature many times and the
-real DC diverges much earlier (measured on cpusmall: docs/sections/seed_systems.md).
+real DC diverges much earlier (measured on cpusmall: the README, seed systems section).
 
 ``wp`` — weight prediction (Alg. 3): the forward and backward passes of the stale gradient use
 weights predicted by an extra optimizer step, x̃ = optimizer(x, g̃).  Generalised to τ steps (the
