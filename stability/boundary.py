@@ -346,26 +346,27 @@ class _Pair:
         self.c = np.concatenate([ca, cb])
         self.split = len(ka)
 
-    def at(self, theta, cols):
+    def _terms(self, theta, cols):
+        """cos and sin parts of every term c_k·e^{ikθ} (rows: θ; columns: terms of A, then B)."""
         x = np.multiply.outer(theta, self.k)
         c = self.c[:, cols].T
-        re, im = np.cos(x) * c, np.sin(x) * c
+        return np.cos(x) * c, np.sin(x) * c
+
+    def _sums(self, re, im):
         n = self.split
         a = re[:, :n].sum(axis=1) + 1j * im[:, :n].sum(axis=1)
         b = re[:, n:].sum(axis=1) + 1j * im[:, n:].sum(axis=1)
         return a, b
 
+    def at(self, theta, cols):
+        """(A(e^{iθ}), B(e^{iθ}))."""
+        return self._sums(*self._terms(theta, cols))
+
     def f_df(self, theta, cols):
         """F(θ) = Im(A·conj B), zero where lr(θ) is real, and dF/dθ."""
-        x = np.multiply.outer(theta, self.k)
-        c = self.c[:, cols].T
-        re, im = np.cos(x) * c, np.sin(x) * c
-        n = self.split
-        a = re[:, :n].sum(axis=1) + 1j * im[:, :n].sum(axis=1)
-        b = re[:, n:].sum(axis=1) + 1j * im[:, n:].sum(axis=1)
-        dre, dim = -im * self.k, re * self.k  # d/dθ of c·e^{ikθ} = i·k·c·e^{ikθ}
-        da = dre[:, :n].sum(axis=1) + 1j * dim[:, :n].sum(axis=1)
-        db = dre[:, n:].sum(axis=1) + 1j * dim[:, n:].sum(axis=1)
+        re, im = self._terms(theta, cols)
+        a, b = self._sums(re, im)
+        da, db = self._sums(-im * self.k, re * self.k)  # d/dθ c·e^{ikθ} = i·k·c·e^{ikθ}
         return np.imag(a * np.conj(b)), np.imag(da * np.conj(b) + a * np.conj(db))
 
     def lr(self, theta, cols):
