@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 run: $(STAMP)
-	MPLBACKEND=Agg $(PY) -m stability.main_job
+	MPLBACKEND=Agg $(PY) -m stability.cli.main_job
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .

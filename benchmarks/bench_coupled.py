@@ -4,9 +4,9 @@ Table 1 (speed), measured in one run on dense random PSD Hessians H = AᵀA/(2p)
 2p × p; Marchenko-Pastur spectrum ≈ [0.09, 2.9]), P equal stages with forward delays spread
 evenly from τ_max down to 2, delayed SGD (and momentum 0.9):
 
-* ``scan``: `stability.coupled_scan.scan_max_lr` — p×p eigen-decompositions at a few dozen
+* ``scan``: `stability.coupled.scan.scan_max_lr` — p×p eigen-decompositions at a few dozen
   angles, O(n_θ·p³);
-* ``dense``: `stability.coupled.dense_max_lr` — bisection on the spectral radius of the block
+* ``dense``: `stability.coupled.system.dense_max_lr` — bisection on the spectral radius of the block
   state matrix (Σ_i |w_i|·(τ_i + 2) rows), O(evaluations·(p·τ)³), where it is still feasible.
 
 Table 2 (``--cpusmall``): cpusmall linear regression as PipeMare Fig. 5(b) trains it (features
@@ -29,8 +29,8 @@ import time
 
 import numpy as np
 
-from stability.coupled import coupled_system, dense_max_lr
-from stability.coupled_scan import scan_max_lr
+from stability.coupled.scan import scan_max_lr
+from stability.coupled.system import coupled_system, dense_max_lr
 
 DENSE_LIMIT = 1500  # state rows above which the dense bisection is skipped
 
@@ -64,7 +64,7 @@ def speed_table(cases) -> None:
             t_dense = time.perf_counter() - t0
             diff = r.max_lr / d.max_lr - 1
             line += (
-                f"{t_dense:>9.2f}{d.evaluations:>7}{r.max_lr:>16.10g}{diff:>11.1e}"
+                f"{t_dense:>9.2f}{d.eigensolves:>7}{r.max_lr:>16.10g}{diff:>11.1e}"
                 f"{t_dense / t_scan:>9.1f}"
             )
         else:
@@ -73,10 +73,10 @@ def speed_table(cases) -> None:
 
 
 def cpusmall_table() -> None:
-    from stability.coupled_analysis import analyze
-    from stability.coupled_problems import measure, problem_system, stage_pipeline
+    from stability.agreement.coupled_runs import measure, problem_system, stage_pipeline
+    from stability.agreement.validate import Protocol, linreg_setup
+    from stability.coupled.summary import analyze
     from stability.trainer.problems import ProblemOptions, build_problem
-    from stability.trainer.validation import Protocol, linreg_setup
 
     problem, _ = build_problem(ProblemOptions(standardize="none", bias=True))
     setup = linreg_setup(problem)

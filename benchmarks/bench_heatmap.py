@@ -2,7 +2,8 @@
 
 Table 1 — a 256 × 256 heatmap (lr × momentum, delayed heavy ball, τ = 1 and τ = 10):
 
-* ``stability``: `stability.heatmap.heatmap` (one batched companion-eigenvalue call per chunk,
+* ``stability``: `stability.analysis.heatmap.heatmap` (one batched companion-eigenvalue call
+  per chunk,
   mpmath refinement of the ill-conditioned points) — median of repeats;
 * ``numpy.roots loop``: one `numpy.roots` call per grid point, timed on a random subsample of
   points and extrapolated to the full grid (the loop over 65 536 points takes minutes);
@@ -11,7 +12,7 @@ Table 1 — a 256 × 256 heatmap (lr × momentum, delayed heavy ball, τ = 1 and
 
 Table 2 — an optimal half-life curve over κ (Kosson Fig. 7 style, fixed momentum):
 
-* ``stability``: `stability.conditioning.optimal_half_life` (exact window maxima, optimum
+* ``stability``: `stability.analysis.conditioning.optimal_half_life` (exact window maxima, optimum
   refined to 1e-8);
 * ``naive grid``: for each κ a dense lr grid × λ grid (batched eigenvalues, no per-point
   loop), best grid lr — with its relative error against ours.
@@ -33,9 +34,9 @@ import time
 
 import numpy as np
 
-from stability.conditioning import optimal_half_life
-from stability.heatmap import heatmap, parse_axis
-from stability.linear import characteristic_polynomial
+from stability.analysis.conditioning import optimal_half_life
+from stability.analysis.heatmap import heatmap, parse_axis
+from stability.dynamics.linear import characteristic_polynomial
 from stability.rules.registry import build_rule
 from stability.spectrum import spectral_radius
 
@@ -78,11 +79,11 @@ def cli_seconds(tau: int) -> tuple[float, float, float, float]:
         return time.perf_counter() - t0, _child_cpu() - c0
 
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "stability.cli", "heatmap", "momentum", "--tau", str(tau)]
+        cmd = [sys.executable, "-m", "stability.cli.main", "heatmap", "momentum", "--tau", str(tau)]
         cmd += ["--x", "lr:1e-3:10:256:log", "--y", "momentum:0:0.999:256"]
         cmd += ["--out", f"{tmp}/F.png", "--csv", f"{tmp}/F.csv"]
         wall, cpu = run(cmd)
-    start_wall, start_cpu = run([sys.executable, "-m", "stability.cli", "--help"])
+    start_wall, start_cpu = run([sys.executable, "-m", "stability.cli.main", "--help"])
     return wall, cpu, start_wall, start_cpu
 
 

@@ -3,7 +3,7 @@
 One table, measured in one run, for delayed SGD (PipeMare eq. 3) at τ = 10, 100, 1000, where
 the exact answer is Lemma 1's 2/λ·sin(π/(4τ+2)):
 
-* ``stability``: `stability.boundary.max_lr` (boundary locus on the sparse polynomial,
+* ``stability``: `stability.analysis.boundary.max_lr` (boundary locus on the sparse polynomial,
   mpmath-refined) — median over repeats;
 * ``bisection``: bisection on lr of the spectral radius from `numpy.roots` (dense companion
   eigenvalues), to 1e-12 relative, the way one would do it by hand;
@@ -23,7 +23,7 @@ import warnings
 
 import numpy as np
 
-from stability.boundary import max_lr
+from stability.analysis.boundary import max_lr
 from stability.rules.registry import build_rule
 
 

@@ -1,8 +1,8 @@
 """Seed systems: theory vs the reference trainer on cpusmall, and the cost of the analyses.
 
 Part 1 (``--validate``): for every seed rule and τ ∈ {1, 4, 16}, the predicted max stable lr
-(min over the Hessian's modes of `stability.boundary.max_lr`, Floquet for EA-Pipe) against
-the trainer's measured one (`stability.trainer.validation.measure_max_lr`, full batch, the
+(min over the Hessian's modes of `stability.analysis.boundary.max_lr`, Floquet for EA-Pipe) against
+the trainer's measured one (`stability.agreement.validate.measure_max_lr`, full batch, the
 default protocol).  Rules the trainer runs differently from the analysis are reported as gaps:
 real DC_λ (outer product) against the q-model, the sampled random delays against the first
 moment (with the almost-sure scalar threshold beside it).
@@ -24,12 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
-from stability import floquet
-from stability.boundary import max_lr
+from stability.analysis.boundary import max_lr
+from stability.analysis.random_delays import mean_square_radius, thresholds
+from stability.dynamics.linear import linearize
+from stability.dynamics.monodromy import monodromy, state_layout
 from stability.files import write_json
-from stability.linear import linearize
 from stability.quadratic import QuadraticModel
-from stability.random_delays import mean_square_radius, thresholds
 from stability.rules.random_delay import ExpectedDelay, SampledDelays, truncated_exponential
 from stability.rules.registry import build_rule
 
@@ -63,9 +63,9 @@ def predicted(rule, lams) -> float:
 
 
 def validate(quick: bool) -> list[dict]:
+    from stability.agreement.validate import Protocol, linreg_setup, measure_max_lr
     from stability.trainer.data import load_regression
     from stability.trainer.linreg import LinearRegression
-    from stability.trainer.validation import Protocol, linreg_setup, measure_max_lr
 
     problem = LinearRegression.from_dataset(load_regression(CPUSMALL))
     setup = linreg_setup(problem)
@@ -130,7 +130,7 @@ def timings() -> list[tuple[str, float, float]]:
     out = []
     for tau, period in ((4, 2), (16, 1), (32, 2)):
         rule, model = build_rule("ea", tau=tau, sync_period=period)
-        ours = _time(lambda r=rule, m=model: floquet.monodromy(r, m, 0.1))
+        ours = _time(lambda r=rule, m=model: monodromy(r, m, 0.1))
         base = _time(lambda r=rule, m=model: _dense_monodromy(r, m, 0.1))
         out.append((f"EA monodromy, τ={tau}, P={rule.period}", ours, base))
     for tau in (4, 16, 24):
@@ -143,7 +143,7 @@ def timings() -> list[tuple[str, float, float]]:
 
 def _dense_monodromy(rule, model, lr) -> np.ndarray:
     """Baseline: the product of the per-phase block-companion matrices (common depth)."""
-    depth = 1 + max(k for _, k in floquet.state_layout(rule))
+    depth = 1 + max(k for _, k in state_layout(rule))
     n = len(rule.variables)
     M = np.eye(n * depth)
     for t in range(rule.period):

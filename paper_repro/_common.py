@@ -128,8 +128,8 @@ def trajectory_figure(curves, *, title: str, legend_title: str):
 
 def radius_over_lr(name: str, lrs, **params):
     """Spectral radius of rule ``name`` at each step size of ``lrs`` and its exact max lr."""
-    from stability.boundary import max_lr
-    from stability.linear import characteristic_polynomial
+    from stability.analysis.boundary import max_lr
+    from stability.dynamics.linear import characteristic_polynomial
     from stability.rules.registry import build_rule
     from stability.spectrum import spectral_radius
 
@@ -246,7 +246,7 @@ def momentum_grid(quick: bool):
     """The momenta scanned before the optimum is zoomed in on (coarser in quick mode)."""
     import numpy as np
 
-    from stability.conditioning import parameter_grid
+    from stability.analysis.conditioning import parameter_grid
 
     if quick:
         return np.concatenate((np.linspace(0.0, 0.9, 10), 1.0 - np.logspace(-1, -4, 16)[1:]))

@@ -13,7 +13,7 @@ import _common
 import matplotlib.pyplot as plt
 import numpy as np
 
-from stability.conditioning import optimal_half_life
+from stability.analysis.conditioning import optimal_half_life
 from stability.plotting import axis_label
 
 NAME = "kosson_fig17"

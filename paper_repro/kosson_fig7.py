@@ -3,7 +3,7 @@
 For each method (GDM, SC_D, LWP_D, LWP_D + SC_D with D = 1, and GDM and Nesterov without
 delay) and each κ, the half-life −ln2/ln r* where r* is the worst spectral radius over a dense
 spectrum λ ∈ [λ_min, κλ_min], minimised over the step size and the momentum
-(`stability.conditioning.optimal_half_life`; Kosson Sec. 3.4 optimises both).
+(`stability.analysis.conditioning.optimal_half_life`; Kosson Sec. 3.4 optimises both).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import _common
 import matplotlib.pyplot as plt
 import numpy as np
 
-from stability.conditioning import optimal_half_life
+from stability.analysis.conditioning import optimal_half_life
 from stability.plotting import axis_label
 
 NAME = "kosson_fig7"

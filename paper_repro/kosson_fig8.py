@@ -2,7 +2,7 @@
 
 For GDM, SC_D, LWP_D and LWP_D + SC_D, the half-life −ln2/ln r* (worst spectral radius over
 λ ∈ [λ_min, 10³λ_min]) minimised over the step size and the momentum, for each delay D
-(`stability.conditioning.optimal_half_life`), with the no-delay optimum as reference.
+(`stability.analysis.conditioning.optimal_half_life`), with the no-delay optimum as reference.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import _common
 import matplotlib.pyplot as plt
 import numpy as np
 
-from stability.conditioning import optimal_half_life
+from stability.analysis.conditioning import optimal_half_life
 from stability.plotting import axis_label
 
 NAME = "kosson_fig8"

@@ -2,7 +2,7 @@
 
 Each cell is the half-life −ln2/ln r* of linear weight prediction (weight form, Kosson eq.
 22) with momentum m and horizon T, minimised over the step size (r*: worst spectral radius
-over λ ∈ [λ_min, 10³λ_min]; `stability.conditioning.optimal_half_life`).  T = 0 is GDM with
+over λ ∈ [λ_min, 10³λ_min]; `stability.analysis.conditioning.optimal_half_life`).  T = 0 is GDM with
 delay; T = D is LWP_D.  The optimum of LWP_D + SC_D (momentum optimised) is the reference.
 """
 
@@ -14,7 +14,7 @@ import _common
 import matplotlib.pyplot as plt
 import numpy as np
 
-from stability.conditioning import optimal_half_life
+from stability.analysis.conditioning import optimal_half_life
 from stability.plotting import axis_label, heatmap_axes
 
 NAME = "kosson_fig9"

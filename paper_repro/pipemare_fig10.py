@@ -2,7 +2,7 @@
 
 τ_fwd = 40, τ_bkwd = 10, λ = 1, Δ ∈ [−100, 100]: the exact max stable step of the
 discrepancy model (PipeMare eq. 5) and of T2 with the optimal decay γ* = 1 − 2/(τf − τb + 1)
-(eq. 14), both by the boundary locus batched over Δ (`stability.boundary.max_lr_grid`).
+(eq. 14), both by the boundary locus batched over Δ (`stability.analysis.boundary.max_lr_grid`).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import _common
 import matplotlib.pyplot as plt
 import numpy as np
 
-from stability.boundary import max_lr_grid
+from stability.analysis.boundary import max_lr_grid
 from stability.plotting import axis_label
-from stability.rules.pipemare import optimal_gamma
+from stability.rules.discrepancy import optimal_gamma
 from stability.rules.registry import build_rule
 
 NAME = "pipemare_fig10"

@@ -27,7 +27,7 @@ from matplotlib.colors import ListedColormap, LogNorm
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from stability.bounds import lemma1_threshold
+from stability.analysis.bounds import lemma1_threshold
 from stability.plotting import axis_label, log_axis
 
 NAME = "pipemare_fig5b"

@@ -13,10 +13,10 @@ import time
 import _common
 import numpy as np
 
-from stability.boundary import max_lr
-from stability.linear import dominant_root_at
+from stability.analysis.boundary import max_lr
 from stability.plotting import LABELS
 from stability.rules.registry import build_rule
+from stability.spectrum import dominant_root_at
 
 NAME = "pipemare_fig6a"
 TAU_FWD, TAU_BKWD, LAM, ALPHA = 10, 6, 1.0, 0.1

@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from stability.validation import check_choice, check_delay, check_real
+from stability.checks import check_choice, check_delay, check_real
 
 SCHEDULES = ("pipemare", "pipedream", "gpipe", "pb", "uniform")
 """Schedule names accepted by `pipeline` (see the module table)."""

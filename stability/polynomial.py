@@ -5,8 +5,8 @@ Characteristic polynomials of delayed rules have a few terms spread over a large
 the nonzero terms, so building, multiplying and evaluating them costs O(terms), not O(τ).
 
 Coefficients may be Python numbers, NumPy arrays (one polynomial per point of a parameter
-grid, broadcast together), `fractions.Fraction` (exact arithmetic, see `stability.certify`)
-or sympy expressions (see `stability.symbolic`).  The same code serves all four.
+grid, broadcast together), `fractions.Fraction` (exact arithmetic, see `stability.analysis.certify`)
+or sympy expressions (see `stability.dynamics.symbolic`).  The same code serves all four.
 
 Coefficient order: every dense array produced or accepted here is **highest degree first**,
 as `numpy.roots`, sympy's ``Poly.all_coeffs()`` and python-control use.

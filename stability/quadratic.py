@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from stability.validation import check_real
+from stability.checks import check_real
 
 
 @dataclass(frozen=True)

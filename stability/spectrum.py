@@ -32,7 +32,11 @@ from typing import Any
 
 import numpy as np
 
+from stability.dynamics.linear import characteristic_polynomial
+from stability.dynamics.monodromy import monodromy, period_of
 from stability.polynomial import SparsePoly
+from stability.quadratic import QuadraticModel
+from stability.rules.base import Rule
 
 DENSE_MAX_DEGREE = 400
 """Largest degree for which `dominant_root` uses dense companion eigenvalues."""
@@ -323,3 +327,45 @@ def _argument_principle_root(exps, coeffs) -> complex:
         if abs(step) <= 1e-15 * abs(z):
             break
     return complex(z)
+
+
+# -- rules: the rate at one step size ---------------------------------------------------------
+
+
+def dominant_root_at(rule: Rule, model: QuadraticModel, lr: Any) -> DominantRoot:
+    """Largest-modulus root of the rule's dynamics at one step size (per-step multiplier).
+
+    The single entry point for "how fast does this rule converge at this lr": the CLI's
+    ``radius`` and the certified bisection use it.  Periodic rules (``period`` > 1) give the
+    per-step root μ^{1/P} of their dominant Floquet multiplier.
+    """
+    if period_of(rule) > 1:
+        return _floquet_dominant_root(rule, model, lr)
+    return dominant_root(characteristic_polynomial(rule, model).at(lr))
+
+
+def floquet_multipliers(rule: Rule, model: QuadraticModel, lr: Any) -> np.ndarray:
+    """Floquet multipliers: the eigenvalues of the monodromy matrix."""
+    return np.linalg.eigvals(monodromy(rule, model, lr))
+
+
+def floquet_radius(rule: Rule, model: QuadraticModel, lr: Any) -> np.ndarray:
+    """ρ(M)^{1/P}: the average contraction per step (batched over ``lr``)."""
+    rho = np.max(np.abs(floquet_multipliers(rule, model, lr)), axis=-1)
+    return rho ** (1.0 / period_of(rule))
+
+
+def _dominant_multiplier(rule: Rule, model: QuadraticModel, lr: float) -> complex:
+    """The Floquet multiplier μ of largest modulus (upper half-plane member of a pair)."""
+    mu = floquet_multipliers(rule, model, float(lr))
+    return complex(mu[np.lexsort((mu.imag, np.abs(mu)))[-1]])
+
+
+def _floquet_dominant_root(rule: Rule, model: QuadraticModel, lr: float) -> DominantRoot:
+    """The per-step dominant root μ^{1/P} (principal branch) of the largest multiplier μ."""
+    best = _dominant_multiplier(rule, model, lr)
+    period = period_of(rule)
+    root = best ** (1.0 / period) if best != 0 else 0j
+    return DominantRoot(
+        root, abs(best) ** (1.0 / period), f"Floquet monodromy (period {period}), ρ(M)^(1/P)"
+    )

@@ -3,7 +3,7 @@
 Nothing here uses the characteristic polynomial, the boundary locus or the Schur-Cohn test:
 
 * `state_radius` — the largest |eigenvalue| of the rule's block companion (state) matrix,
-  read off the rule's step (`stability.linear.LinearDynamics.state_matrix`);
+  read off the rule's step (`stability.dynamics.linear.LinearDynamics.state_matrix`);
 * `dense_max_lr` — the first lr where that radius reaches 1, by a geometric scan and bisection,
   the way one would find it by hand;
 * `mp_roots_inside` — the number of roots of a sparse polynomial inside |ω| = 1 by the argument
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stability.linear import linearize
+from stability.dynamics.linear import linearize
 
 
 def state_radius(rule, model, lr: float) -> float:

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from stability.batch_scaling import scale_hyperparameters, scaling_table
-from stability.boundary import max_lr
+from stability.analysis.batch_scaling import scale_hyperparameters, scaling_table
+from stability.analysis.boundary import max_lr
 from stability.rules.registry import build_rule
 
 

@@ -1,4 +1,4 @@
-"""Closed forms of stability.bounds against independent computations, and `stability bounds`.
+"""Closed forms of `analysis.bounds` against independent computations, and `stability bounds`.
 
 References: dense state-matrix eigenvalue bisection (tests/oracles.py), mpmath evaluation of
 the polynomial typed from the paper, exact Fractions.  The sympy proofs are in
@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 from oracles import dense_max_lr, mp_poly, sgd_terms
 
-from stability import bounds
-from stability.boundary import max_lr
-from stability.cli import main
-from stability.linear import characteristic_polynomial, dominant_root_at
-from stability.rules.kosson import spike_coefficients
-from stability.rules.pipemare import gamma_from_decay, optimal_gamma
+from stability.analysis import bounds
+from stability.analysis.boundary import max_lr
+from stability.cli.main import main
+from stability.dynamics.linear import characteristic_polynomial
+from stability.rules.discrepancy import gamma_from_decay, optimal_gamma
+from stability.rules.lwp_sc import spike_coefficients
 from stability.rules.registry import build_rule
-from stability.spectrum import spectral_radius
+from stability.spectrum import dominant_root_at, spectral_radius
 
 # -- Lemma 1 ---------------------------------------------------------------------------------------
 
@@ -228,7 +228,7 @@ def test_lwp_with_eq46_horizon_has_sc_dynamics(delay, m):
 
 
 def _state(rule, model, lr):
-    from stability.linear import linearize
+    from stability.dynamics.linear import linearize
 
     return linearize(rule, model, lr).state_matrix()
 

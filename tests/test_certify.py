@@ -1,4 +1,4 @@
-"""Exact stability verdicts (stability.certify): the Schur-Cohn test and `radius --certify`.
+"""Exact stability verdicts (`analysis.certify`): the Schur-Cohn test and `radius --certify`.
 
 The Schur-Cohn test is checked on polynomials built from known roots (exact verdicts, roots on
 the circle included) and against mpmath roots; `certify` against Lemma 1's threshold evaluated
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import rule_points
 
-from stability.certify import (
+from stability.analysis.certify import (
     NotCertifiable,
     certify,
     exact_build,
@@ -25,9 +25,9 @@ from stability.certify import (
     exact_root,
     schur_cohn,
 )
-from stability.cli import main
-from stability.linear import dominant_root_at
+from stability.cli.main import main
 from stability.rules.registry import RULES, get_spec
+from stability.spectrum import dominant_root_at
 
 
 def poly_from_roots(real_roots=(), pairs=()) -> list[F]:

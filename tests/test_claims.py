@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 from oracles import dense_max_lr, state_radius
 
-from stability.certify import certify
-from stability.claims import check_claims, claim_ids, intervals, quick_parameters
+from stability.analysis.certify import certify
+from stability.claims import check_claims, claim_ids, quick_parameters
 from stability.claims import kosson as kosson_claims
 from stability.claims import pipemare as pipemare_claims
-from stability.cli import main
+from stability.claims.claim import intervals
+from stability.cli.main import main
 from stability.rules.registry import build_rule, get_spec
 
 
@@ -63,7 +64,7 @@ def test_lemma2_and_3_claims_quick_with_dense_check():
     lemma2 = quick(pipemare_claims, "lemma2-upper-bound")
     assert lemma2.holds and lemma2.numbers["max_ratio"] <= 1
     at = lemma2.numbers["min_ratio_at"]
-    from stability.bounds import lemma2_bound, lemma3_bound
+    from stability.analysis.bounds import lemma2_bound, lemma3_bound
 
     bound = lemma2_bound(at["tau_fwd"], at["tau_bkwd"], at["delta"])
     assert dense("discrepancy", **at) / bound == pytest.approx(
@@ -170,7 +171,7 @@ def test_lemma3_slope_quick():
     # the fitted max lr at τ = 32, checked by dense eigenvalues and an exact bracket at τ = 128
     lr32 = claim.numbers["max_lr_times_tau_at_largest_tau"]  # τ·lr at τ = 1000
     assert lr32["0.5"] == pytest.approx(0.5 * math.pi / 2, rel=2e-3)
-    from stability.boundary import max_lr
+    from stability.analysis.boundary import max_lr
 
     rule, model = build_rule("momentum", tau=32, momentum=0.9)
     assert max_lr(rule, model).max_lr == pytest.approx(
@@ -200,7 +201,7 @@ def test_nesterov_equals_sc_at_delay_one():
 
 
 def _state(name, tau, m, lr):
-    from stability.linear import linearize
+    from stability.dynamics.linear import linearize
 
     rule, model = build_rule(name, tau=tau, momentum=m)
     return linearize(rule, model, lr).state_matrix()

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from stability.cli import main
+from stability.cli.main import main
 
 
 def run_cli(capsys, *argv):
@@ -84,14 +84,14 @@ def test_bad_input_is_one_line_exit_2(capsys, argv, needle):
 
 def test_console_script_help_has_examples():
     out = subprocess.run(
-        [sys.executable, "-m", "stability.cli", "--help"], capture_output=True, text=True
+        [sys.executable, "-m", "stability.cli.main", "--help"], capture_output=True, text=True
     )
     assert out.returncode == 0 and "examples:" in out.stdout and "max-lr" in out.stdout
 
 
 def test_console_script_error_has_no_traceback():
     out = subprocess.run(
-        [sys.executable, "-m", "stability.cli", "max-lr", "sgd", "--tau", "x"],
+        [sys.executable, "-m", "stability.cli.main", "max-lr", "sgd", "--tau", "x"],
         capture_output=True,
         text=True,
     )

@@ -17,14 +17,14 @@ import math
 import numpy as np
 import pytest
 
-from stability.cli import main
-from stability.conditioning import (
+from stability.analysis.conditioning import (
     RateCurve,
     optimal_half_life,
     optimal_step,
     spectrum_rate,
     window_rate,
 )
+from stability.cli.main import main
 from stability.quadratic import QuadraticModel
 from stability.rules.registry import build_rule, get_spec
 from stability.spectrum import spectral_radius
@@ -122,7 +122,7 @@ def test_spectrum_rate_equals_dense_sampling(name, params):
     lrs = np.array([1e-4, 3e-3, 0.05])
     ours = spectrum_rate(name, 1e3, lrs, **params)
     rule, model = build_rule(name, **params)
-    from stability.linear import characteristic_polynomial
+    from stability.dynamics.linear import characteristic_polynomial
 
     cp = characteristic_polynomial(rule, model)
     lam = np.geomspace(1.0, 1e3, 20_000)

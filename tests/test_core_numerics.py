@@ -17,11 +17,18 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from strategies import rule_points
 
-from stability.boundary import max_lr, max_lr_grid
-from stability.linear import characteristic_polynomial, dominant_root_at, linearize
+from stability.analysis.boundary import max_lr, max_lr_grid
+from stability.dynamics.linear import characteristic_polynomial, linearize
 from stability.polynomial import SparsePoly, polynomial_determinant
 from stability.rules.registry import RULES, build_rule
-from stability.spectrum import dominant_root, half_life, roots, roots_inside, spectral_radius
+from stability.spectrum import (
+    dominant_root,
+    dominant_root_at,
+    half_life,
+    roots,
+    roots_inside,
+    spectral_radius,
+)
 
 coeff = st.floats(-3, 3, allow_nan=False)
 

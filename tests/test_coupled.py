@@ -3,12 +3,12 @@
 Independent constructions checked against each other:
 
 * the stage transfer functions (probed open loop) against each rule's characteristic polynomial
-  (probed closed loop by `stability.linear`), over the whole registry;
+  (probed closed loop by `stability.dynamics.linear`), over the whole registry;
 * the matrix polynomial det P(ω, lr) against det(ωI − T) of the block state matrix T (probed
   from the composed step), and their spectra;
 * the frequency scan's max lr against the block-state-matrix bisection on random systems
   (rules, momenta, T2, recompute, non-symmetric H_b, T1), and against the scalar
-  `stability.boundary.max_lr` for one stage and a diagonal Hessian (to 1e-10);
+  `stability.analysis.boundary.max_lr` for one stage and a diagonal Hessian (to 1e-10);
 * the prediction against the trainer's measured max lr on cpusmall and a tiny MLP.
 """
 
@@ -24,8 +24,11 @@ from hypothesis import strategies as st
 from polytools import assert_same_up_to_omega
 from strategies import rule_points
 
-from stability.boundary import max_lr
-from stability.coupled import (
+from stability.analysis.boundary import max_lr
+from stability.coupled.scan import _hull_reach, scan_max_lr
+from stability.coupled.stage_bounds import per_stage_bounds, scalar_bound
+from stability.coupled.summary import analyze
+from stability.coupled.system import (
     CoupledSystem,
     composed_step,
     coupled_system,
@@ -35,10 +38,8 @@ from stability.coupled import (
     stage_rules,
     state_matrix,
 )
-from stability.coupled_analysis import analyze, per_stage_bounds, scalar_bound
-from stability.coupled_scan import _hull_reach, scan_max_lr
-from stability.coupled_transfer import stage_transfer
-from stability.linear import characteristic_polynomial
+from stability.coupled.transfer import stage_transfer
+from stability.dynamics.linear import characteristic_polynomial
 from stability.rules.registry import RULES, build_rule
 
 CPUSMALL = "../shared/data/cpusmall_scale.csv"
@@ -334,8 +335,8 @@ def test_unstable_for_every_lr_is_zero():
 
 @pytest.fixture(scope="module")
 def cpusmall():
+    from stability.agreement.validate import linreg_setup
     from stability.trainer.problems import ProblemOptions, build_problem
-    from stability.trainer.validation import linreg_setup
 
     problem, _ = build_problem(ProblemOptions(data=CPUSMALL, standardize="none", bias=True))
     return linreg_setup(problem)
@@ -343,7 +344,7 @@ def cpusmall():
 
 def test_cpusmall_coupled_is_1_89_times_lemma_1(cpusmall):
     """The issue's example: 13 parameters, 4 blocks, delays 7, 5, 3, 1: coupled/scalar ≈ 1.89."""
-    from stability.coupled_problems import problem_system, stage_pipeline
+    from stability.agreement.coupled_runs import problem_system, stage_pipeline
 
     built = problem_system(cpusmall, stage_pipeline("pipemare", 4), "sgd", {})
     a = analyze(built.system)
@@ -357,7 +358,7 @@ def test_cpusmall_coupled_is_1_89_times_lemma_1(cpusmall):
 
 
 def test_cpusmall_uniform_delays_are_the_scalar_bound(cpusmall):
-    from stability.coupled_problems import problem_system, stage_pipeline
+    from stability.agreement.coupled_runs import problem_system, stage_pipeline
 
     built = problem_system(cpusmall, stage_pipeline("uniform", 8), "lwp+sc", {"momentum": 0.9})
     a = analyze(built.system)
@@ -370,8 +371,8 @@ def test_cpusmall_uniform_delays_are_the_scalar_bound(cpusmall):
 )
 def test_cpusmall_prediction_is_the_measured_max_lr(cpusmall, schedule, stages, rule, params):
     """The trainer's bisection (full batch, bracket 0.1 %) lands within 1 % of the coupled lr."""
-    from stability.coupled_problems import measure, problem_system, stage_pipeline
-    from stability.trainer.validation import Protocol
+    from stability.agreement.coupled_runs import measure, problem_system, stage_pipeline
+    from stability.agreement.validate import Protocol
 
     built = problem_system(cpusmall, stage_pipeline(schedule, stages), rule, params)
     predicted = scan_max_lr(built.system).max_lr
@@ -381,10 +382,10 @@ def test_cpusmall_prediction_is_the_measured_max_lr(cpusmall, schedule, stages, 
 
 def test_other_regression_data_prediction_is_the_measured_max_lr():
     """Data the analysis was never tuned on: a synthetic design with a prescribed spectrum."""
-    from stability.coupled_problems import measure, problem_system, stage_pipeline
+    from stability.agreement.coupled_runs import measure, problem_system, stage_pipeline
+    from stability.agreement.validate import Protocol, linreg_setup
     from stability.trainer.data import synthetic_regression
     from stability.trainer.linreg import LinearRegression
-    from stability.trainer.validation import Protocol, linreg_setup
 
     data = synthetic_regression(np.geomspace(2.0, 0.02, 9), seed=3, residual=0.5)
     setup = linreg_setup(LinearRegression.from_dataset(data))
@@ -397,9 +398,9 @@ def test_other_regression_data_prediction_is_the_measured_max_lr():
 @pytest.mark.slow
 def test_tiny_mlp_prediction_is_the_measured_max_lr():
     """Per-layer stages of a tiny MLP: measured H_f, H_b; prediction within 25 % (issue)."""
-    from stability.coupled_problems import measure, problem_system, stage_pipeline
+    from stability.agreement.coupled_runs import measure, problem_system, stage_pipeline
+    from stability.agreement.validate import Protocol, mlp_setup
     from stability.trainer.problems import ProblemOptions, build_problem
-    from stability.trainer.validation import Protocol, mlp_setup
 
     mlp, _ = build_problem(
         ProblemOptions(problem="mlp", data=CPUSMALL, samples=64, hidden=(3, 3), standardize="all")
@@ -417,7 +418,7 @@ def test_tiny_mlp_prediction_is_the_measured_max_lr():
 
 
 def _cli(capsys, *argv):
-    from stability.cli import main
+    from stability.cli.main import main
 
     code = main(list(argv))
     out, err = capsys.readouterr()

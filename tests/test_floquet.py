@@ -8,16 +8,17 @@ import math
 import numpy as np
 import pytest
 
-from stability import floquet
-from stability.boundary import max_lr
-from stability.cli import main
-from stability.linear import characteristic_polynomial, dominant_root_at
+from stability.agreement.validate import Protocol, linreg_setup, measure_max_lr, measure_rates
+from stability.analysis.boundary import max_lr
+from stability.cli.main import main
+from stability.dynamics.linear import characteristic_polynomial
+from stability.dynamics.monodromy import monodromy, monodromy_polynomial
 from stability.quadratic import QuadraticModel
 from stability.rules.eapipe import ElasticAveraging, mixing_matrix, sync_matrix
 from stability.rules.registry import build_rule
+from stability.spectrum import dominant_root_at, floquet_multipliers, floquet_radius
 from stability.trainer.data import synthetic_regression
 from stability.trainer.linreg import LinearRegression
-from stability.trainer.validation import Protocol, linreg_setup, measure_max_lr, measure_rates
 
 
 @pytest.mark.parametrize(
@@ -34,9 +35,9 @@ def test_period_one_reduces_to_the_time_invariant_analysis(name, kw):
     """For P = 1 the monodromy is the state matrix: same max lr, same rate."""
     rule, model = build_rule(name, **kw)
     exact = max_lr(rule, model).max_lr
-    assert floquet.max_lr(rule, model).max_lr == pytest.approx(exact, rel=1e-9)
+    assert max_lr(rule, model).max_lr == pytest.approx(exact, rel=1e-9)
     for lr in (0.3 * exact, 0.9 * exact):
-        rate = float(floquet.step_radius(rule, model, lr))
+        rate = float(floquet_radius(rule, model, lr))
         assert rate == pytest.approx(dominant_root_at(rule, model, lr).radius, rel=1e-9)
 
 
@@ -50,7 +51,7 @@ def test_mixing_matrix_is_doubly_stochastic_and_the_monodromy_at_lr_zero():
         assert np.all(W >= 0) and np.all(W[-1] > 0) and np.all(W[:, -1] > 0)  # Lemma 3
         assert np.allclose(sync_matrix(n, 0, alpha), sync_matrix(n, 0, alpha).T)
         rule = ElasticAveraging(tau=n - 1, elastic=alpha)
-        M = floquet.monodromy(rule, QuadraticModel(1.0), 0.0)
+        M = monodromy(rule, QuadraticModel(1.0), 0.0)
         np.testing.assert_allclose(
             np.sort_complex(np.linalg.eigvals(M)), np.sort_complex(np.linalg.eigvals(W)), atol=1e-12
         )
@@ -62,10 +63,10 @@ def test_independent_replicas_without_elastic_force(n, s, tau):
     """α = 0: each replica does undelayed SGD on its own turn: rate |1 − lrλ|^{1/N} per step
     (the master stays put: multiplier 1), unstable from lr = 2/λ."""
     rule, model = build_rule("ea", tau=tau, replicas=n, elastic=0.0, sync_period=s, lam=2.0)
-    mu = np.sort(np.abs(floquet.multipliers(rule, model, 0.3)))
+    mu = np.sort(np.abs(floquet_multipliers(rule, model, 0.3)))
     np.testing.assert_allclose(mu, sorted([abs(1 - 0.6) ** s] * n + [1.0]), rtol=1e-12)
     rule2, model2 = build_rule("ea", tau=tau, replicas=n, elastic=0.5, sync_period=s, lam=2.0)
-    assert floquet.step_radius(rule2, model2, 0.3) < 1  # the force pulls the master in too
+    assert floquet_radius(rule2, model2, 0.3) < 1  # the force pulls the master in too
 
 
 def test_staleness_appears_with_fewer_replicas_than_minibatches_in_flight():
@@ -82,12 +83,12 @@ def test_periodic_rules_in_the_core_entry_points(capsys):
     with pytest.raises(ValueError, match="periodic rule \\(period 8\\)"):
         characteristic_polynomial(rule, model)
     dom = dominant_root_at(rule, model, 0.2)
-    assert dom.radius == pytest.approx(float(floquet.step_radius(rule, model, 0.2)), rel=1e-12)
+    assert dom.radius == pytest.approx(float(floquet_radius(rule, model, 0.2)), rel=1e-12)
     assert abs(dom.root) == pytest.approx(dom.radius, rel=1e-12)
     result = max_lr(rule, model)
     assert result.method == "Floquet bisection (certified)"
-    below = floquet.step_radius(rule, model, result.max_lr * (1 - 1e-6))
-    above = floquet.step_radius(rule, model, result.max_lr * (1 + 1e-6))
+    below = floquet_radius(rule, model, result.max_lr * (1 - 1e-6))
+    above = floquet_radius(rule, model, result.max_lr * (1 + 1e-6))
     assert below < 1 <= above
     assert main(["radius", "ea", "--tau", "3", "--sync-period", "2", "--lr", "0.2", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -100,9 +101,9 @@ def test_periodic_rules_in_the_core_entry_points(capsys):
 
 def test_monodromy_polynomial_has_the_multipliers_as_roots():
     rule, model = build_rule("ea", tau=2, replicas=3, elastic=0.4, sync_period=2)
-    poly = floquet.monodromy_polynomial(rule, model, 0.3)
+    poly = monodromy_polynomial(rule, model, 0.3)
     roots = np.sort_complex(np.roots(poly.normalized().dense()))
-    mu = np.sort_complex(floquet.multipliers(rule, model, 0.3))
+    mu = np.sort_complex(floquet_multipliers(rule, model, 0.3))
     np.testing.assert_allclose(roots, mu[np.abs(mu) > 1e-12], atol=1e-10)
 
 
@@ -128,7 +129,5 @@ def test_ea_pipe_predictions_match_the_trainer(kw):
     lrs = np.array([0.3, 0.8]) * predicted
     rates = np.exp(measure_rates(setup, rule, lrs, protocol).log_rate)
     for lr, rate in zip(lrs, rates, strict=True):
-        theory = max(
-            float(floquet.step_radius(rule, QuadraticModel(float(lam)), lr)) for lam in lams
-        )
+        theory = max(float(floquet_radius(rule, QuadraticModel(float(lam)), lr)) for lam in lams)
         assert rate == pytest.approx(theory, rel=0.02)

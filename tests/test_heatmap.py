@@ -11,12 +11,12 @@ import math
 import numpy as np
 import pytest
 
-from stability.boundary import max_lr
-from stability.cli import main
-from stability.heatmap import Axis, heatmap, lemma_curve, max_lr_curve, parse_axis
-from stability.linear import characteristic_polynomial, dominant_root_at
+from stability.analysis.boundary import max_lr
+from stability.analysis.heatmap import Axis, heatmap, lemma_curve, max_lr_curve, parse_axis
+from stability.cli.main import main
+from stability.dynamics.linear import characteristic_polynomial
 from stability.rules.registry import build_rule
-from stability.spectrum import spectral_radius
+from stability.spectrum import dominant_root_at, spectral_radius
 
 # -- axis specs ----------------------------------------------------------------------------
 
@@ -170,7 +170,7 @@ def test_overlays_are_the_exact_max_lr_and_lemma_1():
 
 
 def test_progress_is_reported_as_points_finish():
-    from stability.progress import Progress
+    from stability.cli.progress import Progress
 
     stream = io.StringIO()
     bar = Progress(9, "heatmap", force=True, stream=stream)

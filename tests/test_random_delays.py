@@ -8,16 +8,18 @@ import math
 import numpy as np
 import pytest
 
-from stability.boundary import max_lr
-from stability.linear import characteristic_polynomial
-from stability.quadratic import QuadraticModel
-from stability.random_delays import (
+from stability.agreement.predict import predicted_max_lr
+from stability.agreement.validate import Protocol, linreg_setup, measure_max_lr
+from stability.analysis.boundary import max_lr
+from stability.analysis.random_delays import (
     delay_matrices,
     lyapunov_exponent,
     mean_matrix,
     mean_square_radius,
     thresholds,
 )
+from stability.dynamics.linear import characteristic_polynomial
+from stability.quadratic import QuadraticModel
 from stability.rules.base import history_depth
 from stability.rules.random_delay import (
     ExpectedDelay,
@@ -28,8 +30,6 @@ from stability.rules.random_delay import (
 from stability.spectrum import roots
 from stability.trainer.data import load_regression
 from stability.trainer.linreg import LinearRegression
-from stability.trainer.predict import predicted_max_lr
-from stability.trainer.validation import Protocol, linreg_setup, measure_max_lr
 
 CPUSMALL = "/work/shared/data/cpusmall_scale.csv"
 

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from stability.claims import check_claims
-from stability.cli import main
-from stability.commands.repro import REPRO_DIR, available
+from stability.cli.commands.repro import REPRO_DIR, available
+from stability.cli.main import main
 
 # the verdicts these reproductions reach (quick and full mode); a script added later is
 # checked for its files and keys only

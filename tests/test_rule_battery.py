@@ -10,7 +10,7 @@ For every registered rule, at ≥ 1000 hypothesis parameter points per property:
 * grid (vectorised) evaluation equals point-by-point evaluation.
 
 Periodic rules (``period`` > 1, e.g. EA-Pipe) have no characteristic polynomial: the same
-checks run on their Floquet monodromy matrix (`stability.floquet`): its characteristic
+checks run on their Floquet monodromy matrix (`stability.dynamics.monodromy`): its characteristic
 polynomial equals the closed forms, ρ(M)^{1/P} equals the simulated growth per step, and the
 batched evaluation equals the pointwise one.
 """
@@ -26,11 +26,11 @@ from hypothesis import strategies as st
 from polytools import assert_same_up_to_omega, simulated_log_rate
 from strategies import PERIODIC, rule_points
 
-from stability import floquet
-from stability.linear import characteristic_polynomial, linearize
+from stability.dynamics.linear import characteristic_polynomial, linearize
+from stability.dynamics.monodromy import monodromy_polynomial
 from stability.polynomial import SparsePoly
 from stability.rules.registry import RULES
-from stability.spectrum import spectral_radius
+from stability.spectrum import floquet_multipliers, floquet_radius, spectral_radius
 
 LR = st.floats(1e-3, 2.0)
 
@@ -158,9 +158,9 @@ def test_periodic_monodromy_equals_closed_forms(point, lr):
     name, params = point
     spec = RULES[name]
     rule, model = spec.build(**params)
-    derived = floquet.monodromy_polynomial(rule, model, lr).dense()
+    derived = monodromy_polynomial(rule, model, lr).dense()
     # coefficient k is ±e_k(μ); its rounding follows e_k(|μ|) (coefficients from eigenvalues)
-    mu = floquet.multipliers(rule, model, lr)
+    mu = floquet_multipliers(rule, model, lr)
     scale = np.poly(-np.abs(mu))
     for form in spec.closed_forms:
         if form.applies(rule):
@@ -175,7 +175,7 @@ def test_periodic_step_radius_equals_simulated_growth(point, lr):
     """ρ(M)^{1/P} equals the growth rate per step of a direct simulation of the rule's step."""
     name, params = point
     rule, model = RULES[name].build(**params)
-    mods = np.sort(np.abs(floquet.multipliers(rule, model, lr)))[::-1] ** (1 / rule.period)
+    mods = np.sort(np.abs(floquet_multipliers(rule, model, lr)))[::-1] ** (1 / rule.period)
     rho = mods[0]
     if rho < 1e-3:
         return
@@ -195,6 +195,6 @@ def test_periodic_step_radius_equals_simulated_growth(point, lr):
 def test_periodic_grid_evaluation_equals_pointwise(point, lrs):
     name, params = point
     rule, model = RULES[name].build(**params)
-    grid = floquet.step_radius(rule, model, np.array(lrs))
-    single = [floquet.step_radius(rule, model, lr) for lr in lrs]
+    grid = floquet_radius(rule, model, np.array(lrs))
+    single = [floquet_radius(rule, model, lr) for lr in lrs]
     np.testing.assert_allclose(grid, single, rtol=1e-12, atol=1e-14)

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from polytools import assert_same_up_to_omega
 
-from stability.boundary import max_lr
-from stability.cli import main
-from stability.linear import characteristic_polynomial
+from stability.analysis.boundary import max_lr
+from stability.cli.main import main
+from stability.dynamics.linear import characteristic_polynomial
 from stability.pipeline import pipeline
 from stability.quadratic import QuadraticModel
 from stability.rules.adam import Adam
@@ -283,9 +283,9 @@ def test_model_independent_rules_accept_array_momentum():
 def test_trainer_on_cpusmall_matches_the_prediction(name, kw):
     """Acceptance (a representative subset at τ = 4; benchmarks/bench_seed.py --validate runs
     every rule at τ = 1, 4, 16): measured / predicted max stable lr within 2 %."""
+    from stability.agreement.validate import Protocol, linreg_setup, measure_max_lr
     from stability.trainer.data import load_regression
     from stability.trainer.linreg import LinearRegression
-    from stability.trainer.validation import Protocol, linreg_setup, measure_max_lr
 
     problem = LinearRegression.from_dataset(load_regression("/work/shared/data/cpusmall_scale.csv"))
     setup = linreg_setup(problem)

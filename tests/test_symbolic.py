@@ -1,7 +1,7 @@
 """Symbolic and high-precision proofs of the papers' closed forms (pytest -m symbolic).
 
-Every polynomial here is *derived* from the rule's step (stability.linear / stability.symbolic)
-and then checked exactly:
+Every polynomial here is *derived* from the rule's step (stability.dynamics.linear /
+stability.dynamics.symbolic) and then checked exactly:
 
 * PipeMare Lemma 1: p(e^{iθ_n}) = 0 at α_n in exact cyclotomic arithmetic (τ = 1..8), and at
   50 digits for τ up to 1000, with the roots counted on either side of the threshold;
@@ -23,12 +23,12 @@ import pytest
 import sympy
 from oracles import dense_max_lr, mp_newton, mp_roots_inside
 
-from stability import bounds
+from stability.analysis import bounds
 from stability.claims import pipemare as pipemare_claims
-from stability.linear import characteristic_polynomial
+from stability.dynamics.linear import characteristic_polynomial
+from stability.dynamics.symbolic import LR, OMEGA, rule_polynomial
 from stability.quadratic import QuadraticModel
 from stability.rules.registry import build_rule, get_spec
-from stability.symbolic import LR, OMEGA, rule_polynomial
 
 pytestmark = pytest.mark.symbolic
 
@@ -201,9 +201,9 @@ def test_kosson_eq47_is_the_solution_of_eq44_45():
 @pytest.mark.parametrize("delay", [1, 2, 3])
 def test_kosson_printed_eq21_eq22_agree_under_eq_44_45(delay):
     """The printed forms (Kosson eq. 21, 22) equal term by term when a + b = 1 + T, mb = T."""
+    from stability.dynamics.symbolic import to_sympy
     from stability.rules.delayed_momentum import DelayedMomentum
-    from stability.rules.kosson import eq21, eq22
-    from stability.symbolic import to_sympy
+    from stability.rules.lwp_sc import eq21, eq22
 
     a, b = bounds.gsc_for_lwp_horizon(T, M)
     gsc_rule = DelayedMomentum(tau_fwd=delay, momentum=M, sc_a=a, sc_b=b)

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from stability.cli import main
+from stability.analysis.t1_audit import audit, parse_schedule
+from stability.cli.main import main
 from stability.pipeline import pipeline
-from stability.t1_audit import audit, parse_schedule
 
 LEMMA_1 = {tau: 2 * math.sin(math.pi / (4 * tau + 2)) for tau in (1, 4, 16)}  # λ = 1
 

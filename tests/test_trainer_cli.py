@@ -11,8 +11,8 @@ import re
 import numpy as np
 import pytest
 
-from stability.cli import main
-from stability.progress import Progress
+from stability.cli.main import main
+from stability.cli.progress import Progress
 from stability.trainer.data import synthetic_regression
 
 

@@ -8,14 +8,14 @@ import math
 import numpy as np
 import pytest
 
-from stability.linear import dominant_root_at
+from stability.agreement.validate import Protocol, linreg_setup, validate_uniform
 from stability.quadratic import QuadraticModel
 from stability.rules.registry import build_rule
+from stability.spectrum import dominant_root_at
 from stability.trainer.data import load_regression, synthetic_regression
 from stability.trainer.engine import train
 from stability.trainer.linreg import LinearRegression
 from stability.trainer.measure import bisect_max_lr, log_rate, valid_blocks
-from stability.trainer.validation import Protocol, linreg_setup, validate_uniform
 
 
 def test_log_rate_is_exact_on_geometric_sequences():

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from stability.agreement.validate import Protocol, mlp_setup, validate_uniform
 from stability.trainer.mlp import MLP
 from stability.trainer.problems import ProblemOptions, build_problem
-from stability.trainer.validation import Protocol, mlp_setup, validate_uniform
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +112,7 @@ def test_near_minimum_predictions_hold_for_backward_weight_rules():
     """Discrepancy and T2 near a minimizer of the default tiny MLP (2 hidden layers, l2 = 0.1):
     measured within 25 % (in fact ≈ 0.1 %), and the measurement resolves the 0.5 % shift that
     the backward weights cause (Δ ≠ 0) and that T2 removes."""
-    from stability.trainer.predict import predicted_max_lr
+    from stability.agreement.predict import predicted_max_lr
     from stability.trainer.schedules import uniform_rule
 
     mlp, _ = build_problem(ProblemOptions(problem="mlp", standardize="all", samples=128))

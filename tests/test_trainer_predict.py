@@ -8,17 +8,17 @@ import math
 import numpy as np
 import pytest
 
-from stability.boundary import max_lr
-from stability.linear import dominant_root_at
-from stability.quadratic import QuadraticModel
-from stability.rules.registry import build_rule
-from stability.trainer.predict import (
+from stability.agreement.predict import (
     modes_from_hessian,
     modes_from_passes,
     predicted_log_rate,
     predicted_max_lr,
     stage_blocks,
 )
+from stability.analysis.boundary import max_lr
+from stability.quadratic import QuadraticModel
+from stability.rules.registry import build_rule
+from stability.spectrum import dominant_root_at
 
 LAM = np.array([0.05, 0.3, 1.7, 4.0])
 

@@ -1,14 +1,15 @@
 """Rules with per-stage delays, T1, warm-up; per-stage training against the exact coupled
-analysis (`stability.coupled`, an independent construction of the same linear dynamics)."""
+analysis (`stability.coupled.system`, an independent construction of the same linear dynamics)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from stability.agreement.validate import Protocol, linreg_setup, measure_max_lr, validate_pipeline
 from stability.pipeline import per_parameter, pipeline
-from stability.rules.kosson import spike_coefficients
-from stability.rules.pipemare import optimal_gamma
+from stability.rules.discrepancy import optimal_gamma
+from stability.rules.lwp_sc import spike_coefficients
 from stability.trainer.data import synthetic_regression
 from stability.trainer.linreg import LinearRegression
 from stability.trainer.schedules import (
@@ -19,7 +20,6 @@ from stability.trainer.schedules import (
     synchronous_rule,
     uniform_rule,
 )
-from stability.trainer.validation import Protocol, linreg_setup, measure_max_lr, validate_pipeline
 
 SIZES = [2, 3, 1]
 
@@ -89,7 +89,7 @@ def test_per_stage_training_matches_the_exact_coupled_analysis():
 def test_t1_at_its_start_matches_the_coupled_analysis_with_rescaled_stages():
     # with K ≫ the run, p_k ≈ 1: stage i steps with lr/τ_i (PipeMare eq. 4), which the coupled
     # model expresses as per-stage step-size factors
-    from stability.coupled import coupled_system, dense_max_lr
+    from stability.coupled.system import coupled_system, dense_max_lr
 
     problem = LinearRegression.from_dataset(synthetic_regression([2.0, 1.0, 0.5, 0.3], seed=1))
     pipe = pipeline("pipemare", 2, 1)  # τ_fwd = 3, 1

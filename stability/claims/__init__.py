@@ -14,34 +14,13 @@ against an independent computation (tests/test_claims.py).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
-
-@dataclass(frozen=True)
-class Claim:
-    """One checked claim: ``id``, ``source`` (paper, figure/equation), the ``statement`` as
-    checked, the verdict ``holds`` and the ``numbers`` behind it."""
-
-    id: str
-    source: str
-    statement: str
-    holds: bool
-    numbers: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "source": self.source,
-            "statement": self.statement,
-            "holds": self.holds,
-            "numbers": self.numbers,
-        }
+from stability.claims import kosson, pipemare
+from stability.claims.claim import Claim
 
 
 def _registry() -> dict[str, Callable[..., Claim]]:
-    from stability.claims import kosson, pipemare
-
     return {**pipemare.CLAIMS, **kosson.CLAIMS}
 
 
@@ -51,8 +30,6 @@ def claim_ids() -> tuple[str, ...]:
 
 def quick_parameters() -> dict[str, dict[str, Any]]:
     """Smaller grids per claim (``--quick``, tests): same statements, coarser sampling."""
-    from stability.claims import kosson, pipemare
-
     return {**pipemare.QUICK, **kosson.QUICK}
 
 
@@ -67,15 +44,4 @@ def check_claims(ids: Iterable[str] | None = None, *, quick: bool = False) -> li
     return [registry[i](**grids.get(i, {})) for i in ids]
 
 
-def intervals(x, mask) -> list[tuple[float, float]]:
-    """Maximal runs of True in ``mask`` over the sorted sample points ``x``, as (first, last)."""
-    runs, start = [], None
-    for i, flag in enumerate(mask):
-        if flag and start is None:
-            start = i
-        if not flag and start is not None:
-            runs.append((float(x[start]), float(x[i - 1])))
-            start = None
-    if start is not None:
-        runs.append((float(x[start]), float(x[len(mask) - 1])))
-    return runs
+__all__ = ["Claim", "check_claims", "claim_ids", "quick_parameters"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stability.claims import Claim, intervals
+from stability.claims.claim import Claim, intervals
 
 MOMENTA = tuple(np.linspace(0.0, 0.999, 1000))
 """Fine momentum grid for the max stable ηλ (λ = 1)."""
@@ -21,7 +21,7 @@ REGION_MOMENTA = tuple(np.linspace(0.0, 0.99, 100))
 
 
 def _max_lr(name: str, tau: int, momenta) -> np.ndarray:
-    from stability.boundary import max_lr_grid
+    from stability.analysis.boundary import max_lr_grid
     from stability.rules.registry import build_rule
 
     rule, model = build_rule(name, tau=tau, momentum=np.array(momenta))
@@ -30,7 +30,7 @@ def _max_lr(name: str, tau: int, momenta) -> np.ndarray:
 
 def _stable_region(name: str, tau: int, rates, momenta) -> np.ndarray:
     """Boolean (rate, momentum) grid: spectral radius < 1 (batched companion eigenvalues)."""
-    from stability.linear import characteristic_polynomial
+    from stability.dynamics.linear import characteristic_polynomial
     from stability.rules.registry import build_rule
     from stability.spectrum import spectral_radius
 
@@ -43,9 +43,9 @@ def _symbolic_difference(a: str, b: str, tau: int):
     """Derived polynomial of rule ``a`` minus that of ``b`` (sympy, symbols m, lr, λ)."""
     import sympy
 
+    from stability.dynamics.symbolic import LR, rule_polynomial
     from stability.quadratic import QuadraticModel
     from stability.rules.registry import get_spec
-    from stability.symbolic import LR, rule_polynomial
 
     m, lam = sympy.symbols("m lam", positive=True)
     model = QuadraticModel(lam)

@@ -1,9 +1,9 @@
 """PipeMare's claims: Lemmas 2-3 as bounds, T2 and Fig. 10, Fig. 6(b) and 16, Lemma 3's motivation.
 
-Max stable step sizes come from `stability.boundary.max_lr_grid` (boundary locus, batched over
-Δ or momentum; delays must be scalar, so sweeps over delays loop over them), spectral radii
-from batched companion eigenvalues.  Sample grids are module constants, chosen to cover the
-papers' ranges; ``QUICK`` has coarser ones.
+Max stable step sizes come from `stability.analysis.boundary.max_lr_grid` (boundary locus, batched
+over Δ or momentum; delays must be scalar, so sweeps over delays loop over them), spectral radii
+from batched companion eigenvalues.  Sample grids are module constants, chosen to cover the papers'
+ranges; ``QUICK`` has coarser ones.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from stability.claims import Claim, intervals
+from stability.claims.claim import Claim, intervals
 
 POSITIVE_DELTAS = (1e-3, 1e-2, 0.1, 0.3, 1.0, 2.0, 3.0, 5.0, 7.0, 10.0, 15.0, 20.0, 30.0, 50.0)
 POSITIVE_DELTAS += (70.0, 100.0)
@@ -26,7 +26,7 @@ MOMENTA = tuple(
 
 
 def _max_lr(name: str, **params) -> np.ndarray:
-    from stability.boundary import max_lr_grid
+    from stability.analysis.boundary import max_lr_grid
     from stability.rules.registry import build_rule
 
     rule, model = build_rule(name, **params)
@@ -53,7 +53,7 @@ def _where(pairs, deltas, index) -> dict:
 
 
 def lemma2_upper_bound(tau_max: int = 40, deltas=POSITIVE_DELTAS) -> Claim:
-    from stability.bounds import lemma2_bound
+    from stability.analysis.bounds import lemma2_bound
 
     pairs, lr = _pairs_table("discrepancy", tau_max, tuple(deltas))
     bound = lemma2_bound(pairs[:, :1], pairs[:, 1:], np.array(deltas)[None, :])
@@ -78,7 +78,7 @@ def lemma2_upper_bound(tau_max: int = 40, deltas=POSITIVE_DELTAS) -> Claim:
 
 
 def lemma3_upper_bound(tau_max: int = 40, momenta=MOMENTA) -> Claim:
-    from stability.bounds import lemma3_bound
+    from stability.analysis.bounds import lemma3_bound
 
     taus = np.arange(tau_max + 1)
     m = np.array(momenta)
@@ -194,7 +194,7 @@ def _edge(f, a: float, b: float, tol: float = 1e-6) -> float:
 
 
 def _radius(name: str, lr: np.ndarray, **params) -> np.ndarray:
-    from stability.linear import characteristic_polynomial
+    from stability.dynamics.linear import characteristic_polynomial
     from stability.rules.registry import build_rule
     from stability.spectrum import spectral_radius
 

@@ -43,12 +43,12 @@ from typing import Any
 
 import numpy as np
 
+from stability.checks import check_delay, check_order, check_real, is_literal_zero
 from stability.polynomial import SparsePoly
 from stability.polynomial import term as W
 from stability.quadratic import QuadraticModel
 from stability.rules.base import Passes, TapReader
 from stability.rules.spec import LAM, TAU, ClosedForm, Param, RuleSpec
-from stability.validation import check_delay, check_order, check_real, is_literal_zero
 
 
 @dataclass(frozen=True)

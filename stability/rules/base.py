@@ -14,7 +14,7 @@ round-robin replicas; time-invariant rules ignore it).  Reading the history only
 ``x`` is what lets one definition serve
 
 * the reference trainer (``x`` reads a buffer of past weight vectors),
-* the linear analysis (``x`` returns unit probes; `stability.linear` reads the state matrix
+* the linear analysis (``x`` returns unit probes; `stability.dynamics.linear` reads the state matrix
   off the responses — the rule's dynamics are never typed by hand),
 * exact and symbolic analysis (the same arithmetic runs on Fractions and sympy symbols).
 

@@ -2,7 +2,7 @@ r"""Delayed heavy-ball SGD with every PipeMare and Kosson mitigation: one engine
 
 The rules ``sgd``, ``momentum``, ``nesterov``, ``discrepancy``, ``t2``, ``recompute``, ``sc``,
 ``lwp``, ``lwp-v``, ``lwp+sc`` and ``lwp-v+sc`` are all this one recurrence with some parts
-switched off (see `stability.rules.pipemare` and `stability.rules.kosson` for the presets).
+switched off (see `stability.rules.discrepancy` and `stability.rules.lwp_sc` for the presets).
 
 Recurrence (state at step t: weights w_t, velocity v_t, T2 accumulator δ_t)::
 
@@ -20,7 +20,7 @@ With T = 0, a = 1, b = 0, no T2 and τf = τb = τ this is delayed heavy-ball mo
 for a constant step (PipeMare's v is −lr times ours); with m = 0 it is delayed SGD (PipeMare
 eq. 1).
 
-Characteristic polynomial (derived here with the z-transform; `stability.linear` derives it
+Characteristic polynomial (derived here with the z-transform; `stability.dynamics.linear` derives it
 from the step itself and the tests check both against the papers' printed forms).  On the
 quadratic model ∇f = λ_f·u_fwd + λ_b·u_bkwd + λ_r·u_rec with λ_f = λ + Δ, λ_b = Φ − Δ,
 λ_r = −Φ, and with c_b = (τf − τb)(1 − γ), c_r = (τf − τr)(1 − γ), the weight form gives
@@ -32,8 +32,8 @@ quadratic model ∇f = λ_f·u_fwd + λ_b·u_bkwd + λ_r·u_rec with λ_f = λ +
 cleared of denominators by the factor ω^{τf+1}(ω − γ).  In the velocity form the forward term
 of K loses its prediction and (ω − 1)(ω − m) gains + (ω − 1)·lr·T·λ_f·ω^{−τf}: the polynomial
 is still affine in lr (lr·T·v enters the gradient, but the gradient enters v with the same
-lr only through the product already counted).  `stability.boundary` checks affinity for each
-rule instance rather than trusting this.
+lr only through the product already counted).  `stability.analysis.boundary` checks affinity
+for each rule instance rather than trusting this.
 
 .. warning:: T2 reads its accumulator at the time of the backward pass, δ_{t−τb} (and δ_{t−τr}
    for recompute).  PipeMare's text writes δ_{t,i}; only δ_{t−τb} reproduces the App. B.4
@@ -51,14 +51,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from stability.rules.base import Passes, TapReader
-from stability.validation import (
+from stability.checks import (
     check_choice,
     check_delay,
     check_order,
     check_real,
     is_literal_zero,
 )
+from stability.rules.base import Passes, TapReader
 
 PREDICTIONS = ("weight", "velocity")
 

@@ -21,9 +21,9 @@ With N ≥ τ + 1 replicas (the default N = τ + 1, one per minibatch in flight)
 the replica's current value: no staleness, no inconsistency — EA-Pipe's point.
 
 **Periodic dynamics.**  a_t repeats with period P = N·τ_s (``period``), so the rule is not
-time-invariant and has no characteristic polynomial.  `stability.floquet` analyses it through
-the monodromy matrix M (the product of the P per-step state matrices): the state contracts by
-ρ(M) per period, ρ(M)^{1/P} per step, and the max lr is the first lr with ρ(M) = 1.
+time-invariant and has no characteristic polynomial.  `stability.dynamics.monodromy` analyses it
+through the monodromy matrix M (the product of the P per-step state matrices): the state contracts
+by ρ(M) per period, ρ(M)^{1/P} per step, and the max lr is the first lr with ρ(M) = 1.
 
 **How App. A's mixing matrix enters.**  Over one round the N replicas are synchronized one after
 the other, each sync the doubly-stochastic M^l of App. A Lemma 1 (replica l ↔ master); the
@@ -48,12 +48,12 @@ from typing import Any
 
 import numpy as np
 
+from stability.checks import check_real
 from stability.polynomial import SparsePoly
 from stability.quadratic import QuadraticModel
 from stability.rules.base import Passes, TapReader
 from stability.rules.sapipe import check_count, check_scalar_delay
 from stability.rules.spec import LAM, TAU, ClosedForm, Param, RuleSpec
-from stability.validation import check_real
 
 
 @dataclass(frozen=True)

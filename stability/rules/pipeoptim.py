@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from stability.checks import check_choice, check_delay, check_real, is_literal_zero
 from stability.polynomial import SparsePoly
 from stability.polynomial import term as W
 from stability.quadratic import QuadraticModel
@@ -53,7 +54,6 @@ from stability.rules.adam import (
 from stability.rules.base import Passes, TapReader
 from stability.rules.delayed_momentum import DelayedMomentum
 from stability.rules.spec import DELTA, LAM, TAU, ClosedForm, Param, RuleSpec, momentum_param
-from stability.validation import check_choice, check_delay, check_real, is_literal_zero
 
 OPTIMIZERS = ("sgdm", "adam", "adamw")
 

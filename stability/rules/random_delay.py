@@ -20,7 +20,7 @@ polynomial (derived here; PipeMare eq. 3 is the case P(τ = τ_max) = 1) is
     momentum:  (ω − 1)(ω − m)·ω^{τmax} + lr·λ·Σ_k P(τ = k)·ω^{τmax+1−k}.
 
 It answers "does the *mean* converge", not "does a run converge": the second moment (and a
-single run) can diverge while the mean contracts; `stability.random_delays` computes the
+single run) can diverge while the mean contracts; `stability.analysis.random_delays` computes the
 mean-square threshold and the almost-sure (Lyapunov) rate to say when the first moment is not
 enough.
 
@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from stability.checks import check_real
 from stability.polynomial import SparsePoly
 from stability.polynomial import term as W
 from stability.quadratic import QuadraticModel
@@ -42,7 +43,6 @@ from stability.rules.base import Passes, TapReader
 from stability.rules.delayed_momentum import DelayedMomentum
 from stability.rules.sapipe import check_scalar_delay
 from stability.rules.spec import LAM, ClosedForm, Param, RuleSpec, momentum_param
-from stability.validation import check_real
 
 
 def truncated_exponential(tau_max: int, rate: float) -> tuple[float, ...]:

@@ -9,25 +9,23 @@ from __future__ import annotations
 
 from typing import Any
 
+import stability.rules.adam as adam
+import stability.rules.baselines as baselines
+import stability.rules.discrepancy as discrepancy
+import stability.rules.eapipe as eapipe
+import stability.rules.lwp_sc as lwp_sc
+import stability.rules.pipeoptim as pipeoptim
+import stability.rules.random_delay as random_delay
+import stability.rules.sapipe as sapipe
 from stability.quadratic import QuadraticModel
-from stability.rules import (
-    adam,
-    baselines,
-    eapipe,
-    kosson,
-    pipemare,
-    pipeoptim,
-    random_delay,
-    sapipe,
-)
 from stability.rules.base import Rule
 from stability.rules.spec import RuleSpec
 
 RULES: dict[str, RuleSpec] = {
     spec.name: spec
     for spec in (
-        *pipemare.SPECS,
-        *kosson.SPECS,
+        *discrepancy.SPECS,
+        *lwp_sc.SPECS,
         *pipeoptim.SPECS,
         *adam.SPECS,
         *sapipe.SPECS,
@@ -49,3 +47,14 @@ def get_spec(name: str) -> RuleSpec:
 def build_rule(name: str, **params: Any) -> tuple[Rule, QuadraticModel]:
     """``(rule, model)`` for a registered rule and its named parameters (defaults filled in)."""
     return get_spec(name).build(**params)
+
+
+def delay_parameter(name: str) -> str:
+    """The parameter carrying rule ``name``'s main delay: ``tau`` or ``tau_fwd``.
+
+    A rule without one (``gpipe``, synchronous) raises `ValueError`.
+    """
+    key = get_spec(name).delay_parameter
+    if key is None:
+        raise ValueError(f"rule {name!r} has no delay parameter (tau or tau_fwd)")
+    return key

@@ -64,13 +64,13 @@ from typing import Any
 
 import numpy as np
 
+from stability.checks import check_choice, check_delay, check_real
 from stability.polynomial import SparsePoly
 from stability.polynomial import term as W
 from stability.quadratic import QuadraticModel
 from stability.rules.base import Passes, TapReader
 from stability.rules.delayed_momentum import DelayedMomentum
 from stability.rules.spec import LAM, ClosedForm, Param, RuleSpec, momentum_param
-from stability.validation import check_choice, check_delay, check_real
 
 DC_FORMS = ("model", "outer", "diagonal")
 WP_OPTIONS = ("1", "2", "3")

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from stability.checks import MAX_DELAY, check_choice, check_delay, check_real
 from stability.polynomial import SparsePoly
 from stability.quadratic import QuadraticModel
 from stability.rules.base import Rule
-from stability.validation import MAX_DELAY, check_choice, check_delay, check_real
 
 MODEL_PARAMS = ("lam", "delta", "phi")
 
@@ -105,6 +105,11 @@ class RuleSpec:
     @property
     def param_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.params)
+
+    @property
+    def delay_parameter(self) -> str | None:
+        """The parameter carrying the rule's main delay: ``tau``, ``tau_fwd`` or None."""
+        return next((p for p in ("tau", "tau_fwd") if p in self.param_names), None)
 
     def resolve(self, **values: Any) -> dict[str, Any]:
         """Validated parameters with defaults filled in; unknown names raise `ValueError`."""

@@ -12,7 +12,8 @@ Modules (import from them directly; none is imported here, so ``stability`` star
   step-size rescheduling, synchronous warm-up (PipeMareW);
 * `stability.trainer.engine` — R runs in lockstep: ring-buffer tap reader, minibatch stream,
   divergence marking and freezing;
-* `stability.trainer.measure` — empirical asymptotic rate, empirical max stable lr;
-* `stability.trainer.predict` — predicted max lr and rate from the Hessian spectrum;
-* `stability.trainer.validation` — predicted vs measured tables.
+* `stability.trainer.measure` — empirical asymptotic rate, empirical max stable lr.
+
+The trainer uses rules, never the analysis; predictions and the comparison with them live in
+`stability.agreement`.
 """

@@ -47,8 +47,8 @@ from pathlib import Path
 
 import numpy as np
 
+from stability.checks import check_choice
 from stability.files import atomic_write
-from stability.validation import check_choice
 
 STANDARDIZE = ("none", "features", "all")
 FORMATS = ("csv", "svmlight")

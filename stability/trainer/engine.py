@@ -11,7 +11,7 @@ with ``x`` a `RingHistory`: one ring buffer of shape (depth, R, p) per state var
 the same for every run), (R, 1) (one delay per run) or (R, p).  Hyperparameters broadcast
 against the (R, p) state: ``lr`` has shape (R, 1) (times a per-parameter factor for T1),
 rule fields may be arrays of shape (p,), (R, 1) or (R, p).  The trainer never re-implements a
-rule: the same `DelayedMomentum` object is linearized by `stability.linear`.
+rule: the same `DelayedMomentum` object is linearized by `stability.dynamics.linear`.
 
 Minibatches (``batch`` = B) are drawn from a seeded stream shared by all runs (random
 reshuffling: a new permutation of the samples each epoch, consecutive batches of B, the

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stability.checks import check_choice
 from stability.trainer.data import Dataset, load_regression, preprocess
 from stability.trainer.linreg import LinearRegression
 from stability.trainer.mlp import MLP
-from stability.validation import check_choice
 
 PROBLEMS = ("linreg", "mlp")
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from stability.pipeline import Pipeline, per_parameter, t1_factor
 from stability.rules.base import Rule
-from stability.rules.registry import get_spec
+from stability.rules.registry import delay_parameter, get_spec
 from stability.trainer.engine import Phase
 
 DELAY_NAMES = ("tau", "tau_fwd", "tau_bkwd", "tau_recomp")
@@ -42,16 +42,6 @@ def rule_values(name: str, values: dict[str, Any]) -> dict[str, Any]:
     """The entries of ``values`` that rule ``name`` takes (CLI flags apply where they fit)."""
     names = get_spec(name).param_names
     return {k: v for k, v in values.items() if k in names and v is not None}
-
-
-def delay_parameter(name: str) -> str:
-    """The parameter that carries the main delay of rule ``name``: ``tau`` or ``tau_fwd``."""
-    names = get_spec(name).param_names
-    if "tau" in names:
-        return "tau"
-    if "tau_fwd" in names:
-        return "tau_fwd"
-    raise ValueError(f"rule {name!r} has no delay parameter (tau or tau_fwd)")
 
 
 def uniform_rule(name: str, values: dict[str, Any], tau: Any) -> Rule:
@@ -139,7 +129,6 @@ def plan(
 
 __all__ = [
     "T1",
-    "delay_parameter",
     "pipeline_rule",
     "plan",
     "stage_rule",

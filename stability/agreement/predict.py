@@ -1,0 +1,171 @@
+r"""Predictions for a problem from its Hessian: max stable lr and asymptotic rate of a rule.
+
+**Decoupled modes.**  If the gradient oracle is linear, ∇f(u_f, u_b, u_r) = H_f e_f + H_b e_b +
+H_r e_r (e = u − w*), and the three matrices share eigenvectors v_k, a rule with scalar
+hyperparameters acts on each mode k independently as on PipeMare's scalar model (eq. 5,
+App. D.1) with
+
+    λ_k = v_kᵀ H v_k,   λ_k + Δ_k = v_kᵀ H_f v_k,   −Φ_k = v_kᵀ H_r v_k      (H = H_f + H_b + H_r)
+
+so the dynamics' characteristic polynomial is the product over k of the scalar ones, and
+
+    predicted max lr = min_k max_lr(rule, λ_k, Δ_k, Φ_k)    (`analysis.boundary.max_lr_grid`)
+    predicted rate   = max_k ρ(rule, λ_k, Δ_k, Φ_k; lr)     (`dynamics.linear`)
+
+Linear regression satisfies this exactly (H_f = H, H_b = H_r = 0).  For an MLP it is the
+linearization at the minimizer *plus* the assumption that H_f, H_b, H_r are diagonal in the
+Hessian's eigenbasis (their off-diagonal parts, which couple modes, are dropped; the size of
+what is dropped is reported as ``offdiagonal``).  Modes with λ_k ≤ 0 (flat or negative
+curvature, not a strict minimum) are left out and counted.
+
+**Per-stage delays** do not decouple (stages cut across eigenvectors).  Two scalar readings
+are offered, both compared with the measurement by `stability.agreement.validate`:
+``worst_stage`` (every weight at the largest stage delay) and ``per_stage`` (stage i alone, its
+diagonal block H_ii at its own delays; the minimum over stages).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from stability.analysis.boundary import max_lr, max_lr_grid
+from stability.dynamics.linear import characteristic_polynomial
+from stability.quadratic import QuadraticModel
+from stability.rules.base import Rule
+from stability.spectrum import dominant_root, dominant_root_at, spectral_radius
+
+
+@dataclass(frozen=True)
+class Modes:
+    """Per-mode coefficients of the scalar model: λ_k, Δ_k, Φ_k (arrays of equal length).
+
+    ``dropped``: number of modes with λ ≤ 0 left out; ``offdiagonal``: relative Frobenius size
+    of the parts of H_f, H_b, H_r off the eigenbasis diagonal (0 when the modes decouple).
+    """
+
+    lam: np.ndarray
+    delta: np.ndarray
+    phi: np.ndarray
+    dropped: int = 0
+    offdiagonal: float = 0.0
+
+    def model(self) -> QuadraticModel:
+        return QuadraticModel(lam=self.lam, delta=self.delta, phi=self.phi)
+
+
+def modes_from_hessian(H: np.ndarray, *, tol: float = 1e-12) -> Modes:
+    """Modes of a consistent-gradient problem (Δ = Φ = 0), e.g. linear regression."""
+    lam = np.linalg.eigvalsh(0.5 * (H + H.T))
+    keep = lam > tol * max(float(np.max(np.abs(lam))), 1e-300)
+    zero = np.zeros(int(keep.sum()))
+    return Modes(lam[keep], zero, zero.copy(), int((~keep).sum()), 0.0)
+
+
+def modes_from_passes(Hf: np.ndarray, Hb: np.ndarray, Hr: np.ndarray, *, tol=1e-9) -> Modes:
+    """Modes of an inconsistent-gradient linearization (module doc)."""
+    H = Hf + Hb + Hr
+    lam, V = np.linalg.eigh(0.5 * (H + H.T))
+    keep = lam > tol * max(float(np.max(np.abs(lam))), 1e-300)
+    diag = {}
+    off, total = 0.0, 0.0
+    for name, M in (("f", Hf), ("b", Hb), ("r", Hr)):
+        T = V.T @ M @ V
+        diag[name] = np.diag(T)
+        off += float(np.sum(T**2) - np.sum(np.diag(T) ** 2))
+        total += float(np.sum(T**2))
+    V_lam = lam[keep]
+    delta = diag["f"][keep] - V_lam
+    phi = -diag["r"][keep]
+    return Modes(V_lam, delta, phi, int((~keep).sum()), math.sqrt(off / total) if total else 0.0)
+
+
+def predicted_max_lr(rule: Rule, modes: Modes) -> float | None:
+    """min_k max_lr(rule, mode k); ``None`` if every mode is stable for every lr > 0.
+
+    All modes at once by the batched boundary locus; rules it does not cover (periodic, or
+    not affine in lr) mode by mode with `stability.analysis.boundary.max_lr` (Floquet / bisection).
+    """
+    if _batched(rule):
+        lr = max_lr_grid(rule, modes.model())[0]
+    else:
+        lr = np.array([_inf_if_none(max_lr(rule, m).max_lr) for m in _mode_models(modes)])
+    best = float(np.min(lr))
+    return None if math.isinf(best) else best
+
+
+def _batched(rule: Rule) -> bool:
+    return (
+        getattr(rule, "period", 1) == 1
+        and characteristic_polynomial(rule, QuadraticModel(1.0)).is_affine
+    )
+
+
+def _mode_models(modes: Modes) -> list[QuadraticModel]:
+    return [
+        QuadraticModel(float(a), float(b), float(c))
+        for a, b, c in zip(modes.lam, modes.delta, modes.phi, strict=True)
+    ]
+
+
+def _inf_if_none(x: float | None) -> float:
+    return math.inf if x is None else x
+
+
+def predicted_log_rate(rule: Rule, modes: Modes, lr: Any) -> float:
+    """ln max_k ρ_k(lr): the asymptotic log-rate per step (the dominant mode mpmath-refined)."""
+    if getattr(rule, "period", 1) > 1:  # Floquet: per-step root of each mode's monodromy
+        return math.log(max(dominant_root_at(rule, m, lr).radius for m in _mode_models(modes)))
+    cp = characteristic_polynomial(rule, modes.model())
+    poly = cp.at(lr).normalized()
+    radii = spectral_radius(poly.dense())
+    k = int(np.argmax(radii))
+    single = type(poly)({e: np.broadcast_to(c, radii.shape)[k] for e, c in poly.terms.items()})
+    single = single.normalized()
+    return math.log(dominant_root(single).radius)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """`predict` 's answer for one rule: max lr, log-rate (``None`` where the scalar theory
+    has no answer) and ``note``, the reason when it has none."""
+
+    max_lr: float | None
+    log_rate: float | None
+    note: str | None = None
+
+
+def predict(rule: Rule, modes: Modes, lr: Any = None) -> Prediction:
+    """Predicted max lr (and log-rate at ``lr``) — or the reason there is none.
+
+    Periodic rules are predicted mode by mode through their Floquet monodromy and rules whose
+    polynomial is not affine in lr by bisection; if the analysis still cannot answer (it raises
+    `ValueError`), the trainer still trains and measures, and this returns ``None`` and why.
+    """
+    try:
+        max_lr = predicted_max_lr(rule, modes)
+        log_rate = None if lr is None else predicted_log_rate(rule, modes, lr)
+    except ValueError as err:
+        return Prediction(None, None, f"no scalar prediction: {err}")
+    return Prediction(max_lr, log_rate)
+
+
+def stage_blocks(H: np.ndarray, stage_sizes) -> list[np.ndarray]:
+    """The diagonal blocks H_ii of a matrix for consecutive parameter blocks."""
+    edges = np.concatenate([[0], np.cumsum(stage_sizes)])
+    return [H[a:b, a:b] for a, b in zip(edges[:-1], edges[1:], strict=True)]
+
+
+__all__ = [
+    "Modes",
+    "Prediction",
+    "predict",
+    "modes_from_hessian",
+    "modes_from_passes",
+    "predicted_log_rate",
+    "predicted_max_lr",
+    "stage_blocks",
+]

@@ -1,0 +1,431 @@
+r"""Theory vs practice: predicted and measured max stable lr and rates, side by side.
+
+For each rule × delay τ (or pipeline schedule):
+
+* **predicted** max lr and rates from the problem's modes (`stability.agreement.predict`);
+* **measured** max lr by `stability.trainer.measure.bisect_max_lr` on real training runs of
+  the same rule object, and measured ln ρ̂ at the fractions `Protocol.lr_fractions` of the
+  predicted max lr (deterministic runs only).
+
+The measurement protocol (`Protocol`) is fixed and reported with every table:
+
+* full batch: a run is unstable if it diverges (loss > ``divergence`` × initial loss) or its
+  measured ln ρ̂ of the weight increments is > 0 over ``steps`` steps (w₀ = 0 for linear
+  regression);
+* minibatch B: unstable if any of the ``seeds`` diverges within ``steps`` steps (no rate:
+  the gradient noise sets a floor); the batches are shared by the runs of one seed;
+* rates: linear regression on its error recursion (`LinearRegression.error_problem`, no
+  rounding floor), an MLP from w* + ``perturbation``·‖w*‖·(random unit vector); runs start at
+  ``rate_steps`` steps and double until the estimate settles (`converged_log_rate`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from stability.agreement.predict import (
+    Modes,
+    modes_from_hessian,
+    modes_from_passes,
+    predict,
+    predicted_log_rate,
+    predicted_max_lr,
+    stage_blocks,
+)
+from stability.pipeline import Pipeline
+from stability.trainer import measure
+from stability.trainer.engine import train
+from stability.trainer.linreg import LinearRegression
+from stability.trainer.mlp import MLP
+from stability.trainer.schedules import DELAY_NAMES, pipeline_rule, stage_rule, uniform_rule
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """The fixed measurement protocol (module doc); reported as ``protocol`` in the output."""
+
+    steps: int = 20_000
+    rate_steps: int = 20_000
+    divergence: float = 1e6
+    seeds: tuple[int, ...] = (0, 1, 2)
+    per_round: int = 16
+    rel_tol: float = 1e-3
+    span: float = 4.0
+    lr_fractions: tuple[float, ...] = (0.5, 0.95)
+    check_every: int = 10
+    rate_doublings: int = 5
+    perturbation: float = 1e-7
+    rate_perturbation: float = 1e-4
+
+    def describe(self, batch: int | None) -> dict[str, Any]:
+        d = asdict(self)
+        d["batch"] = batch
+        d["stability_test"] = (
+            "unstable if loss > divergence × initial loss or measured ln ρ̂ of w_t − w_{t−1} > 0"
+            if batch is None
+            else "unstable if loss > divergence × initial loss for any seed within steps"
+        )
+        if batch is None:
+            d["seeds"] = []
+        return d
+
+
+@dataclass(frozen=True)
+class Setup:
+    """A problem prepared for validation: the trainable problem, the Jacobians (H_f, H_b, H_r)
+    of its gradient oracle at the minimizer for a rule, where runs start and how their errors
+    and excess losses are measured."""
+
+    problem: Any
+    w0: np.ndarray
+    w_star: np.ndarray
+    loss_offset: float
+    hessian_eigenvalues: np.ndarray
+    jacobians_for: Callable[[Any], tuple[np.ndarray, np.ndarray, np.ndarray]]
+    rate_problem: Any
+    rate_w0: np.ndarray
+    rate_w_star: np.ndarray
+    rate_decades: float | None
+    assumptions: tuple[str, ...]
+
+    def modes_for(self, rule) -> Modes:
+        """The decoupled modes the scalar theory sees for ``rule`` (`agreement.predict`)."""
+        Hf, Hb, Hr = self.jacobians_for(rule)
+        if not Hb.any() and not Hr.any():
+            return modes_from_hessian(Hf)
+        return modes_from_passes(Hf, Hb, Hr)
+
+
+def linreg_setup(problem: LinearRegression) -> Setup:
+    zero = np.zeros_like(problem.hessian)
+    w0 = problem.initial_weights()
+    return Setup(
+        problem=problem,
+        w0=w0,
+        w_star=problem.minimizer,
+        loss_offset=0.0,
+        hessian_eigenvalues=problem.hessian_eigenvalues(),
+        jacobians_for=lambda rule: (problem.hessian, zero, zero),
+        rate_problem=problem.error_problem(),
+        rate_w0=w0 - problem.minimizer,
+        rate_w_star=np.zeros(problem.dim),
+        rate_decades=None,
+        assumptions=(
+            "exact: least squares has a constant Hessian H = XᵀX/n and the gradient reads the "
+            "forward weights only, so a rule with scalar delays acts on each eigenvector of H "
+            "as on the scalar model with λ = its eigenvalue (Δ = Φ = 0)",
+        ),
+    )
+
+
+MLP_RATE_DECADES = 6.0
+"""Decades of ‖w − w*‖ an MLP rate run may use: from a 1e-4·‖w*‖ start the float64 floor
+(≈ eps·κ·‖w*‖, a fixed point slightly off the fitted w*) lies about 8 decades down."""
+
+
+def mlp_setup(
+    mlp: MLP, *, seed: int = 0, perturbation: float = 1e-7, rate_perturbation: float = 1e-4
+) -> Setup:
+    """Fit the MLP to a minimizer w*, linearize there, start runs at w* + a small kick.
+
+    Stability verdicts start ``perturbation``·‖w*‖ away, so an unstable mode can grow by ~6
+    decades (and trip the divergence test) while the dynamics are still linear; rate runs
+    start ``rate_perturbation``·‖w*‖ away, above float64's floor, and use `MLP_RATE_DECADES`.
+    """
+    w_star = mlp.fit(mlp.initial_weights(seed))
+    H = mlp.hessian(w_star)
+    lam = np.linalg.eigvalsh(H)
+    rng = np.random.default_rng(seed + 1)
+    kick = rng.standard_normal(mlp.dim)
+    kick *= np.linalg.norm(w_star) / np.linalg.norm(kick)
+    w0 = w_star + perturbation * kick
+    cache: dict[bool, tuple] = {}
+
+    def jacobians_for(rule):
+        recompute = getattr(rule, "tau_recomp", None) is not None
+        if recompute not in cache:
+            cache[recompute] = mlp.pass_jacobians(w_star, recompute=recompute)
+        return cache[recompute]
+
+    grad = float(np.linalg.norm(mlp.gradient(w_star)))
+    return Setup(
+        problem=mlp,
+        w0=w0,
+        w_star=w_star,
+        loss_offset=float(mlp.loss(w_star)),
+        hessian_eigenvalues=lam,
+        jacobians_for=jacobians_for,
+        rate_problem=mlp,
+        rate_w0=w_star + rate_perturbation * kick,
+        rate_w_star=w_star,
+        rate_decades=MLP_RATE_DECADES,
+        assumptions=(
+            f"linearization at the fitted minimizer w* (‖∇f(w*)‖ = {grad:.2e}): "
+            "∇f(u_f, u_b, u_r) ≈ H_f(u_f − w*) + H_b(u_b − w*) + H_r(u_r − w*), H_f, H_b, H_r "
+            "the Jacobians of backpropagation with respect to the forward, backward and "
+            "recompute weights (central differences); stability runs start at w* + "
+            f"{perturbation:g}·‖w*‖·(random unit vector) and diverge when the excess loss over "
+            "f(w*) grows by the divergence factor, i.e. while the dynamics are still linear; "
+            f"rate runs start {rate_perturbation:g}·‖w*‖ away",
+            "the modes decouple: H_f, H_b, H_r are taken diagonal in the eigenbasis of the "
+            "Hessian H = H_f + H_b + H_r, mode k being the scalar model with λ_k = v_kᵀHv_k, "
+            "Δ_k = v_kᵀH_f v_k − λ_k, Φ_k = −v_kᵀH_r v_k (PipeMare eq. 5, App. D.1); the "
+            "off-diagonal share dropped is reported per row as offdiagonal",
+            "modes with λ ≤ 1e-9·λ_max (flat or negative curvature) are left out and counted "
+            "as dropped_modes",
+            "full-batch, deterministic gradients; the minimizer is the one L-BFGS + Newton "
+            "reach from the seeded initialization",
+        ),
+    )
+
+
+def _train(setup: Setup, rule, lrs, protocol: Protocol, *, steps, batch=None, seed=0, track=()):
+    return train(
+        setup.problem,
+        rule,
+        lrs,
+        steps=steps,
+        batch=batch,
+        seed=seed,
+        w0=setup.w0,
+        w_star=setup.w_star,
+        divergence=protocol.divergence,
+        loss_offset=setup.loss_offset,
+        check_every=protocol.check_every,
+        track=track,
+    )
+
+
+def measure_max_lr(
+    setup: Setup, rule, guess: float, protocol: Protocol, batch: int | None
+) -> measure.MaxLrMeasurement:
+    """The empirical max stable lr of ``rule`` under ``protocol`` (module doc)."""
+    if batch is None:
+        verdict = measure.deterministic_verdict(
+            lambda lrs: _train(
+                setup, rule, lrs, protocol, steps=protocol.steps, track=("increment",)
+            )
+        )
+    else:
+        verdict = measure.minibatch_verdict(
+            lambda lrs, seed: _train(
+                setup, rule, lrs, protocol, steps=protocol.steps, batch=batch, seed=seed
+            ),
+            protocol.seeds,
+        )
+    return measure.bisect_max_lr(
+        verdict, guess, per_round=protocol.per_round, rel_tol=protocol.rel_tol, span=protocol.span
+    )
+
+
+def measure_rates(setup: Setup, rule, lrs, protocol: Protocol) -> measure.RateMeasurement:
+    """Measured ln ρ̂ at step sizes ``lrs`` (deterministic, module doc)."""
+
+    def run(steps: int):
+        return train(
+            setup.rate_problem,
+            rule,
+            lrs,
+            steps=steps,
+            w0=setup.rate_w0,
+            w_star=setup.rate_w_star,
+            divergence=protocol.divergence,
+            loss_offset=setup.loss_offset if setup.rate_problem is setup.problem else 0.0,
+            check_every=protocol.check_every,
+            track=("error",),
+        )
+
+    return measure.converged_log_rate(
+        run, protocol.rate_steps, decades=setup.rate_decades, max_doublings=protocol.rate_doublings
+    )
+
+
+def _ratio(a, b):
+    return None if a is None or b is None or b == 0 else a / b
+
+
+def _exp(x):
+    return None if x is None or not math.isfinite(x) else math.exp(x)
+
+
+def _finite(x):
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def validation_row(
+    setup: Setup, name: str, rule, protocol: Protocol, batch: int | None, **labels
+) -> dict[str, Any]:
+    """One row: predicted vs measured max lr (and rates for full batch)."""
+    modes = setup.modes_for(rule)
+    prediction = predict(rule, modes)
+    predicted = prediction.max_lr
+    row: dict[str, Any] = {"rule": name, **labels, "predicted_max_lr": predicted}
+    if prediction.note:
+        row["prediction_note"] = prediction.note
+    if predicted == 0:  # stable for no lr > 0: nothing to bisect
+        row.update(measured_max_lr=None, ratio=None, predicted_rate=[], measured_rate=[])
+        return row
+    # without a prediction the search starts at 1/λ_max (its bracket is verified anyway)
+    guess = predicted or 1.0 / float(np.max(modes.lam))
+    m = measure_max_lr(setup, rule, guess, protocol, batch)
+    row.update(
+        measured_max_lr=m.max_lr,
+        measured_bracket=[m.stable, m.unstable],
+        ratio=_ratio(m.max_lr, predicted),
+        runs=m.runs,
+    )
+    if not predicted:
+        return row
+    lrs = [f * predicted for f in protocol.lr_fractions]
+    pred_log = [predicted_log_rate(rule, modes, lr) for lr in lrs]
+    row.update(
+        rate_lr_fractions=list(protocol.lr_fractions),
+        rate_lr=lrs,
+        predicted_log_rate=pred_log,
+        predicted_rate=[_exp(x) for x in pred_log],
+    )
+    if batch is None:
+        rates = measure_rates(setup, rule, np.array(lrs), protocol)
+        meas_log = [_finite(x) for x in rates.log_rate]
+        row.update(
+            measured_log_rate=meas_log,
+            measured_rate=[_exp(x) for x in meas_log],
+            log_rate_ratio=[
+                _ratio(a, b) if ok else None
+                for a, b, ok in zip(meas_log, pred_log, rates.converged, strict=True)
+            ],
+            rate_steps=rates.steps,
+            rate_converged=[bool(c) for c in rates.converged],
+        )
+    else:
+        row.update(measured_log_rate=None, measured_rate=None, log_rate_ratio=None)
+    if modes.dropped or modes.offdiagonal:
+        row.update(dropped_modes=modes.dropped, offdiagonal=modes.offdiagonal)
+    return row
+
+
+def validate_uniform(
+    setup: Setup,
+    rules: Sequence[str],
+    values: dict[str, Any],
+    taus: Sequence[int],
+    protocol: Protocol,
+    *,
+    batch: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Rows for every rule × uniform delay τ."""
+    rows = []
+    for name in rules:
+        for tau in taus:
+            rule = uniform_rule(name, values, int(tau))
+            rows.append(validation_row(setup, name, rule, protocol, batch, tau=int(tau)))
+            if progress is not None:
+                progress(len(rows))
+    return rows
+
+
+def scalar_stage_predictions(
+    setup: Setup, name: str, values: dict[str, Any], pipe: Pipeline, sizes
+) -> dict[str, Any]:
+    """What the scalar theory says about per-stage delays (`stability.agreement.predict`).
+
+    ``worst_stage``: every weight at the largest stage delay, on the whole problem;
+    ``per_stage``: stage i's own rule on the diagonal blocks of (H_f, H_b, H_r), i.e. as if the
+    other stages were frozen; ``min_stage`` the smallest of those.  For linear regression also
+    the exact answer of the coupled model (`stability.coupled.system`: the same linear
+    dynamics as the trainer, every stage with its own delay on the full Hessian).
+    """
+    worst_stage = int(np.argmax(pipe.tau_fwd))
+    worst = stage_rule(name, values, pipe, worst_stage)
+    out: dict[str, Any] = {
+        "predicted_max_lr_worst_stage": predicted_max_lr(worst, setup.modes_for(worst))
+    }
+    per_stage = []
+    for i in range(pipe.stages):
+        rule = stage_rule(name, values, pipe, i)
+        blocks = [stage_blocks(M, sizes)[i] for M in setup.jacobians_for(rule)]
+        modes = (
+            modes_from_hessian(blocks[0])
+            if not blocks[1].any() and not blocks[2].any()
+            else modes_from_passes(*blocks)
+        )
+        per_stage.append(predicted_max_lr(rule, modes))
+    finite = [x for x in per_stage if x]
+    out["predicted_max_lr_per_stage"] = per_stage
+    out["predicted_max_lr_min_stage"] = min(finite) if finite else None
+    if isinstance(setup.problem, LinearRegression):
+        out["predicted_max_lr_coupled"] = coupled_max_lr(setup, name, values, pipe, sizes)
+    return out
+
+
+def coupled_max_lr(setup: Setup, name: str, values: dict[str, Any], pipe: Pipeline, sizes):
+    """The exact max lr of the coupled per-stage model (`stability.coupled.system.dense_max_lr`)."""
+    from stability.coupled.system import coupled_system, dense_max_lr
+    from stability.trainer.schedules import rule_values
+
+    params = {k: v for k, v in rule_values(name, values).items() if k not in DELAY_NAMES}
+    for k in ("lam", "delta", "phi"):
+        params.pop(k, None)
+    system = coupled_system(
+        setup.problem.hessian,
+        stage_sizes=[int(n) for n in sizes],
+        rule=name,
+        tau_fwd=pipe.tau_fwd.tolist(),
+        **params,
+    )
+    return dense_max_lr(system).max_lr
+
+
+def validate_pipeline(
+    setup: Setup,
+    rules: Sequence[str],
+    values: dict[str, Any],
+    pipe: Pipeline,
+    protocol: Protocol,
+    *,
+    batch: int | None = None,
+) -> list[dict[str, Any]]:
+    """Rows for every rule on a pipeline schedule: the scalar theory's readings vs measured."""
+    sizes = setup.problem.stage_sizes(pipe.stages)
+    rows = []
+    for name in rules:
+        rule = pipeline_rule(name, values, pipe, sizes)
+        scalar = scalar_stage_predictions(setup, name, values, pipe, sizes)
+        guess = (
+            scalar.get("predicted_max_lr_coupled")
+            or scalar["predicted_max_lr_worst_stage"]
+            or scalar["predicted_max_lr_min_stage"]
+        )
+        row: dict[str, Any] = {"rule": name, "schedule": pipe.schedule, **scalar}
+        if guess:
+            m = measure_max_lr(setup, rule, guess, protocol, batch)
+            row.update(
+                measured_max_lr=m.max_lr,
+                measured_bracket=[m.stable, m.unstable],
+                ratio_to_worst_stage=_ratio(m.max_lr, scalar["predicted_max_lr_worst_stage"]),
+                ratio_to_min_stage=_ratio(m.max_lr, scalar["predicted_max_lr_min_stage"]),
+                ratio_to_coupled=_ratio(m.max_lr, scalar.get("predicted_max_lr_coupled")),
+                runs=m.runs,
+            )
+        rows.append(row)
+    return rows
+
+
+__all__ = [
+    "Protocol",
+    "Setup",
+    "linreg_setup",
+    "measure_max_lr",
+    "measure_rates",
+    "mlp_setup",
+    "scalar_stage_predictions",
+    "validate_pipeline",
+    "validate_uniform",
+    "validation_row",
+]

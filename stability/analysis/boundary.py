@@ -1,0 +1,489 @@
+"""Exact maximal stable step size: the first lr > 0 at which a root reaches the unit circle.
+
+**Boundary locus (D-decomposition)**, for polynomials affine in lr, p(ω) = A(ω) + lr·B(ω):
+a root sits on the unit circle at ω = e^{iθ} exactly when lr = −A(e^{iθ})/B(e^{iθ}) is real,
+i.e. when F(θ) = Im(A·conj B) = 0, and then lr(θ) = −Re(A·conj B)/|B|².  This is how PipeMare
+proves Lemma 1 (App. B.1, with the substitution ω = (1 − iy)/(1 + iy)); here it is done
+numerically for every rule:
+
+1. sample θ ∈ [0, π] (the lower half mirrors it) at 8 points per unit of degree, evaluating
+   the *sparse* A and B — O(d·terms), so max-lr costs O(τ), not the O(τ³) of eigenvalues;
+2. every sign change of F brackets a crossing; the endpoints θ = 0, π (real roots ±1) are
+   candidates too; the first crossing is not always near ω = 1 (hence the whole half circle);
+3. the brackets whose interpolated lr is within 5 % of the smallest positive one (and those
+   where lr(θ) varies wildly, near zeros of B) are refined by safeguarded Newton to machine
+   precision (relative error of lr ~1e-13), and, with ``precise=True``, the winner by Newton
+   in mpmath at 40 digits;
+4. the system must be stable on (0, lr₁).  The count of roots inside only changes at
+   crossings and none was found below lr₁, so one check just below it, at lr₁·(1 − 1e-4),
+   decides: by the argument principle on the samples already taken (the winding number of
+   A + lr·B, refined near roots close to the circle; O(degree)).  If that fails, a check at
+   lr₁/2 tells "no lr > 0 is stable" (result 0) from a crossing that fell between samples
+   (the circle is resampled 4× and 16× finer).
+
+If no crossing exists the rule is stable for every lr > 0 (``max_lr`` is None) or for none.
+
+**Bisection** (any rule, including those whose polynomial is not affine in lr): the first
+lr on a log grid whose spectral radius is ≥ 1, bisected on the radius and certified by the
+high-precision radius (`stability.spectrum.dominant_root`) just below and above.
+
+Both are checked against each other and against python-control and numpy-roots bisection in
+the tests and benchmarks.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from stability.dynamics.linear import CharacteristicPolynomial, characteristic_polynomial
+from stability.polynomial import SparsePoly
+from stability.quadratic import QuadraticModel
+from stability.rules.base import Rule
+from stability.spectrum import (
+    DENSE_MAX_DEGREE,
+    dominant_root,
+    floquet_multipliers,
+    on_circle,
+    spectral_radius,
+    winding_turns,
+)
+
+_EPS = np.finfo(float).eps
+_MARGINAL = 1e-12  # radius ≥ 1 − this counts as not stable when checking (0, lr₁)
+_BELOW = 1e-4  # stability is verified at lr₁·(1 − _BELOW)
+_DENSE_CHECK_DEGREE = 24  # up to this degree the check uses companion eigenvalues
+
+
+@dataclass(frozen=True)
+class MaxLr:
+    """Result of `max_lr`.
+
+    ``max_lr``: the first lr > 0 at which a root reaches the unit circle; ``None`` if the
+    rule is stable for every lr > 0; ``0.0`` if it is stable for no lr > 0.
+    ``crossing_angle``: the argument θ ∈ [0, π] of the root ω = e^{iθ} on the unit circle
+    there (``None`` without a crossing).  ``method``: how it was computed.
+    """
+
+    max_lr: float | None
+    crossing_angle: float | None
+    method: str
+
+
+def max_lr(
+    rule: Rule, model: QuadraticModel, *, method: str = "auto", precise: bool = False
+) -> MaxLr:
+    """Exact maximal stable step size of ``rule`` on ``model`` (one parameter point).
+
+    ``method``: ``"auto"`` (boundary locus when the polynomial is affine in lr, else
+    bisection), ``"locus"`` or ``"bisection"``.  Periodic rules (``period`` > 1) are bisected
+    on their Floquet monodromy (`stability.dynamics.monodromy.max_lr`) whatever the method.
+    """
+    if getattr(rule, "period", 1) > 1:
+        return _floquet_max_lr(rule, model)
+    cp = characteristic_polynomial(rule, model)
+    if method == "auto":
+        method = "locus" if cp.is_affine else "bisection"
+    if method == "locus":
+        if not cp.is_affine:
+            raise ValueError("the boundary locus needs a polynomial affine in lr; use bisection")
+        lr, theta = _locus(*_affine_parts(cp), precise=precise)
+        return _result(float(lr[0]), float(theta[0]), "boundary locus")
+    if method == "bisection":
+        return _bisection(cp)
+    raise ValueError(f"method must be one of auto, locus, bisection, got {method!r}")
+
+
+def max_lr_grid(rule: Rule, model: QuadraticModel) -> tuple[np.ndarray, np.ndarray]:
+    """Batched `max_lr` over a parameter grid (array-valued rule or model parameters).
+
+    Returns ``(max_lr, crossing_angle)`` arrays of the grid's shape: ``inf`` where stable for
+    every lr, 0 where stable for none; angles NaN where there is no crossing.  Float64
+    refinement only (relative error ~1e-13; use `max_lr` for mpmath-refined points).
+    """
+    cp = characteristic_polynomial(rule, model)
+    if not cp.is_affine:
+        raise ValueError("max_lr_grid needs a polynomial affine in lr (use max_lr per point)")
+    A, B = _affine_parts(cp)
+    grid = np.broadcast_shapes(*(np.shape(c) for p in (A, B) for c in p.terms.values()))
+    lr, theta = _locus(A, B, precise=False)
+    return lr.reshape(grid), theta.reshape(grid)
+
+
+def _result(lr: float, theta: float, method: str) -> MaxLr:
+    if math.isinf(lr):
+        return MaxLr(None, None, method)
+    if lr == 0.0:
+        return MaxLr(0.0, None, method + " (not stable for small lr > 0)")
+    return MaxLr(lr, theta, method)
+
+
+def _affine_parts(cp: CharacteristicPolynomial) -> tuple[SparsePoly, SparsePoly]:
+    A = cp.parts[0]
+    B = cp.parts[1] if len(cp.parts) > 1 else SparsePoly({}, {})
+    return A, B
+
+
+def _stack(poly: SparsePoly, grid: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Exponents (k,) and coefficients (k, M) with the grid flattened to M columns."""
+    if not poly.terms:
+        return np.zeros(1, dtype=int), np.zeros((1, math.prod(grid)))
+    ks = np.array(poly.exponents)
+    cs = np.stack(
+        [np.broadcast_to(np.asarray(poly.terms[k], dtype=float), grid).ravel() for k in ks]
+    )
+    return ks, cs
+
+
+def _locus(A: SparsePoly, B: SparsePoly, *, precise: bool) -> tuple[np.ndarray, np.ndarray]:
+    """First positive crossing lr and its angle for each grid point (flattened).
+
+    Columns are processed in chunks (bounded memory).  Each result is verified on the samples
+    already taken: stable just below lr₁ (module doc, step 4); where it is not, stable at
+    lr₁/2 decides between "no lr > 0 is stable" (0) and a crossing missed between samples
+    (those columns are resampled 4× and 16× finer).
+    """
+    grid = np.broadcast_shapes(*(np.shape(c) for p in (A, B) for c in p.terms.values()))
+    ka, ca = _stack(A, grid)
+    kb, cb = _stack(B, grid)
+    degree = int(max(ka.max(), kb.max()))
+    best_lr = np.full(ca.shape[1], np.inf)
+    best_theta = np.full(ca.shape[1], np.nan)
+    chunk = max(1, 2_000_000 // (8 * degree + 80))
+    for start in range(0, ca.shape[1], chunk):
+        cols = np.arange(start, min(start + chunk, ca.shape[1]))
+        for density in (8, 32, 128):
+            circle = _Circle(ka, ca[:, cols], kb, cb[:, cols], density * (degree + 2))
+            lr, theta = circle.first_crossings()
+            if precise:
+                for m in np.flatnonzero(np.isfinite(lr) & (theta > 0) & (theta < math.pi)):
+                    lr[m], theta[m] = _mp_refine(ka, circle.ca[:, m], kb, circle.cb[:, m], theta[m])
+            # stable just below lr₁ ⇒ stable on (0, lr₁): no crossing was found below lr₁.
+            # If not, either a crossing fell between samples (resample finer) or nothing is
+            # stable for small lr (then lr₁/2 is not stable either: the result is 0).
+            finite = np.isfinite(lr)
+            below = circle.stable(np.where(finite, lr * (1 - _BELOW), 1.0), degree)
+            best_lr[cols], best_theta[cols] = lr, theta
+            failed = ~below
+            if not failed.any():
+                break
+            half = circle.stable(np.where(finite, 0.5 * lr, 1.0), degree)
+            never = failed & ~half
+            best_lr[cols[never]], best_theta[cols[never]] = 0.0, np.nan
+            retry = failed & half & finite
+            if not retry.any():
+                break
+            if density == 128:  # unresolved after 16× resampling: report it, do not guess
+                raise ArithmeticError("max lr: a crossing could not be resolved on the circle")
+            cols = cols[retry]
+    return best_lr, best_theta
+
+
+class _Circle:
+    """A and B sampled on the upper unit half circle, for a block of columns."""
+
+    def __init__(self, ka, ca, kb, cb, n):
+        self.ka, self.ca, self.kb, self.cb = ka, ca, kb, cb
+        self.pair = _Pair(ka, ca, kb, cb)
+        self.theta, self.a, self.b = _sample(n, ka, ca, kb, cb)
+
+    def first_crossings(self) -> tuple[np.ndarray, np.ndarray]:
+        """Smallest positive crossing (lr, θ) per column (module doc, steps 1-3)."""
+        ka, ca, kb, cb, theta = self.ka, self.ca, self.kb, self.cb, self.theta
+        best_lr = np.full(ca.shape[1], np.inf)
+        best_theta = np.full(ca.shape[1], np.nan)
+
+        # θ = 0 and θ = π: real roots ω = ±1 (skip exact structural zeros A(±1) = 0)
+        for theta0, sign in ((0.0, 1.0), (math.pi, -1.0)):
+            wa, wb = sign**ka, sign**kb
+            a_val, b_val = wa @ ca, wb @ cb
+            a_scale = np.abs(wa) @ np.abs(ca)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                lr0 = np.where(
+                    (np.abs(a_val) > 64 * _EPS * a_scale) & (b_val != 0), -a_val / b_val, np.inf
+                )
+            take = (lr0 > 0) & (lr0 < best_lr)
+            best_lr[take], best_theta[take] = lr0[take], theta0
+
+        prod = self.a * np.conj(self.b)
+        f = prod.imag
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lr_s = -prod.real / np.abs(self.b) ** 2
+        s = np.sign(f[1:-1])  # θ = 0 and π are F's trivial zeros
+        j, m = np.nonzero((s[:-1] * s[1:] < 0) | (s[:-1] == 0))
+        j = j + 1
+        lr_lo, lr_hi = lr_s[j, m], lr_s[j + 1, m]
+        # lr(θ) is continuous across a crossing's bracket; at a zero of B (F vanishes there
+        # too) it passes through ±∞ and changes sign, so brackets need lr > 0 at both ends.
+        # Within a smooth bracket lr(θ) is nearly linear, and lr at the interpolated zero of F
+        # ranks the crossings; near a near-zero of |B| it peaks and the ends say little, so
+        # such "wild" brackets (lr varying by > 25 % across them) are always refined.  The
+        # candidates are refined by safeguarded Newton to machine precision.
+        keep = (lr_lo > 0) & (lr_hi > 0) & np.isfinite(lr_lo) & np.isfinite(lr_hi)
+        if np.any(keep):
+            j, m = j[keep], m[keep]
+            lo, hi, f_lo, f_hi = theta[j], theta[j + 1], f[j, m], f[j + 1, m]
+            lr_lo, lr_hi = lr_lo[keep], lr_hi[keep]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                frac = np.where(f_hi != f_lo, f_lo / (f_lo - f_hi), 0.0)
+            guess = lo + frac * (hi - lo)
+            lr_guess = lr_lo + frac * (lr_hi - lr_lo)  # lr(θ) is smooth in non-wild brackets
+            wild = np.abs(lr_hi - lr_lo) > 0.25 * np.minimum(lr_lo, lr_hi)
+            ranked = np.where(~wild & (lr_guess > 0), lr_guess, np.inf)
+            row_min = best_lr.copy()
+            np.minimum.at(row_min, m, ranked)
+            close = wild | (ranked <= row_min[m] * 1.05)
+            m = m[close]
+            bracket = (lo[close], hi[close], f_lo[close], f_hi[close])
+            root = _safe_newton(lambda t, c=m: self.pair.f_df(t, c), *bracket, guess[close])
+            lr_root = self.pair.lr(root, m)
+            for lr_v, th, col in zip(lr_root, root, m, strict=True):
+                if 0 < lr_v < best_lr[col]:
+                    best_lr[col], best_theta[col] = lr_v, th
+        return best_lr, best_theta
+
+    def stable(self, lr: np.ndarray, degree: int) -> np.ndarray:
+        """All roots of A + lr·B strictly inside the unit circle, per column.
+
+        The argument principle on the samples already taken (p = A + lr·B along θ ∈ [0, π],
+        refined where the phase turns fast): O(degree) per column; companion eigenvalues
+        up to degree 24, where they are cheaper.
+        """
+        lr = np.broadcast_to(lr, (self.ca.shape[1],))
+        if degree <= _DENSE_CHECK_DEGREE:  # companion eigenvalues: cheaper at small degree
+            dense = np.zeros((degree + 1, self.ca.shape[1]))
+            dense[degree - self.ka] += self.ca
+            np.add.at(dense, degree - self.kb, self.cb * lr)
+            return spectral_radius(dense) < 1 - _MARGINAL
+        values = self.a + lr * self.b
+
+        def evaluate(t, cols):
+            a, b = self.pair.at(t, cols)
+            return a + lr[cols] * b
+
+        # every other sample suffices to start: the phase turns ~π/4 per kept interval, and
+        # winding_turns refines wherever it turns faster
+        keep = np.unique(np.r_[0 : len(self.theta) : 2, len(self.theta) - 1])  # both ends
+        turns = winding_turns(self.theta[keep], values[keep], evaluate)
+        return np.isfinite(turns) & (np.abs(turns - degree) < 0.05)
+
+
+def _sample(n: int, ka, ca, kb, cb):
+    """A and B at ``n`` equispaced angles on [0, π], plus 30 geometric ones into each end
+    interval; returns (θ, A, B).
+
+    F(θ) = Im(A·conj B) vanishes trivially at θ = 0 and π, so a crossing inside the first or
+    last equispaced interval would show no sign change between samples.  Such crossings exist
+    near ω = 1 when the lr-coefficient B dwarfs A there (large Δ; PipeMare Lemma 4: crossings
+    approach ω = 1), e.g. PipeMare eq. 5 with τf = 1, τb = 0, Δ = 100 crosses at θ ≈ 0.0995 <
+    π/31.  Geometric samples h·2^{-k} (k = 1..30) from each end resolve them down to ~1e-9·h.
+
+    On the equispaced grid θ_j = πj/(n−1), k·θ_j = π·(kj mod 2(n−1))/(n−1) exactly, so
+    cos(kθ_j) and sin(kθ_j) are read from one table of 2(n−1) values by integer indexing
+    instead of evaluated per term (and without the rounding of large arguments).
+    """
+    period = 2 * (n - 1)
+    cos_table, sin_table = _trig_table(period)
+    j = np.arange(n)
+
+    def uniform(ks, cs):
+        index = np.multiply.outer(j, ks)
+        index %= period
+        return (cos_table[index] @ cs) + 1j * (sin_table[index] @ cs)
+
+    h = math.pi / (n - 1)
+    near = h * 2.0 ** -np.arange(30, 0, -1)
+    ends = np.concatenate((near, math.pi - near[::-1]))
+
+    def merged(ks, cs):
+        grid, tails = uniform(ks, cs), on_circle(ends, ks, cs)
+        return np.concatenate((grid[:1], tails[:30], grid[1:-1], tails[30:], grid[-1:]))
+
+    theta = np.concatenate(([0.0], near, j[1:-1] * h, math.pi - near[::-1], [math.pi]))
+    return theta, merged(ka, ca), merged(kb, cb)
+
+
+@functools.lru_cache(maxsize=8)
+def _trig_table(period: int) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of 2πm/period, m = 0..period−1 (read-only; cached like an FFT plan)."""
+    angle = 2 * np.pi * np.arange(period) / period
+    tables = np.cos(angle), np.sin(angle)
+    for t in tables:
+        t.flags.writeable = False
+    return tables
+
+
+def _safe_newton(f_df, lo, hi, f_lo, f_hi, x, iterations: int = 60):
+    """Vectorised safeguarded Newton for roots of f in brackets [lo, hi] (sign change).
+
+    Newton steps from ``x`` (quadratic convergence: 2-4 steps from an interpolated start);
+    a step leaving the bracket is replaced by bisection, and the bracket shrinks around the
+    sign change every step, so it always converges.  Stops at machine precision.
+    """
+    for _ in range(iterations):
+        fx, dfx = f_df(x)
+        left = np.sign(fx) == np.sign(f_lo)  # root in [x, hi]
+        lo, f_lo = np.where(left, x, lo), np.where(left, fx, f_lo)
+        hi = np.where(left, hi, x)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x_new = x - fx / dfx
+        x_new = np.where(
+            (x_new <= lo) | (x_new >= hi) | ~np.isfinite(x_new), 0.5 * (lo + hi), x_new
+        )
+        done = (fx == 0) | (np.abs(x_new - x) <= 2 * _EPS * np.abs(x)) | (hi - lo <= 4 * _EPS * hi)
+        x = np.where(fx == 0, x, x_new)
+        if np.all(done):
+            break
+    return x
+
+
+class _Pair:
+    """A(e^{iθ}) and B(e^{iθ}) evaluated together (one cos/sin pass) at paired (θ, column)."""
+
+    def __init__(self, ka, ca, kb, cb):
+        self.k = np.concatenate([ka, kb])
+        self.c = np.concatenate([ca, cb])
+        self.split = len(ka)
+
+    def _terms(self, theta, cols):
+        """cos and sin parts of every term c_k·e^{ikθ} (rows: θ; columns: terms of A, then B)."""
+        x = np.multiply.outer(theta, self.k)
+        c = self.c[:, cols].T
+        return np.cos(x) * c, np.sin(x) * c
+
+    def _sums(self, re, im):
+        n = self.split
+        a = re[:, :n].sum(axis=1) + 1j * im[:, :n].sum(axis=1)
+        b = re[:, n:].sum(axis=1) + 1j * im[:, n:].sum(axis=1)
+        return a, b
+
+    def at(self, theta, cols):
+        """(A(e^{iθ}), B(e^{iθ}))."""
+        return self._sums(*self._terms(theta, cols))
+
+    def f_df(self, theta, cols):
+        """F(θ) = Im(A·conj B), zero where lr(θ) is real, and dF/dθ."""
+        re, im = self._terms(theta, cols)
+        a, b = self._sums(re, im)
+        da, db = self._sums(-im * self.k, re * self.k)  # d/dθ c·e^{ikθ} = i·k·c·e^{ikθ}
+        return np.imag(a * np.conj(b)), np.imag(da * np.conj(b) + a * np.conj(db))
+
+    def lr(self, theta, cols):
+        """lr(θ) = −Re(A·conj B)/|B|² (exact where F(θ) = 0); inf where B = 0."""
+        a, b = self.at(theta, cols)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lr = -np.real(a * np.conj(b)) / np.abs(b) ** 2
+        return np.where(np.isfinite(lr), lr, np.inf)
+
+
+def _mp_refine(ka, ca, kb, cb, theta: float, digits: int = 40) -> tuple[float, float]:
+    """Newton (secant) on F(θ) = Im(A·conj B) in mpmath, then lr(θ); falls back on failure."""
+    import mpmath
+
+    def parts(t):
+        w = mpmath.expj(t)
+        a = mpmath.fsum(mpmath.mpf(float(c)) * w ** int(k) for k, c in zip(ka, ca, strict=True))
+        b = mpmath.fsum(mpmath.mpf(float(c)) * w ** int(k) for k, c in zip(kb, cb, strict=True))
+        return a * mpmath.conj(b), abs(b) ** 2
+
+    with mpmath.workdps(digits):
+        try:
+            t = mpmath.findroot(lambda t: mpmath.im(parts(t)[0]), mpmath.mpf(theta), tol=1e-30)
+        except (ValueError, ZeroDivisionError):
+            t = mpmath.mpf(theta)
+        if abs(t - theta) > 1e-9 * max(1.0, theta):  # wandered to another crossing
+            t = mpmath.mpf(theta)
+        ab, bb = parts(t)
+        return float(-mpmath.re(ab) / bb), float(t)
+
+
+# -- bisection on the spectral radius ------------------------------------------------------
+
+
+def _radius(cp: CharacteristicPolynomial, lr: Any) -> np.ndarray:
+    return spectral_radius(cp.at(lr).normalized().dense())
+
+
+def _bisection(cp: CharacteristicPolynomial) -> MaxLr:
+    """First lr with spectral radius ≥ 1 on a log grid, bisected and certified (module doc)."""
+    if cp.degree > DENSE_MAX_DEGREE:
+        raise ValueError(
+            f"bisection needs dense eigenvalues; degree {cp.degree} > {DENSE_MAX_DEGREE}"
+        )
+    if len(cp.parts) == 1:  # lr does not enter the dynamics
+        stable = _radius(cp, 1.0) < 1
+        return MaxLr(None if stable else 0.0, None, "bisection (lr-independent)")
+    # lr is scanned over 18 decades around its natural scale 1/max|C_j| (lr·|C_j| ~ 1)
+    scale = 1.0 / max(float(np.max(np.abs(c))) for p in cp.parts[1:] for c in p.terms.values())
+    grid = scale * np.logspace(-9, 9, 181)
+    rho = _radius(cp, grid)
+    unstable = np.flatnonzero(rho >= 1)
+    if unstable.size == 0:
+        return MaxLr(None, None, "bisection")
+    i = unstable[0]
+    if i == 0:
+        return MaxLr(0.0, None, "bisection (not stable for small lr > 0)")
+    lo, hi = grid[i - 1], grid[i]
+    while hi - lo > 4 * _EPS * hi:
+        mid = 0.5 * (lo + hi)
+        if _radius(cp, mid) >= 1:
+            hi = mid
+        else:
+            lo = mid
+    below = dominant_root(cp.at(lo * (1 - 1e-9)))
+    above = dominant_root(cp.at(hi * (1 + 1e-9)))
+    if not (below.radius < 1 <= above.radius):
+        raise ArithmeticError("bisection could not certify the stability threshold")
+    return MaxLr(hi, abs(math.atan2(above.root.imag, above.root.real)), "bisection (certified)")
+
+
+# -- periodic rules (Floquet) ------------------------------------------------------------------
+
+_FLOQUET_GRID = np.logspace(-8, 8, 161)
+
+
+def _dominant_multiplier(rule: Rule, model: QuadraticModel, lr: float) -> complex:
+    mu = floquet_multipliers(rule, model, float(lr))
+    return complex(mu[np.lexsort((mu.imag, np.abs(mu)))[-1]])
+
+
+def _floquet_max_lr(rule: Rule, model: QuadraticModel) -> MaxLr:
+    """First lr > 0 with ρ(M(lr)) ≥ 1 of a periodic rule (`stability.dynamics.monodromy`).
+
+    None: stable on the whole grid up to 1e8; 0.0: not stable even at lr = 1e-8.  The first
+    unstable point of a log grid (one batched evaluation) is bisected to ~4 ulp and certified
+    by evaluating just below (ρ < 1) and just above (ρ ≥ 1).  ρ(M) comes from float64
+    eigenvalues of M; products over long periods can lose relative accuracy
+    ~P·eps·cond(eigenvectors) near a defective multiplier, which the certificate reports by
+    raising instead of returning a wrong bracket.
+
+    ``crossing_angle`` is the argument of the per-period multiplier μ = e^{iθ} that reaches
+    the unit circle (π: a period-doubling flip, 0: a real multiplier at 1).
+    """
+    rho = np.max(np.abs(floquet_multipliers(rule, model, _FLOQUET_GRID)), axis=-1)
+    unstable = np.flatnonzero(rho >= 1.0)
+    if unstable.size == 0:
+        return MaxLr(None, None, "Floquet bisection")
+    i = unstable[0]
+    if i == 0:
+        return MaxLr(0.0, None, "Floquet bisection (not stable for small lr > 0)")
+    lo, hi = float(_FLOQUET_GRID[i - 1]), float(_FLOQUET_GRID[i])
+    while hi - lo > 4 * _EPS * hi:
+        mid = 0.5 * (lo + hi)
+        if _floquet_radius(rule, model, mid) >= 1.0:
+            hi = mid
+        else:
+            lo = mid
+    below = _floquet_radius(rule, model, lo * (1 - 1e-9))
+    above = _dominant_multiplier(rule, model, hi * (1 + 1e-9))
+    if not (below < 1.0 <= abs(above)):
+        raise ArithmeticError("Floquet bisection could not certify the stability threshold")
+    return MaxLr(hi, abs(math.atan2(above.imag, above.real)), "Floquet bisection (certified)")
+
+
+def _floquet_radius(rule: Rule, model: QuadraticModel, lr: float) -> float:
+    return float(np.max(np.abs(floquet_multipliers(rule, model, lr))))

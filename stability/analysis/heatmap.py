@@ -1,0 +1,405 @@
+r"""Stability heatmaps: the spectral radius of a rule over a grid of two parameters.
+
+An axis is written ``P:lo:hi:n[:log]``: parameter P from lo to hi in n points, geometric with
+``log``.  P is ``lr``, ``lam*lr`` (Kosson's normalized rate ηλ: λ = 1 and lr = the value;
+``lam·lr`` is the same name) or any parameter of the rule (``momentum``, ``tau``, ``delta``,
+``decay``, ``horizon``, ...).  Delay axes are rounded to integers (repeats dropped).
+
+Every grid point gets ρ, the largest root modulus of the rule's characteristic polynomial
+(`stability.dynamics.linear.characteristic_polynomial`), computed in one batch:
+
+* real parameters become arrays, so the polynomial p(ω) = C0(ω) + lr·C1(ω) of the whole grid
+  is built at once and its roots come from one batched companion-eigenvalue call
+  (`stability.spectrum.spectral_radius`);
+* delays change the degree and cannot be arrays: the grid is split into groups of equal
+  delays, one batch per group (no padding to a common degree: that would only make the
+  O(d³) eigen-solves of the smaller groups larger);
+* **accuracy**: a float64 companion root is off by about ε·(Σ|z|^k)·max|c|/|p'(z)|.  That is
+  ~1e-15 for a simple root but ~1e-8 at a (near) double root, e.g. along the critical-damping
+  curve of heavy ball.  Points where this estimate (×100 for safety) exceeds `REFINE_ABOVE`
+  for a root near the top modulus are recomputed with `stability.spectrum.dominant_root`
+  (mpmath, the same path as ``stability radius``), so every value agrees with ``stability
+  radius`` to 1e-10.
+
+Also here: the exact max-lr curve over the other axis (`stability.analysis.boundary.max_lr_grid`)
+and the closed-form bounds of PipeMare Lemma 1 and 3, for the figure's overlays.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from stability.analysis.boundary import max_lr_grid
+from stability.dynamics.linear import characteristic_polynomial
+from stability.polynomial import SparsePoly
+from stability.rules.registry import get_spec
+from stability.rules.spec import RuleSpec
+from stability.spectrum import dominant_root, roots
+
+STEP_AXES = ("lr", "lam*lr")
+"""Axis names for the step size: lr itself, or the normalized rate ηλ (λ = 1)."""
+
+MAX_POINTS_PER_AXIS = 4096
+REFINE_ABOVE = 1e-10
+"""Estimated float64 error of a top root (×100) above which a point is refined in mpmath."""
+
+_SAFETY = 100.0
+_BAND = 1e-3  # roots within this relative distance of the top modulus are checked
+_CHUNK = 16384  # grid points per eigenvalue batch (progress granularity, memory)
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One heatmap axis: ``name`` from ``lo`` to ``hi`` in ``n`` points (geometric if ``log``)."""
+
+    name: str
+    lo: float
+    hi: float
+    n: int
+    log: bool = False
+    values: np.ndarray = field(default=None, compare=False, repr=False)
+
+    @property
+    def spec(self) -> str:
+        return f"{self.name}:{self.lo:g}:{self.hi:g}:{self.n}" + (":log" if self.log else "")
+
+    @staticmethod
+    def of(name: str, values: Any, log: bool = False) -> Axis:
+        """An axis through given values, e.g. points of special interest."""
+        values = np.asarray(values)
+        return Axis(name, float(values.min()), float(values.max()), values.size, log, values)
+
+
+def parse_axis(text: str, flag: str = "axis") -> Axis:
+    """Parse ``P:lo:hi:n[:log]`` (`ValueError` with one line naming ``flag`` if malformed)."""
+    usage = f"{flag} must be P:lo:hi:n[:log] (e.g. lr:1e-3:10:256:log)"
+    parts = text.split(":")
+    if len(parts) not in (4, 5) or not parts[0]:
+        raise ValueError(f"{usage}, got {text!r}")
+    name = parts[0].replace("·", "*")
+    try:
+        lo, hi = float(parts[1]), float(parts[2])
+    except ValueError:
+        raise ValueError(f"{usage}; lo and hi must be numbers, got {text!r}") from None
+    try:
+        n = int(parts[3])
+    except ValueError:
+        raise ValueError(f"{usage}; n must be an integer, got {parts[3]!r}") from None
+    if len(parts) == 5 and parts[4] != "log":
+        raise ValueError(f"{usage}; the optional fifth field must be 'log', got {parts[4]!r}")
+    log = len(parts) == 5
+    if not (math.isfinite(lo) and math.isfinite(hi)) or not lo < hi:
+        raise ValueError(f"{flag}: lo < hi must be finite numbers, got lo={lo:g}, hi={hi:g}")
+    if not 2 <= n <= MAX_POINTS_PER_AXIS:
+        raise ValueError(f"{flag}: n must be an integer in [2, {MAX_POINTS_PER_AXIS}], got {n}")
+    if log and lo <= 0:
+        raise ValueError(f"{flag}: a log axis needs lo > 0, got lo={lo:g}")
+    values = np.geomspace(lo, hi, n) if log else np.linspace(lo, hi, n)
+    return Axis(name, lo, hi, n, log, values)
+
+
+def _resolve_axis(spec: RuleSpec, axis: Axis) -> Axis:
+    """Check the axis names a parameter of the rule; round delay axes to integers."""
+    names = {p.name: p for p in spec.params}
+    if axis.name in STEP_AXES:
+        return axis
+    if axis.name not in names:
+        allowed = ", ".join((*STEP_AXES, *names))
+        raise ValueError(
+            f"axis parameter {axis.name!r} is not a parameter of rule {spec.name!r} "
+            f"(axes: {allowed})"
+        )
+    param = names[axis.name]
+    if param.kind not in ("real", "delay"):
+        raise ValueError(f"{axis.name} is not a number and cannot be an axis")
+    if param.kind == "delay":
+        values = np.unique(np.round(axis.values).astype(np.int64))
+        return Axis(axis.name, axis.lo, axis.hi, values.size, axis.log, values)
+    return axis
+
+
+# -- the grid ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Heatmap:
+    """ρ over a grid: ``radius[i, j]`` at ``y.values[i]``, ``x.values[j]``.
+
+    ``refined`` marks the points recomputed in mpmath (clustered top roots); ``fixed`` holds
+    the other parameters (and ``lr`` if neither axis is the step size).
+    """
+
+    rule: str
+    x: Axis
+    y: Axis
+    radius: np.ndarray
+    refined: np.ndarray
+    fixed: dict[str, Any]
+
+    @property
+    def stable(self) -> np.ndarray:
+        return self.radius < 1.0
+
+    @property
+    def half_life(self) -> np.ndarray:
+        """−ln 2/ln ρ in steps (Kosson Sec. 3.4); inf where ρ ≥ 1, 0 where ρ = 0."""
+        rho = self.radius
+        with np.errstate(divide="ignore"):
+            h = -math.log(2.0) / np.log(np.where(rho < 1, rho, 0.5))
+        return np.where(rho >= 1, np.inf, np.where(rho <= 0, 0.0, h))
+
+    def metric(self, name: str) -> np.ndarray:
+        """``radius``, ``half-life`` or ``stable`` (1.0 / 0.0)."""
+        if name == "radius":
+            return self.radius
+        if name == "half-life":
+            return self.half_life
+        if name == "stable":
+            return self.stable.astype(float)
+        raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {name!r}")
+
+
+METRICS = ("radius", "half-life", "stable")
+
+
+def heatmap(
+    name: str,
+    x: Axis,
+    y: Axis,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    **params: Any,
+) -> Heatmap:
+    """Spectral radius of rule ``name`` over the grid ``y × x`` (module doc).
+
+    ``params`` fixes the other parameters (``lr`` among them when no axis is the step size).
+    ``progress(done, total)`` is called as grid points are finished.
+    """
+    spec = get_spec(name)
+    x, y = _resolve_axis(spec, x), _resolve_axis(spec, y)
+    if x.name == y.name or {x.name, y.name} == set(STEP_AXES):
+        raise ValueError(f"the two axes must be different parameters, got {x.name} and {y.name}")
+    for axis in (x, y):
+        if axis.name in params:
+            raise ValueError(f"{axis.name} is an axis; do not also fix it")
+    step_axis = next((a.name for a in (x, y) if a.name in STEP_AXES), None)
+    if step_axis == "lam*lr" and "lam" in params:
+        raise ValueError("a lam*lr axis sets lam = 1; do not also give lam")
+    if step_axis is None and params.get("lr") is None:
+        raise ValueError("lr must be given when neither axis is lr or lam*lr")
+    fixed = dict(params)
+    if step_axis == "lam*lr":
+        fixed["lam"] = 1.0
+
+    delay_axes = [a for a in (x, y) if _is_delay(spec, a.name)]
+    shape = (y.values.size, x.values.size)
+    radius = np.empty(shape)
+    refined = np.zeros(shape, dtype=bool)
+    total, done = radius.size, 0
+    for block in _blocks(x, y, delay_axes):
+        values = dict(fixed)
+        for axis, vals in ((x, block.x_values), (y, block.y_values)):
+            key = "lr" if axis.name in STEP_AXES else axis.name
+            values[key] = vals
+        lr = values.pop("lr")
+        rule, model = spec.build(**values)
+        poly = characteristic_polynomial(rule, model).at(np.asarray(lr, dtype=float))
+        coeffs = _dense_grid(poly.normalized(), block.shape)
+        rho, ref = _radii(coeffs, progress=progress, done=done, total=total)
+        radius[block.index] = rho.reshape(block.shape)
+        refined[block.index] = ref.reshape(block.shape)
+        done += rho.size
+    return Heatmap(spec.name, x, y, radius, refined, fixed)
+
+
+def _is_delay(spec: RuleSpec, name: str) -> bool:
+    return any(p.name == name and p.kind == "delay" for p in spec.params)
+
+
+@dataclass(frozen=True)
+class _Block:
+    """A sub-grid with equal delays: where it goes, and its parameter values (broadcastable)."""
+
+    index: tuple
+    x_values: Any
+    y_values: Any
+    shape: tuple[int, int]
+
+
+def _blocks(x: Axis, y: Axis, delay_axes: list[Axis]):
+    nx, ny = x.values.size, y.values.size
+    xv, yv = x.values.astype(float)[None, :], y.values.astype(float)[:, None]
+    if not delay_axes:
+        yield _Block((slice(None), slice(None)), xv, yv, (ny, nx))
+    elif len(delay_axes) == 2:
+        for i, yi in enumerate(y.values):
+            for j, xj in enumerate(x.values):
+                yield _Block((slice(i, i + 1), slice(j, j + 1)), int(xj), int(yi), (1, 1))
+    elif delay_axes[0] is x:
+        for j, xj in enumerate(x.values):
+            yield _Block((slice(None), slice(j, j + 1)), int(xj), yv, (ny, 1))
+    else:
+        for i, yi in enumerate(y.values):
+            yield _Block((slice(i, i + 1), slice(None)), xv, int(yi), (1, nx))
+
+
+def _dense_grid(poly: SparsePoly, shape: tuple[int, int]) -> np.ndarray:
+    """Dense coefficients (d + 1, points), highest degree first, broadcast to the block."""
+    d = poly.degree
+    out = np.zeros((d + 1, *shape))
+    for k, c in poly.terms.items():
+        out[d - k] = np.broadcast_to(np.asarray(c, dtype=float), shape)
+    return out.reshape(d + 1, -1)
+
+
+def _radii(coeffs: np.ndarray, *, progress, done: int, total: int):
+    """ρ per column of ``coeffs``, refined in mpmath where float64 is not accurate to 1e-10."""
+    n = coeffs.shape[1]
+    rho = np.empty(n)
+    refined = np.zeros(n, dtype=bool)
+    for start in range(0, n, _CHUNK):
+        cols = slice(start, min(start + _CHUNK, n))
+        c = coeffs[:, cols]
+        z = roots(c)
+        mods = np.abs(z)
+        top = mods.max(axis=-1) if z.shape[-1] else np.zeros(c.shape[1])
+        rho[cols] = top
+        suspect = _root_error_estimate(c, z, mods, top) > REFINE_ABOVE
+        for k in np.flatnonzero(suspect):
+            column = c[:, k]
+            rho[start + k] = dominant_root(SparsePoly.from_dense(column)).radius
+            refined[start + k] = True
+        if progress is not None:
+            progress(done + min(start + _CHUNK, n), total)
+    return rho, refined
+
+
+def _root_error_estimate(c, z, mods, top) -> np.ndarray:
+    """Largest estimated float64 error among the roots within `_BAND` of the top modulus.
+
+    Companion eigenvalues are backward stable in the matrix norm, i.e. exact for coefficients
+    perturbed by ~ε·max|c|; a root z then moves by ~ε·max|c|·Σ|z|^k/|p'(z)| (first order).
+    """
+    if z.shape[-1] == 0:
+        return np.zeros(c.shape[1])
+    col, idx = np.nonzero(mods >= (top * (1 - _BAND))[:, None])
+    zz = z[col, idx]
+    cc = c[:, col] / c[0, col]
+    deg = cc.shape[0] - 1
+    dp = np.zeros_like(zz)
+    p = np.zeros_like(zz)
+    powers = np.zeros(zz.shape)
+    for k in range(deg + 1):  # Horner for p and p'
+        dp = dp * zz + p
+        p = p * zz + cc[k]
+        powers = powers * np.abs(zz) + 1.0
+    scale = np.max(np.abs(cc), axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        err = _SAFETY * np.finfo(float).eps * scale * powers / np.abs(dp)
+    err = np.where(np.isfinite(err), err, np.inf)
+    out = np.zeros(c.shape[1])
+    np.maximum.at(out, col, err)
+    return out
+
+
+# -- overlays ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Curve:
+    """A curve for the figure: the step-size bound as a function of the other axis."""
+
+    label: str
+    other: np.ndarray  # values of the non-step axis
+    step: np.ndarray  # lr (or ηλ) on the curve; NaN where there is none
+
+
+def max_lr_curve(hm: Heatmap) -> Curve | None:
+    """Exact maximal stable step over the non-step axis (boundary locus), if one axis is lr."""
+    step_axis, other = _step_and_other(hm)
+    if step_axis is None:
+        return None
+    spec = get_spec(hm.rule)
+    base = {k: v for k, v in hm.fixed.items() if k != "lr"}
+    if _is_delay(spec, other.name):
+        step = np.array([_max_lr(spec, {**base, other.name: int(v)}) for v in other.values])
+    else:
+        step = _max_lr(spec, {**base, other.name: other.values.astype(float)})
+    step = np.where(np.isfinite(step) & (step > 0), step, np.nan)
+    return Curve("exact max stable step (boundary locus)", other.values, step)
+
+
+def _max_lr(spec: RuleSpec, values: dict) -> np.ndarray:
+    rule, model = spec.build(**values)
+    return np.asarray(max_lr_grid(rule, model)[0], dtype=float)
+
+
+def lemma_bound(rule: str, tau: Any, lam: Any) -> tuple[str, Any] | None:
+    """The closed-form step bound drawn for a rule, from `stability.analysis.bounds`, or ``None``.
+
+    sgd: stable iff α < 2/λ·sin(π/(4τ+2)) (PipeMare Lemma 1); momentum: some α ≤
+    4/λ·sin(π/(4τ+2)) is unstable for every β (PipeMare Lemma 3).
+    """
+    from stability.analysis.bounds import lemma1_threshold, lemma3_bound
+
+    tau, lam = np.asarray(tau, dtype=float), np.asarray(lam, dtype=float)
+    if rule == "sgd":
+        return "PipeMare Lemma 1: 2/λ·sin(π/(4τ+2))", lemma1_threshold(tau, lam)
+    if rule == "momentum":
+        return "PipeMare Lemma 3: 4/λ·sin(π/(4τ+2))", lemma3_bound(tau, lam)
+    return None
+
+
+def lemma_curve(hm: Heatmap) -> Curve | None:
+    """`lemma_bound` over the non-step axis (τ or λ vary along it; else a constant)."""
+    step_axis, other = _step_and_other(hm)
+    if step_axis is None:
+        return None
+    spec = get_spec(hm.rule)
+    values = spec.resolve(**{k: v for k, v in hm.fixed.items() if k != "lr"})
+    tau = other.values if other.name == "tau" else values.get("tau")
+    lam = other.values if other.name == "lam" else values.get("lam")
+    bound = lemma_bound(hm.rule, tau, lam)
+    if bound is None or tau is None:
+        return None
+    label, step = bound
+    return Curve(label, other.values, np.broadcast_to(step, other.values.shape))
+
+
+def _step_and_other(hm: Heatmap) -> tuple[str | None, Axis]:
+    if hm.x.name in STEP_AXES:
+        return hm.x.name, hm.y
+    if hm.y.name in STEP_AXES:
+        return hm.y.name, hm.x
+    return None, hm.x
+
+
+# -- output ---------------------------------------------------------------------------------
+
+
+def write_csv(hm: Heatmap, path) -> None:
+    """One row per grid point: x, y, spectral_radius, half_life, stable, refined.
+
+    Numbers are written as Python's shortest round-trip repr, so passing the parameter values
+    back to ``stability radius`` reproduces the same polynomial bit for bit.
+    """
+    from stability.files import atomic_write
+
+    yy, xx = np.meshgrid(hm.y.values, hm.x.values, indexing="ij")
+    columns = [
+        [repr(float(v)) for v in a.ravel().tolist()] for a in (xx, yy, hm.radius, hm.half_life)
+    ]
+    columns += [[str(int(v)) for v in a.ravel().tolist()] for a in (hm.stable, hm.refined)]
+    header = f"{hm.x.name},{hm.y.name},spectral_radius,half_life,stable,refined\n"
+
+    def write(fh):
+        fh.write(header)
+        fh.write("\n".join(map(",".join, zip(*columns, strict=True))))
+        fh.write("\n")
+
+    atomic_write(path, write)

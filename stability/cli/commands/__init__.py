@@ -1,0 +1,34 @@
+"""CLI commands, one module each: ``register(subparsers)`` adds the parser, whose
+``run(args) -> dict`` computes the JSON result (imports heavy libraries only when run)."""
+
+from stability.cli.commands import (
+    bounds,
+    claims,
+    coupled,
+    halflife,
+    heatmap,
+    max_lr,
+    poly,
+    radius,
+    repro,
+    rules,
+    t1_audit,
+    train,
+    validate,
+)
+
+COMMANDS = (
+    rules,
+    poly,
+    radius,
+    max_lr,
+    halflife,
+    heatmap,
+    repro,
+    bounds,
+    claims,
+    t1_audit,
+    train,
+    validate,
+    coupled,
+)
