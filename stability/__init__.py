@@ -1,7 +1,41 @@
 """stability: stability analysis of delayed-gradient (pipeline-parallel) training dynamics.
 
-Submodules are imported on use, so that the command line starts fast; see the README for the
-map of rooms (rules → linear → spectrum → boundary → faces).
+``import stability as st`` gives one function per command, the rule by name and its
+parameters as keywords (the CLI flags in snake case); results are frozen values whose
+attributes are the command's JSON keys::
+
+    >>> import stability as st
+    >>> st.max_lr("sgd", tau=10).max_lr  # doctest: +ELLIPSIS
+    0.14946018717284...
+
+Names are imported on first use, so ``import stability`` stays fast; each lives in its home
+module (listed in `_HOMES`), where its docstring cites the equations it implements.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
+
+_HOMES: dict[str, str] = {
+    "max_lr": "stability.api.max_lr",
+    "MaxLr": "stability.api.max_lr",
+}
+"""Public name → the module that defines it."""
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'stability' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOMES])

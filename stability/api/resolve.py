@@ -1,0 +1,53 @@
+"""The rule argument of every public function: a registered name or a rule value.
+
+``resolve("momentum", tau=10, momentum=0.9)`` validates the parameters against the registry
+(one-line `ValueError` naming the parameter and its range) and returns the rule value, the
+quadratic model it is analysed on and the resolved parameters.  A rule value built by hand
+(e.g. ``DelayedMomentum(tau=3)``) is taken as it is; then only the model's parameters
+``lam``, ``delta``, ``phi`` may be given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from stability.quadratic import QuadraticModel
+from stability.rules.base import Rule
+from stability.rules.registry import get_spec
+from stability.rules.spec import MODEL_PARAMS, RuleSpec
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A rule ready to analyse: its registry entry (None for a hand-built rule value), the
+    rule value, the quadratic model, and every parameter with defaults filled in."""
+
+    spec: RuleSpec | None
+    rule: Rule
+    model: QuadraticModel
+    params: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return self.spec.name if self.spec is not None else type(self.rule).__name__
+
+
+def resolve(rule: str | RuleSpec | Rule, **params: Any) -> Resolved:
+    """The rule (by name, registry entry or value) and its model from keyword parameters."""
+    if isinstance(rule, str):
+        rule = get_spec(rule)
+    if isinstance(rule, RuleSpec):
+        values = rule.resolve(**params)
+        built, model = rule.build(**values)
+        return Resolved(rule, built, model, values)
+    if not hasattr(rule, "passes") or not hasattr(rule, "update"):
+        raise ValueError(f"rule must be a rule name or a rule value, got {rule!r}")
+    unknown = sorted(set(params) - set(MODEL_PARAMS))
+    if unknown:
+        raise ValueError(
+            f"a rule value takes only the model parameters {', '.join(MODEL_PARAMS)} as "
+            f"keywords, got {unknown[0]!r}"
+        )
+    values = {"lam": 1.0, "delta": 0, "phi": 0} | {k: v for k, v in params.items() if v is not None}
+    return Resolved(None, rule, QuadraticModel(**values), values)
