@@ -16,10 +16,12 @@ Numerics notes (when float64 roots are unreliable and what is done):
   step, ~6e-6 at a triple root.  `dominant_root` therefore refines every root within 1e-4
   (relative) of the largest modulus, clusters included (Taylor expansion about the cluster
   centre, solved in mpmath, then Newton on the full polynomial), to 1e-30.
-* Dense eigenvalues cost O(d³): above `DENSE_MAX_DEGREE` (delays of several hundred)
-  `dominant_root` locates the largest modulus by the argument principle instead — the number
-  of roots inside |ω| = r is the winding number of p(r·e^{iθ}), evaluated on the sparse
-  polynomial in O(d·terms) — bisects r, and polishes the root found there by Newton.
+* Dense eigenvalues cost O(d³) time and O(d²) memory: above `DENSE_MAX_DEGREE` (delays of
+  several hundred) `dominant_root`, and above `GRID_DENSE_MAX_DEGREE` the grid radii
+  (`grid_radius`), locate the largest modulus by the argument principle instead
+  (`stability.winding.largest_root`: the number of roots inside |ω| = r is the winding number
+  of p(r·e^{iθ}), evaluated on the sparse polynomial in O(d·terms); bisection on r, then
+  Newton): O(d·terms) time and memory per point.
 """
 
 from __future__ import annotations
@@ -37,9 +39,14 @@ from stability.dynamics.monodromy import monodromy, period_of
 from stability.polynomial import SparsePoly
 from stability.quadratic import QuadraticModel
 from stability.rules.base import Rule
+from stability.winding import SparseColumns, largest_root
 
 DENSE_MAX_DEGREE = 400
 """Largest degree for which `dominant_root` uses dense companion eigenvalues."""
+
+GRID_DENSE_MAX_DEGREE = 64
+"""Largest degree for which `grid_radius` uses batched companion eigenvalues (above it the
+argument principle is faster for a batch: ~13 winding counts of 8·d samples per point)."""
 
 _BAND = 1e-4  # roots within this relative distance of the largest modulus are refined
 
@@ -110,6 +117,21 @@ def half_life(radius: Any) -> Any:
     return h
 
 
+def grid_radius(poly: SparsePoly) -> np.ndarray:
+    """ρ at every point of a grid-valued numeric `SparsePoly` (shape: the grid's).
+
+    Batched companion eigenvalues up to `GRID_DENSE_MAX_DEGREE`, the argument principle above
+    (module notes); both accurate to ~1e-13 relative for simple dominant roots, ~1e-8 at
+    (near) double ones (use `dominant_root` to refine a point).
+    """
+    poly = poly.normalized()
+    exps, coeffs = poly.sparse_arrays()
+    grid = coeffs.shape[1:]
+    if poly.degree <= GRID_DENSE_MAX_DEGREE:
+        return spectral_radius(poly.dense())
+    return largest_root(SparseColumns(exps, coeffs.reshape(exps.size, -1))).radius.reshape(grid)
+
+
 # -- one point, high precision -------------------------------------------------------------
 
 
@@ -141,7 +163,7 @@ def dominant_root(poly: SparsePoly, digits: int = 40) -> DominantRoot:
             approx = roots(poly.dense())
             method = "companion eigenvalues + mpmath refinement"
         else:
-            approx = np.array([_argument_principle_root(exps, coeffs)])
+            approx = largest_root(SparseColumns(exps, coeffs[:, None])).root
             method = "argument principle + mpmath refinement"
         refined = _refine_band(exps, coeffs, approx)
     best = max(refined, key=lambda z: (abs(z), z.imag))
@@ -215,118 +237,6 @@ def _refine_band(exps, coeffs, approx: np.ndarray) -> list[complex]:
         local = sorted(local, key=abs)[:size]
         out.extend(complex(c0 + x) for x in local)
     return out
-
-
-def _scaled_terms(exps, coeffs, r: float):
-    """Coefficients times r^k, rescaled by their largest magnitude (no overflow at large k)."""
-    with np.errstate(divide="ignore"):
-        logs = np.log(np.abs(coeffs)) + exps * math.log(r)
-    return np.sign(coeffs) * np.exp(logs - np.max(logs))
-
-
-def on_circle(theta: np.ndarray, exps: np.ndarray, coeffs: np.ndarray) -> np.ndarray:
-    """Σ_k c_k·e^{ikθ} for real coefficients: shape (len(θ),) or (len(θ), M) for (K, M) c_k.
-
-    Computed as cos(kθ)·c + i·sin(kθ)·c with real matrix products: complex ``exp`` and
-    complex-by-real ``matmul`` are each several times slower (the latter by 100× here).
-    """
-    x = np.multiply.outer(theta, exps)
-    return (np.cos(x) @ coeffs) + 1j * (np.sin(x) @ coeffs)
-
-
-_MAX_TURN = 1.0  # rad: a sample interval over which the phase turns more is subdivided
-
-
-def winding_turns(theta: np.ndarray, values: np.ndarray, evaluate) -> np.ndarray:
-    """Phase change of f along θ, in units of π, for each column of samples (n, M).
-
-    ``values[i, m]`` = f_m(θ_i); ``evaluate(t, cols)`` gives f_cols(t) at paired arrays.
-    Every interval where the phase turns by more than 1 rad is split in 8, recursively and
-    only there, so a zero of f close to the path costs a few samples near it instead of a
-    finer grid everywhere.  Columns with a zero on the path (to machine precision) are NaN.
-    """
-    values = values.reshape(len(theta), -1)
-    turn = np.angle(values[1:] * np.conj(values[:-1]))
-    bad = np.abs(turn) > _MAX_TURN
-    total = np.where(bad, 0.0, turn).sum(axis=0)
-    failed = np.any(values == 0, axis=0)
-    i, col = np.nonzero(bad)
-    lo, hi, v_lo, v_hi = theta[i], theta[i + 1], values[i, col], values[i + 1, col]
-    split = np.linspace(0.0, 1.0, 9)
-    for _ in range(60):
-        if lo.size == 0:
-            break
-        tiny = hi - lo <= 8 * np.finfo(float).eps * np.maximum(np.abs(hi), 1.0)
-        failed[col[tiny]] = True
-        keep = ~tiny & ~failed[col]
-        lo, hi, v_lo, v_hi, col = lo[keep], hi[keep], v_lo[keep], v_hi[keep], col[keep]
-        t = lo[:, None] + (hi - lo)[:, None] * split[None, :]
-        inner = evaluate(t[:, 1:-1].ravel(), np.repeat(col, 7)).reshape(len(lo), 7)
-        failed[col[np.any(inner == 0, axis=1)]] = True
-        v = np.concatenate([v_lo[:, None], inner, v_hi[:, None]], axis=1)
-        sub = np.angle(v[:, 1:] * np.conj(v[:, :-1]))
-        bad = np.abs(sub) > _MAX_TURN
-        np.add.at(total, col, np.where(bad, 0.0, sub).sum(axis=1))
-        j, k = np.nonzero(bad)
-        lo, hi, v_lo, v_hi, col = t[j, k], t[j, k + 1], v[j, k], v[j, k + 1], col[j]
-    else:
-        failed[col] = True
-    return np.where(failed, np.nan, total / math.pi)
-
-
-def roots_inside(exps, coeffs, r: float, *, points: int | None = None) -> int:
-    """Number of roots with |ω| < r, by the argument principle on the sparse polynomial.
-
-    The phase of p(r·e^{iθ}) is followed over θ ∈ [0, π] (the other half mirrors it for real
-    coefficients) from 8 samples per unit of degree, refined by `winding_turns`.  A root on
-    the circle (to machine precision) raises `ArithmeticError`.
-    """
-    exps = np.asarray(exps)
-    d = int(np.max(exps))
-    scaled = _scaled_terms(exps, np.asarray(coeffs, dtype=float), r)
-    theta = np.linspace(0.0, math.pi, points or 8 * d + 64)
-    turns = winding_turns(
-        theta, on_circle(theta, exps, scaled), lambda t, _cols: on_circle(t, exps, scaled)
-    )[0]
-    if not np.isfinite(turns) or abs(turns - round(turns)) > 0.05:
-        raise ArithmeticError(f"a root lies on |ω| = {r!r} to within machine precision")
-    return int(round(turns))
-
-
-def _argument_principle_root(exps, coeffs) -> complex:
-    """A root of largest modulus for a large sparse polynomial (module notes)."""
-    d = int(np.max(exps))
-    lead = coeffs[np.argmax(exps)]
-    hi = 1.0 + float(np.max(np.abs(coeffs / lead)))  # Cauchy bound: all roots inside
-    lo = 0.0
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        try:
-            inside = roots_inside(exps, coeffs, mid)
-        except ArithmeticError:  # a root on this very circle: look just outside it
-            mid *= 1 + 1e-9
-            inside = roots_inside(exps, coeffs, mid)
-        if inside == d:
-            hi = mid
-        else:
-            lo = mid
-        if hi - lo <= 1e-9 * hi:
-            break
-    # polish from the point of the circle where |p| is smallest
-    n = 16 * d + 64
-    theta = np.linspace(0.0, math.pi, n)
-    r = 0.5 * (lo + hi)
-    values = on_circle(theta, exps, _scaled_terms(exps, coeffs, r))
-    z = r * np.exp(1j * theta[np.argmin(np.abs(values))])
-    for _ in range(100):
-        # p/p' with every term scaled by the largest, so z^k cannot overflow at large k
-        logs = np.log(coeffs.astype(complex)) + exps * np.log(z)
-        terms = np.exp(logs - np.max(logs.real))
-        step = z * np.sum(terms) / np.sum(exps * terms)
-        z -= step
-        if abs(step) <= 1e-15 * abs(z):
-            break
-    return complex(z)
 
 
 # -- rules: the rate at one step size ---------------------------------------------------------

@@ -21,14 +21,8 @@ from stability.analysis.boundary import max_lr, max_lr_grid
 from stability.dynamics.linear import characteristic_polynomial, linearize
 from stability.polynomial import SparsePoly, polynomial_determinant
 from stability.rules.registry import RULES, build_rule
-from stability.spectrum import (
-    dominant_root,
-    dominant_root_at,
-    half_life,
-    roots,
-    roots_inside,
-    spectral_radius,
-)
+from stability.spectrum import dominant_root, dominant_root_at, half_life, roots, spectral_radius
+from stability.winding import roots_inside
 
 coeff = st.floats(-3, 3, allow_nan=False)
 

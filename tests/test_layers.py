@@ -18,11 +18,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "stability"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     # the vocabulary everyone uses: argument checks, files, sparse polynomials, the quadratic
-    # model, pipeline schedules → delays, shipped data
+    # model, pipeline schedules → delays, shipped data, the argument principle
     (
         "stability.checks",
         "stability.files",
         "stability.polynomial",
+        "stability.winding",
         "stability.quadratic",
         "stability.pipeline",
         "stability.data",

@@ -33,7 +33,6 @@ the tests and benchmarks.
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -44,14 +43,8 @@ from stability.dynamics.linear import CharacteristicPolynomial, characteristic_p
 from stability.polynomial import SparsePoly
 from stability.quadratic import QuadraticModel
 from stability.rules.base import Rule
-from stability.spectrum import (
-    DENSE_MAX_DEGREE,
-    dominant_root,
-    floquet_multipliers,
-    on_circle,
-    spectral_radius,
-    winding_turns,
-)
+from stability.spectrum import DENSE_MAX_DEGREE, dominant_root, floquet_multipliers, spectral_radius
+from stability.winding import on_circle, trig_table, winding_turns
 
 _EPS = np.finfo(float).eps
 _MARGINAL = 1e-12  # radius ≥ 1 − this counts as not stable when checking (0, lr₁)
@@ -287,7 +280,7 @@ def _sample(n: int, ka, ca, kb, cb):
     instead of evaluated per term (and without the rounding of large arguments).
     """
     period = 2 * (n - 1)
-    cos_table, sin_table = _trig_table(period)
+    cos_table, sin_table = trig_table(period)
     j = np.arange(n)
 
     def uniform(ks, cs):
@@ -305,16 +298,6 @@ def _sample(n: int, ka, ca, kb, cb):
 
     theta = np.concatenate(([0.0], near, j[1:-1] * h, math.pi - near[::-1], [math.pi]))
     return theta, merged(ka, ca), merged(kb, cb)
-
-
-@functools.lru_cache(maxsize=8)
-def _trig_table(period: int) -> tuple[np.ndarray, np.ndarray]:
-    """cos and sin of 2πm/period, m = 0..period−1 (read-only; cached like an FFT plan)."""
-    angle = 2 * np.pi * np.arange(period) / period
-    tables = np.cos(angle), np.sin(angle)
-    for t in tables:
-        t.flags.writeable = False
-    return tables
 
 
 def _safe_newton(f_df, lo, hi, f_lo, f_hi, x, iterations: int = 60):
