@@ -39,7 +39,7 @@ from stability.dynamics.monodromy import monodromy, period_of
 from stability.polynomial import SparsePoly
 from stability.quadratic import QuadraticModel
 from stability.rules.base import Rule
-from stability.winding import SparseColumns, largest_root
+from stability.winding import SparseColumns, dominant_column, largest_root
 
 DENSE_MAX_DEGREE = 400
 """Largest degree for which `dominant_root` uses dense companion eigenvalues."""
@@ -130,6 +130,19 @@ def grid_radius(poly: SparsePoly) -> np.ndarray:
     if poly.degree <= GRID_DENSE_MAX_DEGREE:
         return spectral_radius(poly.dense())
     return largest_root(SparseColumns(exps, coeffs.reshape(exps.size, -1))).radius.reshape(grid)
+
+
+def dominant_point(poly: SparsePoly) -> int:
+    """Flat index of the grid point of a numeric `SparsePoly` with the largest ρ.
+
+    Dense radii up to `GRID_DENSE_MAX_DEGREE`; above, `stability.winding.dominant_column`
+    (bisection on the maximum, dropping the points below it: ~O(d·terms) per point once).
+    """
+    poly = poly.normalized()
+    if poly.degree <= GRID_DENSE_MAX_DEGREE:
+        return int(np.argmax(spectral_radius(poly.dense())))
+    exps, coeffs = poly.sparse_arrays()
+    return dominant_column(SparseColumns(exps, coeffs.reshape(exps.size, -1)))
 
 
 # -- one point, high precision -------------------------------------------------------------

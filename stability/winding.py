@@ -37,7 +37,7 @@ SAMPLES_PER_DEGREE = 8
 
 _MAX_TURN = 1.0  # rad: a sample interval over which the phase turns more is subdivided
 _TAN_MAX_TURN = math.tan(_MAX_TURN)
-_STAGES = (1e-3, 1e-7)  # relative bracket widths at which Newton is tried
+_STAGES = (1e-1, 1e-5)  # relative bracket widths at which Newton is tried, over the degree
 _ANNULUS = 1e-9  # relative half-width of the annulus that must hold the dominant zero alone
 _CELLS = 4_000_000  # samples × columns evaluated at once (bounded memory)
 
@@ -216,18 +216,33 @@ class SparseColumns:
             return z * np.sum(terms, axis=0) / np.sum(self.exps[:, None] * terms, axis=0)
 
     def bounds(self):
-        """Geometric mean of the nonzero roots' moduli (≤ ρ) and 1.01 × Fujiwara's bound."""
+        """Lower: the geometric mean of the nonzero roots' moduli, |c_low/c_d|^{1/(d−low)} ≤ ρ.
+        Upper: Cauchy's bound, the positive root R of |c_d|·r^d = Σ_{k<d} |c_k|·r^k (every
+        root has |z| ≤ R), found by Newton in u = ln r from the lower bound: the equation is
+        increasing and concave in u, so Newton climbs to R monotonically."""
         cols = np.arange(self.coeffs.shape[1])
-        lead = self.coeffs[np.argmax(self.exps[:, None] == self.degree, axis=0), cols]
-        const = self.coeffs[np.argmax(self.exps[:, None] == self.low, axis=0), cols]
+        lead = np.abs(self.coeffs[np.argmax(self.exps[:, None] == self.degree, axis=0), cols])
+        const = np.abs(self.coeffs[np.argmax(self.exps[:, None] == self.low, axis=0), cols])
         span = np.maximum(self.degree - self.low, 1)
-        lo = np.abs(const / lead) ** (1.0 / span)
-        gap = self.degree[None, :] - self.exps[:, None]  # (K, M)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.abs(self.coeffs / lead) ** (1.0 / np.where(gap > 0, gap, 1))
-        ratio = np.where((gap > 0) & (self.coeffs != 0), ratio, 0.0)
-        hi = 2.0 * np.max(ratio, axis=0) * 1.01
-        return np.minimum(lo, hi), np.maximum(hi, lo * (1 + 1e-12))
+        lo = (const / lead) ** (1.0 / span)
+        below = (self.exps[:, None] < self.degree) & (self.coeffs != 0)  # (K, M)
+        with np.errstate(divide="ignore"):
+            log_c = np.where(below, np.log(np.abs(self.coeffs)), -np.inf)
+        k = self.exps[:, None].astype(float)
+        u = np.log(lo)
+        for _ in range(100):
+            terms = log_c + k * u
+            top = np.max(terms, axis=0)
+            weights = np.exp(terms - top)
+            total = np.sum(weights, axis=0)
+            h = np.log(lead) + self.degree * u - top - np.log(total)  # ≤ 0 left of ln R
+            slope = self.degree - np.sum(k * weights, axis=0) / total  # > 0
+            step = -h / slope
+            u = u + np.maximum(step, 0.0)
+            if np.all(step <= 1e-15 * np.maximum(1.0, np.abs(u))):
+                break
+        hi = np.exp(u) * (1 + 1e-9)
+        return lo, np.maximum(hi, lo * (1 + 1e-9))
 
 
 def count_inside(f: CircleFunction, r: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -266,8 +281,8 @@ def largest_root(f: CircleFunction) -> LargestRoot:
     root = np.zeros(size, dtype=complex)
     resolved = constant.copy()
     todo = np.flatnonzero(~constant)
-    for rtol in _STAGES:
-        _bisect(f, lo, hi, todo, rtol)
+    for stage in _STAGES:
+        _bisect(f, lo, hi, todo, min(1e-3, stage / max(int(f.degree.max()), 1)))
         z = _newton(f, _start(f, hi[todo], todo), todo)
         ok = _only_root_above(f, z, lo[todo], hi[todo], todo)
         done = todo[ok]
@@ -278,6 +293,27 @@ def largest_root(f: CircleFunction) -> LargestRoot:
     root[todo] = _newton(f, _start(f, hi[todo], todo), todo)
     root = np.where(root.imag < 0, np.conj(root), root)
     return LargestRoot(radius, root, resolved)
+
+
+def dominant_column(f: CircleFunction) -> int:
+    """The column whose largest zero has the largest modulus, by bisection on that maximum.
+
+    A circle that holds every zero of some columns but not of others drops the former: after
+    a few counts of all columns only the contenders are counted.
+    """
+    lo, hi = f.bounds()
+    top_lo, top_hi = float(np.max(lo)), float(np.max(hi))
+    cols = np.flatnonzero(hi > top_lo)
+    while cols.size > 1:
+        mid = math.sqrt(top_lo * top_hi)
+        if not top_lo < mid < top_hi:
+            break
+        inside = count_inside(f, np.full(cols.size, mid), cols) == f.degree[cols]
+        if inside.all():
+            top_hi = mid
+        else:
+            top_lo, cols = mid, cols[~inside]
+    return int(cols[0])
 
 
 def _only_root_above(f, z, lo, hi, cols) -> np.ndarray:
@@ -344,6 +380,7 @@ __all__ = [
     "LargestRoot",
     "SparseColumns",
     "count_inside",
+    "dominant_column",
     "largest_root",
     "on_circle",
     "roots_inside",

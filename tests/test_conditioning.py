@@ -135,6 +135,7 @@ def test_spectrum_rate_equals_dense_sampling(name, params):
 # a curve whose radius has an interior local maximum (found by a random search; no registered
 # rule has one below 1): p(ω; x) = C0(ω) + x·C1(ω)
 PEAKED = RateCurve(
+    exps=np.array([3, 2, 1, 0]),
     c0=np.array([[1.0], [-1.4496], [0.743], [-0.1335]]),
     c1=np.array([[0.0], [1.6446], [-0.3198], [0.1707]]),
     x_max=np.array([np.inf]),
@@ -156,7 +157,7 @@ def test_window_maximum_finds_an_interior_peak():
 
 
 def test_optimal_step_with_a_peak_is_no_worse_than_brute_force():
-    curve = RateCurve(PEAKED.c0, PEAKED.c1, np.array([1.5]))
+    curve = RateCurve(PEAKED.exps, PEAKED.c0, PEAKED.c1, np.array([1.5]))
     kappa = 4.0
     opt = optimal_step(curve, np.array([kappa]))
     xs = np.geomspace(1e-6, 1.5 / kappa, 150)

@@ -33,10 +33,10 @@ from typing import Any
 import numpy as np
 
 from stability.analysis.boundary import max_lr, max_lr_grid
-from stability.dynamics.linear import characteristic_polynomial
+from stability.dynamics.linear import characteristic_polynomial, depends_on_lr_lam_only
 from stability.quadratic import QuadraticModel
 from stability.rules.base import Rule
-from stability.spectrum import dominant_root, dominant_root_at, spectral_radius
+from stability.spectrum import dominant_point, dominant_root, dominant_root_at
 
 
 @dataclass(frozen=True)
@@ -86,10 +86,16 @@ def modes_from_passes(Hf: np.ndarray, Hb: np.ndarray, Hr: np.ndarray, *, tol=1e-
 def predicted_max_lr(rule: Rule, modes: Modes) -> float | None:
     """min_k max_lr(rule, mode k); ``None`` if every mode is stable for every lr > 0.
 
-    All modes at once by the batched boundary locus; rules it does not cover (periodic, or
-    not affine in lr) mode by mode with `stability.analysis.boundary.max_lr` (Floquet / bisection).
+    When the rule sees lr and λ only as lr·λ and the modes have Δ = Φ = 0 (linear
+    regression), one boundary-locus solve at λ = 1 gives x_max and the minimum is
+    x_max/max_k λ_k; otherwise all modes at once by the batched boundary locus; rules it does
+    not cover (periodic, or not affine in lr) mode by mode with
+    `stability.analysis.boundary.max_lr` (Floquet / bisection).
     """
-    if _batched(rule):
+    if not modes.delta.any() and not modes.phi.any() and depends_on_lr_lam_only(rule):
+        x_max = max_lr_grid(rule, QuadraticModel(1.0))[0]  # max lr = x_max/λ: one solve
+        lr = np.asarray(x_max, dtype=float) / np.max(modes.lam)
+    elif _batched(rule):
         lr = max_lr_grid(rule, modes.model())[0]
     else:
         lr = np.array([_inf_if_none(max_lr(rule, m).max_lr) for m in _mode_models(modes)])
@@ -121,9 +127,9 @@ def predicted_log_rate(rule: Rule, modes: Modes, lr: Any) -> float:
         return math.log(max(dominant_root_at(rule, m, lr).radius for m in _mode_models(modes)))
     cp = characteristic_polynomial(rule, modes.model())
     poly = cp.at(lr).normalized()
-    radii = spectral_radius(poly.dense())
-    k = int(np.argmax(radii))
-    single = type(poly)({e: np.broadcast_to(c, radii.shape)[k] for e, c in poly.terms.items()})
+    k = dominant_point(poly)  # O(τ) per mode above the dense limit
+    grid = modes.lam.shape
+    single = type(poly)({e: np.broadcast_to(c, grid).ravel()[k] for e, c in poly.terms.items()})
     single = single.normalized()
     return math.log(dominant_root(single).radius)
 

@@ -49,11 +49,12 @@ import numpy as np
 
 from stability.analysis.boundary import max_lr_grid
 from stability.checks import check_real
-from stability.dynamics.linear import characteristic_polynomial
+from stability.dynamics.linear import characteristic_polynomial, depends_on_lr_lam_only
 from stability.quadratic import QuadraticModel
 from stability.rules.registry import get_spec
 from stability.rules.spec import RuleSpec
-from stability.spectrum import dominant_root, spectral_radius
+from stability.spectrum import GRID_DENSE_MAX_DEGREE, dominant_root, spectral_radius
+from stability.winding import SparseColumns, largest_root
 
 SAMPLES_PER_DECADE = 32
 """Minimum density of the log grid of normalized rates x = ηλ."""
@@ -83,10 +84,15 @@ _PEAK_DROP = 1e-12  # a grid local maximum must stand this far above a neighbour
 class RateCurve:
     """ρ(x) for x = ηλ and P rule instances: p(ω; x) = C0(ω) + x·C1(ω) (Kosson eq. 20-23).
 
-    ``c0``, ``c1``: dense coefficients, highest degree first, shape ``(d + 1, P)``;
-    ``x_max``: the largest stable x of each instance (inf: stable for every x, 0: for none).
+    ``exps``: the exponents of the terms (K,), highest first; ``c0``, ``c1``: their
+    coefficients in C0 and C1, shape ``(K, P)``; ``x_max``: the largest stable x of each
+    instance (inf: stable for every x, 0: for none).  ρ comes from batched companion
+    eigenvalues up to degree `stability.spectrum.GRID_DENSE_MAX_DEGREE` and from the argument
+    principle above (O(d·K) per point, `stability.winding.largest_root`), so the cost of a
+    half-life grows like τ, not τ³.
     """
 
+    exps: np.ndarray
     c0: np.ndarray
     c1: np.ndarray
     x_max: np.ndarray
@@ -98,24 +104,26 @@ class RateCurve:
         Raises `ValueError` unless p depends on (η, λ) only through ηλ.
         """
         cp = characteristic_polynomial(rule, QuadraticModel(1.0, delta, phi))
-        doubled = characteristic_polynomial(rule, QuadraticModel(2.0, delta, phi))
         if not cp.is_affine:
             raise ValueError("the half-life analysis needs a polynomial affine in lr")
-        c0, c1 = _dense_parts(cp.parts, cp.degree)
-        d0, d1 = _dense_parts(doubled.parts, cp.degree)
-        same = np.allclose(c0, d0, rtol=1e-12, atol=1e-14)
-        if not (same and np.allclose(2 * c1, d1, rtol=1e-12, atol=1e-14)):
+        if not depends_on_lr_lam_only(rule, delta, phi):
             raise ValueError(
                 "the half-life analysis needs a polynomial in lr·lam only (Kosson Sec. 3.4); "
                 "delta and phi must be 0"
             )
+        exps = np.array(sorted({k for p in cp.parts for k in p.terms})[::-1])
+        c0, c1 = _sparse_parts(cp.parts, exps)
         x_max, _ = max_lr_grid(rule, QuadraticModel(1.0, delta, phi))
         size = c0.shape[1]
-        return RateCurve(c0, c1, np.broadcast_to(np.asarray(x_max, float), (size,)).copy())
+        return RateCurve(exps, c0, c1, np.broadcast_to(np.asarray(x_max, float), (size,)).copy())
 
     @property
     def size(self) -> int:
         return self.c0.shape[1]
+
+    @property
+    def degree(self) -> int:
+        return int(self.exps[0])
 
     def radius(self, x: np.ndarray, cols: np.ndarray | None = None) -> np.ndarray:
         """ρ at normalized rates ``x``; ``cols`` (same shape) picks the instance of each x.
@@ -129,19 +137,25 @@ class RateCurve:
             )
         flat_x, flat_c = x.ravel(), np.asarray(cols).ravel()
         coeffs = self.c0[:, flat_c] + self.c1[:, flat_c] * flat_x
-        return spectral_radius(coeffs).reshape(x.shape)
+        if self.degree > GRID_DENSE_MAX_DEGREE:
+            return largest_root(SparseColumns(self.exps, coeffs)).radius.reshape(x.shape)
+        dense = np.zeros((self.degree + 1, flat_x.size))
+        dense[self.degree - self.exps] = coeffs
+        return spectral_radius(dense).reshape(x.shape)
 
     def select(self, cols: np.ndarray) -> RateCurve:
-        return RateCurve(self.c0[:, cols], self.c1[:, cols], self.x_max[cols])
+        return RateCurve(self.exps, self.c0[:, cols], self.c1[:, cols], self.x_max[cols])
 
 
-def _dense_parts(parts, degree: int) -> tuple[np.ndarray, np.ndarray]:
+def _sparse_parts(parts, exps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Coefficients of C0 and C1 at ``exps``, shape (K, P) each (the grid flattened)."""
     grid = np.broadcast_shapes(*(np.shape(c) for p in parts for c in p.terms.values()))
     size = math.prod(grid)
-    out = np.zeros((2, degree + 1, size))
+    out = np.zeros((2, exps.size, size))
     for j, part in enumerate(parts[:2]):
-        for k, c in part.terms.items():
-            out[j, degree - k] = np.broadcast_to(np.asarray(c, float), grid).ravel()
+        for i, k in enumerate(exps):
+            if k in part.terms:
+                out[j, i] = np.broadcast_to(np.asarray(part.terms[k], float), grid).ravel()
     return out[0], out[1]
 
 

@@ -14,6 +14,9 @@ Every grid point gets ρ, the largest root modulus of the rule's characteristic 
 * delays change the degree and cannot be arrays: the grid is split into groups of equal
   delays, one batch per group (no padding to a common degree: that would only make the
   O(d³) eigen-solves of the smaller groups larger);
+* degrees above `stability.spectrum.GRID_DENSE_MAX_DEGREE` (delays above ~60) use the
+  argument principle instead of eigenvalues (`stability.winding.largest_root`): O(d·terms)
+  time and memory per point instead of O(d³) and O(d²), so a grid costs O(points·τ);
 * **accuracy**: a float64 companion root is off by about ε·(Σ|z|^k)·max|c|/|p'(z)|.  That is
   ~1e-15 for a simple root but ~1e-8 at a (near) double root, e.g. along the critical-damping
   curve of heavy ball.  Points where this estimate (×100 for safety) exceeds `REFINE_ABOVE`
@@ -39,7 +42,8 @@ from stability.dynamics.linear import characteristic_polynomial
 from stability.polynomial import SparsePoly
 from stability.rules.registry import get_spec
 from stability.rules.spec import RuleSpec
-from stability.spectrum import dominant_root, roots
+from stability.spectrum import GRID_DENSE_MAX_DEGREE, dominant_root, roots
+from stability.winding import SparseColumns, largest_root
 
 STEP_AXES = ("lr", "lam*lr")
 """Axis names for the step size: lr itself, or the normalized rate ηλ (λ = 1)."""
@@ -51,6 +55,7 @@ REFINE_ABOVE = 1e-10
 _SAFETY = 100.0
 _BAND = 1e-3  # roots within this relative distance of the top modulus are checked
 _CHUNK = 16384  # grid points per eigenvalue batch (progress granularity, memory)
+_SPARSE_CHUNK = 2**18  # grid points × degree per argument-principle batch (progress, memory)
 
 
 @dataclass(frozen=True)
@@ -209,8 +214,9 @@ def heatmap(
         lr = values.pop("lr")
         rule, model = spec.build(**values)
         poly = characteristic_polynomial(rule, model).at(np.asarray(lr, dtype=float))
-        coeffs = _dense_grid(poly.normalized(), block.shape)
-        rho, ref = _radii(coeffs, progress=progress, done=done, total=total)
+        poly = poly.normalized()
+        radii = _radii if poly.degree <= GRID_DENSE_MAX_DEGREE else _sparse_radii
+        rho, ref = radii(poly, block.shape, progress=progress, done=done, total=total)
         radius[block.index] = rho.reshape(block.shape)
         refined[block.index] = ref.reshape(block.shape)
         done += rho.size
@@ -257,8 +263,10 @@ def _dense_grid(poly: SparsePoly, shape: tuple[int, int]) -> np.ndarray:
     return out.reshape(d + 1, -1)
 
 
-def _radii(coeffs: np.ndarray, *, progress, done: int, total: int):
-    """ρ per column of ``coeffs``, refined in mpmath where float64 is not accurate to 1e-10."""
+def _radii(poly: SparsePoly, shape, *, progress, done: int, total: int):
+    """ρ per grid point by companion eigenvalues, refined in mpmath where float64 is not
+    accurate to 1e-10."""
+    coeffs = _dense_grid(poly, shape)
     n = coeffs.shape[1]
     rho = np.empty(n)
     refined = np.zeros(n, dtype=bool)
@@ -277,6 +285,43 @@ def _radii(coeffs: np.ndarray, *, progress, done: int, total: int):
         if progress is not None:
             progress(done + min(start + _CHUNK, n), total)
     return rho, refined
+
+
+def _sparse_radii(poly: SparsePoly, shape, *, progress, done: int, total: int):
+    """ρ per grid point by the argument principle (`stability.winding.largest_root`), O(d·K)
+    per point; points whose dominant root is clustered or ill-conditioned (float64 error
+    estimate above `REFINE_ABOVE`) are recomputed in mpmath."""
+    exps, coeffs = poly.sparse_arrays()
+    coeffs = np.broadcast_to(coeffs.reshape(exps.size, *coeffs.shape[1:]), (exps.size, *shape))
+    coeffs = coeffs.reshape(exps.size, -1)
+    n = coeffs.shape[1]
+    rho = np.empty(n)
+    refined = np.zeros(n, dtype=bool)
+    chunk = max(1, _SPARSE_CHUNK // poly.degree)
+    for start in range(0, n, chunk):
+        cols = slice(start, min(start + chunk, n))
+        found = largest_root(SparseColumns(exps, coeffs[:, cols]))
+        rho[cols] = found.radius
+        error = _sparse_error_estimate(exps, coeffs[:, cols], found.root)
+        for k in np.flatnonzero(~found.resolved | (error > REFINE_ABOVE)):
+            column = SparsePoly(dict(zip(exps.tolist(), coeffs[:, start + k], strict=True)))
+            rho[start + k] = dominant_root(column).radius
+            refined[start + k] = True
+        if progress is not None:
+            progress(done + min(start + chunk, n), total)
+    return rho, refined
+
+
+def _sparse_error_estimate(exps, coeffs, z) -> np.ndarray:
+    """`_root_error_estimate` for one root per column of a sparse polynomial (log-scaled)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.log(np.abs(coeffs)) + np.multiply.outer(exps, np.log(np.abs(z)))
+        top = np.max(logs, axis=0)
+        scale = np.exp(logs - top)  # |c_k|·|z|^k / max
+        phase = np.exp(1j * np.multiply.outer(exps, np.angle(z)))
+        dp = np.sum(exps[:, None] * np.sign(coeffs) * scale * phase, axis=0)  # z·p'(z) / max
+        err = _SAFETY * np.finfo(float).eps * np.sum(scale, axis=0) * np.abs(z) / np.abs(dp)
+    return np.where(np.isfinite(err), err, np.inf)
 
 
 def _root_error_estimate(c, z, mods, top) -> np.ndarray:

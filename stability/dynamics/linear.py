@@ -185,6 +185,30 @@ def characteristic_polynomial(rule: Rule, model: QuadraticModel) -> Characterist
     return CharacteristicPolynomial(tuple(parts))
 
 
+def depends_on_lr_lam_only(rule: Rule, delta: Any = 0.0, phi: Any = 0.0) -> bool:
+    """True when p(ω; lr, λ) = C0(ω) + lr·λ·C1(ω) (Kosson's normalized rate x = lr·λ).
+
+    Checked on the derived polynomials at λ = 1 and λ = 2: C0 the same, C1 doubled, no
+    higher powers of lr.  Then the max stable lr is x_max/λ and ρ depends on lr·λ alone.
+    """
+    if getattr(rule, "period", 1) > 1:
+        return False
+    one = characteristic_polynomial(rule, QuadraticModel(1.0, delta, phi))
+    two = characteristic_polynomial(rule, QuadraticModel(2.0, delta, phi))
+    if not (one.is_affine and two.is_affine) or len(one.parts) != len(two.parts):
+        return False
+    scaled = (one.parts[0], *(2 * p for p in one.parts[1:]))
+    return all(
+        _close(a.terms.get(k, 0), b.terms.get(k, 0))
+        for a, b in zip(scaled, two.parts, strict=True)
+        for k in set(a.terms) | set(b.terms)
+    )
+
+
+def _close(a: Any, b: Any) -> bool:
+    return bool(np.allclose(np.asarray(a, float), np.asarray(b, float), rtol=1e-12, atol=1e-14))
+
+
 def _lr_coefficient(c: Any, j: int) -> Any:
     if isinstance(c, SparsePoly):
         return c.terms.get(j, 0)
@@ -202,5 +226,6 @@ __all__ = [
     "CharacteristicPolynomial",
     "LinearDynamics",
     "characteristic_polynomial",
+    "depends_on_lr_lam_only",
     "linearize",
 ]
