@@ -35,11 +35,19 @@ from typing import Any
 import numpy as np
 
 from stability.dynamics.linear import characteristic_polynomial
-from stability.dynamics.monodromy import monodromy, period_of
+from stability.dynamics.monodromy import monodromy, period_of, state_layout
+from stability.dynamics.round_robin import has_round_robin, round_robin_function
 from stability.polynomial import SparsePoly
 from stability.quadratic import QuadraticModel
 from stability.rules.base import Rule
-from stability.winding import SparseColumns, dominant_column, largest_root
+from stability.winding import (
+    LargestRoot,
+    SparseColumns,
+    count_inside,
+    dominant_column,
+    largest_root,
+    newton,
+)
 
 DENSE_MAX_DEGREE = 400
 """Largest degree for which `dominant_root` uses dense companion eigenvalues."""
@@ -268,27 +276,76 @@ def dominant_root_at(rule: Rule, model: QuadraticModel, lr: Any) -> DominantRoot
 
 
 def floquet_multipliers(rule: Rule, model: QuadraticModel, lr: Any) -> np.ndarray:
-    """Floquet multipliers: the eigenvalues of the monodromy matrix."""
+    """Floquet multipliers: the eigenvalues of the dense monodromy matrix (O(S³) for S state
+    entries; refused above `DENSE_MAX_DEGREE` — the structured paths below need no matrix)."""
+    size = len(state_layout(rule))
+    if size > DENSE_MAX_DEGREE:
+        raise ValueError(
+            f"the dense Floquet analysis of {type(rule).__name__} needs a state of at most "
+            f"{DENSE_MAX_DEGREE} entries, got {size}"
+        )
     return np.linalg.eigvals(monodromy(rule, model, lr))
+
+
+def _largest_multiplier(rule: Rule, model: QuadraticModel, lr: Any) -> LargestRoot:
+    """The Floquet multiplier of largest modulus for each lr (1-D), structured when possible:
+    round-robin rules by the argument principle on their characteristic function
+    (`stability.dynamics.round_robin`, O(τ) per lr), others by dense eigenvalues."""
+    lrs = np.atleast_1d(np.asarray(lr, dtype=float))
+    if has_round_robin(rule):
+        f = round_robin_function(rule, model, lrs)
+        found = largest_root(f)
+        return LargestRoot(
+            np.where(f.overflow, np.inf, found.radius),
+            np.where(f.overflow, np.inf, found.root),
+            found.resolved & ~f.overflow,
+        )
+    mu = floquet_multipliers(rule, model, lrs)
+    best = mu[np.arange(lrs.size), np.lexsort((mu.imag, np.abs(mu)))[:, -1]]
+    best = np.where(best.imag < 0, np.conj(best), best)
+    return LargestRoot(np.abs(best), best, np.ones(lrs.size, dtype=bool))
+
+
+def floquet_stable(rule: Rule, model: QuadraticModel, lr: Any) -> np.ndarray:
+    """Every Floquet multiplier strictly inside the unit circle, for each lr (1-D): a count of
+    the multipliers inside |μ| = 1 for round-robin rules (O(τ)), else ρ(M) < 1 (dense)."""
+    lrs = np.atleast_1d(np.asarray(lr, dtype=float))
+    if has_round_robin(rule):
+        f = round_robin_function(rule, model, lrs)
+        inside = count_inside(f, np.ones(lrs.size), np.arange(lrs.size))
+        return (inside == f.degree) & ~f.overflow
+    return _largest_multiplier(rule, model, lrs).radius < 1.0
 
 
 def floquet_radius(rule: Rule, model: QuadraticModel, lr: Any) -> np.ndarray:
     """ρ(M)^{1/P}: the average contraction per step (batched over ``lr``)."""
-    rho = np.max(np.abs(floquet_multipliers(rule, model, lr)), axis=-1)
+    rho = _largest_multiplier(rule, model, lr).radius.reshape(np.shape(lr))
     return rho ** (1.0 / period_of(rule))
 
 
-def _dominant_multiplier(rule: Rule, model: QuadraticModel, lr: float) -> complex:
+def dominant_multiplier(rule: Rule, model: QuadraticModel, lr: float) -> complex:
     """The Floquet multiplier μ of largest modulus (upper half-plane member of a pair)."""
+    return complex(_largest_multiplier(rule, model, float(lr)).root[0])
+
+
+def follow_multiplier(rule: Rule, model: QuadraticModel, lr: float, near: complex) -> complex:
+    """The Floquet multiplier at ``lr`` that Newton reaches from ``near`` (round-robin rules;
+    others: the eigenvalue of the dense monodromy closest to ``near``)."""
+    if has_round_robin(rule):
+        f = round_robin_function(rule, model, float(lr))
+        return complex(newton(f, np.array([complex(near)]), np.zeros(1, dtype=int))[0])
     mu = floquet_multipliers(rule, model, float(lr))
-    return complex(mu[np.lexsort((mu.imag, np.abs(mu)))[-1]])
+    return complex(mu[np.argmin(np.abs(mu - near))])
 
 
 def _floquet_dominant_root(rule: Rule, model: QuadraticModel, lr: float) -> DominantRoot:
     """The per-step dominant root μ^{1/P} (principal branch) of the largest multiplier μ."""
-    best = _dominant_multiplier(rule, model, lr)
+    best = dominant_multiplier(rule, model, lr)
+    if not np.isfinite(best):
+        raise ValueError(f"lr = {lr:g} is far beyond stability: the period map overflows float64")
     period = period_of(rule)
     root = best ** (1.0 / period) if best != 0 else 0j
+    how = "round-robin characteristic function" if has_round_robin(rule) else "monodromy"
     return DominantRoot(
-        root, abs(best) ** (1.0 / period), f"Floquet monodromy (period {period}), ρ(M)^(1/P)"
+        root, abs(best) ** (1.0 / period), f"Floquet {how} (period {period}), ρ(M)^(1/P)"
     )

@@ -39,7 +39,7 @@ _MAX_TURN = 1.0  # rad: a sample interval over which the phase turns more is sub
 _TAN_MAX_TURN = math.tan(_MAX_TURN)
 _STAGES = (1e-1, 1e-5)  # relative bracket widths at which Newton is tried, over the degree
 _ANNULUS = 1e-9  # relative half-width of the annulus that must hold the dominant zero alone
-_CELLS = 4_000_000  # samples × columns evaluated at once (bounded memory)
+_CELLS = 1_000_000  # samples × columns evaluated at once (bounded memory)
 
 
 def scaled_terms(exps: np.ndarray, coeffs: np.ndarray, r) -> np.ndarray:
@@ -137,15 +137,21 @@ class CircleFunction(Protocol):
     """M functions with real coefficients, each with ``degree[m]`` zeros in the plane.
 
     ``samples(r)``: values at r_m·e^{iθ_j} on the half-circle grid ``theta`` (n,) for columns
-    ``cols``, shape (n, len(cols)); ``at(z, cols)``: values at paired points (no common scale
+    ``cols``, shape (n, len(cols)), each up to a positive factor (only phases count);
+    ``log_modulus(r, cols)``: log|f| at the same points (comparable along a column: Newton
+    starts where it is smallest); ``at(z, cols)``: values at paired points (no common scale
     needed: only phases and zeros matter); ``newton_step(z, cols)``: f/f' there;
-    ``bounds()``: (lo, hi) with lo ≤ max |zero| < hi per column.
+    ``bounds()``: (lo, hi) with lo ≤ max |zero| < hi per column.  The functions must be
+    polynomials (or evaluate like them: a zero near the circle is the only way their phase
+    turns fast), so that 8 samples per unit of degree resolve the winding.
     """
 
     degree: np.ndarray
     theta: np.ndarray
 
     def samples(self, r: np.ndarray, cols: np.ndarray) -> np.ndarray: ...
+
+    def log_modulus(self, r: np.ndarray, cols: np.ndarray) -> np.ndarray: ...
 
     def at(self, z: np.ndarray, cols: np.ndarray) -> np.ndarray: ...
 
@@ -199,6 +205,11 @@ class SparseColumns:
         out = np.empty((self.theta.size, s.shape[1]), dtype=complex)
         out.real, out.imag = self._cos @ s, self._sin @ s
         return out
+
+    def log_modulus(self, r, cols):
+        """log|p| up to a constant per column (the samples share the scale of their circle)."""
+        with np.errstate(divide="ignore"):
+            return np.log(np.abs(self.samples(r, cols)))
 
     def at(self, z, cols):
         """p(z) for paired z and columns, every term scaled by the column's largest at |z|."""
@@ -283,14 +294,17 @@ def largest_root(f: CircleFunction) -> LargestRoot:
     todo = np.flatnonzero(~constant)
     for stage in _STAGES:
         _bisect(f, lo, hi, todo, min(1e-3, stage / max(int(f.degree.max()), 1)))
-        z = _newton(f, _start(f, hi[todo], todo), todo)
+        z = newton(f, _start(f, hi[todo], todo), todo)
         ok = _only_root_above(f, z, lo[todo], hi[todo], todo)
         done = todo[ok]
         radius[done], root[done], resolved[done] = np.abs(z[ok]), z[ok], True
         todo, z = todo[~ok], z[~ok]
     _bisect(f, lo, hi, todo, 4 * np.finfo(float).eps)
     radius[todo] = hi[todo]
-    root[todo] = _newton(f, _start(f, hi[todo], todo), todo)
+    start = _start(f, hi[todo], todo)
+    z = newton(f, start, todo)
+    near = np.abs(np.abs(z) - hi[todo]) <= 1e-6 * hi[todo]  # else Newton left for another zero
+    root[todo] = np.where(near, z, start)
     root = np.where(root.imag < 0, np.conj(root), root)
     return LargestRoot(radius, root, resolved)
 
@@ -305,7 +319,7 @@ def dominant_column(f: CircleFunction) -> int:
     top_lo, top_hi = float(np.max(lo)), float(np.max(hi))
     cols = np.flatnonzero(hi > top_lo)
     while cols.size > 1:
-        mid = math.sqrt(top_lo * top_hi)
+        mid = math.exp(0.5 * (math.log(top_lo) + math.log(top_hi)))
         if not top_lo < mid < top_hi:
             break
         inside = count_inside(f, np.full(cols.size, mid), cols) == f.degree[cols]
@@ -339,7 +353,7 @@ def _bisect(f, lo, hi, cols, rtol) -> None:
     """Shrink [lo, hi) in place (geometric midpoints) until hi/lo − 1 ≤ rtol (or no float
     lies between them)."""
     while cols.size:
-        mid = np.sqrt(lo[cols] * hi[cols])
+        mid = np.exp(0.5 * (np.log(lo[cols]) + np.log(hi[cols])))
         open_ = (hi[cols] > lo[cols] * (1 + rtol)) & (mid > lo[cols]) & (mid < hi[cols])
         cols, mid = cols[open_], mid[open_]
         if not cols.size:
@@ -355,12 +369,12 @@ def _start(f, r, cols) -> np.ndarray:
     chunk = max(1, _CELLS // f.theta.size)
     for start in range(0, cols.size, chunk):
         part = slice(start, start + chunk)
-        j = np.argmin(np.abs(f.samples(r[part], cols[part])), axis=0)
+        j = np.argmin(f.log_modulus(r[part], cols[part]), axis=0)
         out[part] = r[part] * np.exp(1j * f.theta[j])
     return out
 
 
-def _newton(f, z, cols, iterations: int = 100) -> np.ndarray:
+def newton(f: CircleFunction, z, cols, iterations: int = 100) -> np.ndarray:
     """Newton's method on paired (z, column), to machine precision."""
     z = z.copy()
     todo = np.arange(z.size)
@@ -382,6 +396,7 @@ __all__ = [
     "count_inside",
     "dominant_column",
     "largest_root",
+    "newton",
     "on_circle",
     "roots_inside",
     "scaled_terms",

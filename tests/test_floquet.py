@@ -13,10 +13,16 @@ from stability.analysis.boundary import max_lr
 from stability.cli.main import main
 from stability.dynamics.linear import characteristic_polynomial
 from stability.dynamics.monodromy import monodromy, monodromy_polynomial
+from stability.dynamics.round_robin import round_robin_function
 from stability.quadratic import QuadraticModel
 from stability.rules.eapipe import ElasticAveraging, mixing_matrix, sync_matrix
 from stability.rules.registry import build_rule
-from stability.spectrum import dominant_root_at, floquet_multipliers, floquet_radius
+from stability.spectrum import (
+    dominant_root_at,
+    floquet_multipliers,
+    floquet_radius,
+    floquet_stable,
+)
 from stability.trainer.data import synthetic_regression
 from stability.trainer.linreg import LinearRegression
 
@@ -131,3 +137,75 @@ def test_ea_pipe_predictions_match_the_trainer(kw):
     for lr, rate in zip(lrs, rates, strict=True):
         theory = max(float(floquet_radius(rule, QuadraticModel(float(lam)), lr)) for lam in lams)
         assert rate == pytest.approx(theory, rel=0.02)
+
+
+def _dense_radius(rule, model, lr):
+    return float(np.max(np.abs(np.linalg.eigvals(monodromy(rule, model, lr)))))
+
+
+@pytest.mark.parametrize(
+    "kw, lr",
+    [
+        ({"tau": 2, "elastic": 0.4}, 0.7),
+        ({"tau": 4, "replicas": 2, "elastic": 0.6}, 0.3),  # stale replicas: m = 3
+        ({"tau": 5, "replicas": 3, "elastic": 0.3, "sync_period": 2}, 0.2),
+        ({"tau": 1, "replicas": 2, "elastic": 0.3, "sync_period": 3}, 6.0),
+    ],
+)
+def test_round_robin_function_is_the_characteristic_polynomial_of_the_monodromy(kw, lr):
+    """det(μI − M) = μ·d(μ)^N − n(μ)^N (`stability.dynamics.round_robin` theorem), expanded
+    here by polynomial products and compared with the dense monodromy's coefficients."""
+    rule, model = build_rule("ea", **kw)
+    f = round_robin_function(rule, model, lr)
+    d, n = f.d[:, 0], f.n[:, 0]
+    expanded = np.polysub(
+        np.polymul([1.0, 0.0], _power(d, rule.replicas)), _power(n, rule.replicas)
+    )
+    np.testing.assert_allclose(expanded, np.poly(monodromy(rule, model, lr)), atol=1e-11)
+
+
+def _power(p, k):
+    out = np.array([1.0])
+    for _ in range(k):
+        out = np.polymul(out, p)
+    return out
+
+
+@pytest.mark.parametrize(
+    "kw", [{"tau": 100}, {"tau": 100, "replicas": 7}, {"tau": 30, "replicas": 4, "sync_period": 2}]
+)
+def test_round_robin_radius_and_stability_agree_with_dense_eigenvalues(kw):
+    """ρ(M) and 'every multiplier inside the unit circle' from the argument principle on F
+    (no eigensolver) vs float64 eigenvalues of the dense monodromy, across the threshold."""
+    rule, model = build_rule("ea", **kw)
+    lrs = np.array([0.01, 0.05, 0.3, 1.0, 1.4])
+    dense = np.array([_dense_radius(rule, model, lr) for lr in lrs])
+    np.testing.assert_allclose(
+        floquet_radius(rule, model, lrs), dense ** (1 / rule.period), rtol=1e-9
+    )
+    clear = np.abs(dense - 1) > 1e-6
+    assert (floquet_stable(rule, model, lrs) == (dense < 1))[clear].all()
+    assert (dense < 1).any() and (dense > 1).any()  # the lrs straddle the threshold
+
+
+@pytest.mark.parametrize(
+    "kw", [{"tau": 20}, {"tau": 100, "replicas": 7}, {"tau": 60, "replicas": 8, "sync_period": 2}]
+)
+def test_round_robin_max_lr_is_certified_by_dense_eigenvalues(kw):
+    """The structured max lr (O(τ) per lr) sits on the dense threshold: ρ(M) < 1 just below,
+    ≥ 1 just above (relative 1e-7)."""
+    rule, model = build_rule("ea", **kw)
+    found = max_lr(rule, model).max_lr
+    assert _dense_radius(rule, model, found * (1 - 1e-7)) < 1.0
+    assert _dense_radius(rule, model, found * (1 + 1e-7)) >= 1.0
+
+
+def test_round_robin_size_limits_refuse_in_one_line(capsys):
+    """Above the documented limits `max-lr ea` refuses up front naming the parameter."""
+    assert main(["max-lr", "ea", "--tau", "100000"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "tau must be ≤ 5000" in err
+    with pytest.raises(ValueError, match="^replicas must be"):
+        max_lr(ElasticAveraging(tau=1000, replicas=10), QuadraticModel(1.0))
+    with pytest.raises(ValueError, match="^sync_period must be"):
+        max_lr(ElasticAveraging(tau=3, sync_period=10**4), QuadraticModel(1.0))

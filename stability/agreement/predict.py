@@ -87,14 +87,15 @@ def predicted_max_lr(rule: Rule, modes: Modes) -> float | None:
     """min_k max_lr(rule, mode k); ``None`` if every mode is stable for every lr > 0.
 
     When the rule sees lr and λ only as lr·λ and the modes have Δ = Φ = 0 (linear
-    regression), one boundary-locus solve at λ = 1 gives x_max and the minimum is
-    x_max/max_k λ_k; otherwise all modes at once by the batched boundary locus; rules it does
-    not cover (periodic, or not affine in lr) mode by mode with
-    `stability.analysis.boundary.max_lr` (Floquet / bisection).
+    regression), one solve at λ = 1 gives x_max and the minimum is x_max/max_k λ_k;
+    otherwise all modes at once by the batched boundary locus; rules it does not cover
+    (periodic, or not affine in lr) mode by mode with `stability.analysis.boundary.max_lr`
+    (Floquet / bisection).
     """
     if not modes.delta.any() and not modes.phi.any() and depends_on_lr_lam_only(rule):
-        x_max = max_lr_grid(rule, QuadraticModel(1.0))[0]  # max lr = x_max/λ: one solve
-        lr = np.asarray(x_max, dtype=float) / np.max(modes.lam)
+        unit = QuadraticModel(1.0)  # max lr = x_max/λ: one solve
+        x_max = max_lr_grid(rule, unit)[0] if _batched(rule) else max_lr(rule, unit).max_lr
+        lr = np.asarray(_inf_if_none(x_max), dtype=float) / np.max(modes.lam)
     elif _batched(rule):
         lr = max_lr_grid(rule, modes.model())[0]
     else:

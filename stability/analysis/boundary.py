@@ -43,7 +43,14 @@ from stability.dynamics.linear import CharacteristicPolynomial, characteristic_p
 from stability.polynomial import SparsePoly
 from stability.quadratic import QuadraticModel
 from stability.rules.base import Rule
-from stability.spectrum import DENSE_MAX_DEGREE, dominant_root, floquet_multipliers, spectral_radius
+from stability.spectrum import (
+    DENSE_MAX_DEGREE,
+    dominant_multiplier,
+    dominant_root,
+    floquet_stable,
+    follow_multiplier,
+    spectral_radius,
+)
 from stability.winding import on_circle, trig_table, winding_turns
 
 _EPS = np.finfo(float).eps
@@ -427,46 +434,75 @@ def _bisection(cp: CharacteristicPolynomial) -> MaxLr:
 # -- periodic rules (Floquet) ------------------------------------------------------------------
 
 _FLOQUET_GRID = np.logspace(-8, 8, 161)
-
-
-def _dominant_multiplier(rule: Rule, model: QuadraticModel, lr: float) -> complex:
-    mu = floquet_multipliers(rule, model, float(lr))
-    return complex(mu[np.lexsort((mu.imag, np.abs(mu)))[-1]])
+_SCAN_CHUNK = 16  # grid points evaluated together, in increasing order
+_TRACK_FROM = 1e-6  # relative bracket width below which the crossing multiplier is tracked
 
 
 def _floquet_max_lr(rule: Rule, model: QuadraticModel) -> MaxLr:
-    """First lr > 0 with ρ(M(lr)) ≥ 1 of a periodic rule (`stability.dynamics.monodromy`).
+    """First lr > 0 at which a Floquet multiplier of a periodic rule reaches |μ| = 1.
 
-    None: stable on the whole grid up to 1e8; 0.0: not stable even at lr = 1e-8.  The first
-    unstable point of a log grid (one batched evaluation) is bisected to ~4 ulp and certified
-    by evaluating just below (ρ < 1) and just above (ρ ≥ 1).  ρ(M) comes from float64
-    eigenvalues of M; products over long periods can lose relative accuracy
-    ~P·eps·cond(eigenvectors) near a defective multiplier, which the certificate reports by
-    raising instead of returning a wrong bracket.
+    None: stable on the whole grid up to 1e8; 0.0: not stable even at lr = 1e-8.  The log
+    grid is scanned upwards (batches of `_SCAN_CHUNK` points) up to its first unstable point,
+    which is bisected to 1e-6, then the multiplier that crosses is followed (Newton from its
+    value at the upper end) and |μ(lr)| = 1 is solved by the Illinois method to ~4 ulp; the
+    bracket is certified by evaluating just below (stable) and just above (ρ(M) ≥ 1).
+    Stability comes from `stability.spectrum.floquet_stable`: for round-robin rules (EA-Pipe)
+    the number of zeros of their characteristic function inside the unit circle
+    (`stability.dynamics.round_robin`, O(τ) per lr, no eigensolver); otherwise from float64
+    eigenvalues of the dense monodromy, whose products over long periods can lose relative
+    accuracy ~P·eps·cond(eigenvectors) near a defective multiplier, which the certificate
+    reports by raising instead of returning a wrong bracket.
 
     ``crossing_angle`` is the argument of the per-period multiplier μ = e^{iθ} that reaches
     the unit circle (π: a period-doubling flip, 0: a real multiplier at 1).
     """
-    rho = np.max(np.abs(floquet_multipliers(rule, model, _FLOQUET_GRID)), axis=-1)
-    unstable = np.flatnonzero(rho >= 1.0)
-    if unstable.size == 0:
+    i = None
+    for start in range(0, _FLOQUET_GRID.size, _SCAN_CHUNK):
+        stable = floquet_stable(rule, model, _FLOQUET_GRID[start : start + _SCAN_CHUNK])
+        if not stable.all():
+            i = start + int(np.argmin(stable))
+            break
+    if i is None:
         return MaxLr(None, None, "Floquet bisection")
-    i = unstable[0]
     if i == 0:
         return MaxLr(0.0, None, "Floquet bisection (not stable for small lr > 0)")
     lo, hi = float(_FLOQUET_GRID[i - 1]), float(_FLOQUET_GRID[i])
-    while hi - lo > 4 * _EPS * hi:
+    while hi - lo > _TRACK_FROM * hi:
         mid = 0.5 * (lo + hi)
-        if _floquet_radius(rule, model, mid) >= 1.0:
-            hi = mid
-        else:
+        if floquet_stable(rule, model, mid)[0]:
             lo = mid
-    below = _floquet_radius(rule, model, lo * (1 - 1e-9))
-    above = _dominant_multiplier(rule, model, hi * (1 + 1e-9))
-    if not (below < 1.0 <= abs(above)):
+        else:
+            hi = mid
+    lo, hi = _track_crossing(rule, model, lo, hi)
+    below = floquet_stable(rule, model, lo * (1 - 1e-9))[0]
+    above = dominant_multiplier(rule, model, hi * (1 + 1e-9))
+    if not (below and abs(above) >= 1.0):
         raise ArithmeticError("Floquet bisection could not certify the stability threshold")
     return MaxLr(hi, abs(math.atan2(above.imag, above.real)), "Floquet bisection (certified)")
 
 
-def _floquet_radius(rule: Rule, model: QuadraticModel, lr: float) -> float:
-    return float(np.max(np.abs(floquet_multipliers(rule, model, lr))))
+def _track_crossing(rule, model, lo: float, hi: float) -> tuple[float, float]:
+    """Shrink [lo, hi] (stable at lo, not at hi) to ~4 ulp around |μ(lr)| = 1, μ(lr) the
+    dominant multiplier at hi followed by Newton (Illinois method on log|μ|)."""
+    mu = dominant_multiplier(rule, model, hi)
+
+    def g(lr):
+        nonlocal mu
+        mu = follow_multiplier(rule, model, lr, mu)
+        return math.log(abs(mu)) if mu != 0 else -math.inf
+
+    g_hi = g(hi)
+    g_lo = g(lo)
+    if not (g_lo < 0 <= g_hi):
+        return lo, hi  # the followed multiplier does not cross here: keep the bracket
+    for _ in range(100):
+        if hi - lo <= 4 * _EPS * hi:
+            break
+        guard = 1e-3 * (hi - lo)  # keep the secant point inside the bracket
+        mid = min(max(hi - g_hi * (hi - lo) / (g_hi - g_lo), lo + guard), hi - guard)
+        g_mid = g(mid)
+        if g_mid >= 0:
+            hi, g_hi, g_lo = mid, g_mid, 0.5 * g_lo
+        else:
+            lo, g_lo, g_hi = mid, g_mid, 0.5 * g_hi
+    return lo, hi

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from stability.dynamics.round_robin import check_size, has_round_robin
 from stability.polynomial import SparsePoly, polynomial_determinant
 from stability.quadratic import QuadraticModel
 from stability.rules.base import Oracle, Rule, taps_read
@@ -186,13 +187,22 @@ def characteristic_polynomial(rule: Rule, model: QuadraticModel) -> Characterist
 
 
 def depends_on_lr_lam_only(rule: Rule, delta: Any = 0.0, phi: Any = 0.0) -> bool:
-    """True when p(ω; lr, λ) = C0(ω) + lr·λ·C1(ω) (Kosson's normalized rate x = lr·λ).
+    """True when the dynamics depend on lr and λ only through lr·λ (Kosson's normalized rate).
 
-    Checked on the derived polynomials at λ = 1 and λ = 2: C0 the same, C1 doubled, no
-    higher powers of lr.  Then the max stable lr is x_max/λ and ρ depends on lr·λ alone.
+    Then the max stable lr is x_max/λ and ρ depends on lr·λ alone.  Time-invariant rules: the
+    derived polynomials at λ = 1 and λ = 2 are C0 + lr·C1 and C0 + lr·2·C1.  Periodic rules:
+    every phase's linear maps, as polynomials in lr, satisfy A(lr; λ=2) = A(2·lr; λ=1) (for
+    round-robin rules those of one replica, `stability.dynamics.round_robin`).
     """
     if getattr(rule, "period", 1) > 1:
-        return False
+        if has_round_robin(rule):
+            check_size(rule)
+            rule = rule.single_replica()
+        return all(
+            _scales(linearize(rule, QuadraticModel(1.0, delta, phi), LR, t).matrices,
+                    linearize(rule, QuadraticModel(2.0, delta, phi), LR, t).matrices)
+            for t in range(getattr(rule, "period", 1))
+        )  # fmt: skip
     one = characteristic_polynomial(rule, QuadraticModel(1.0, delta, phi))
     two = characteristic_polynomial(rule, QuadraticModel(2.0, delta, phi))
     if not (one.is_affine and two.is_affine) or len(one.parts) != len(two.parts):
@@ -203,6 +213,26 @@ def depends_on_lr_lam_only(rule: Rule, delta: Any = 0.0, phi: Any = 0.0) -> bool
         for a, b in zip(scaled, two.parts, strict=True)
         for k in set(a.terms) | set(b.terms)
     )
+
+
+def _scales(one: Mapping, two: Mapping) -> bool:
+    """Entries e(lr) of ``two`` equal e(2·lr) of ``one`` (polynomials in the formal `LR`)."""
+    if set(one) != set(two):
+        return False
+    for k in one:
+        for row1, row2 in zip(one[k], two[k], strict=True):
+            for a, b in zip(row1, row2, strict=True):
+                a, b = _as_lr_poly(a), _as_lr_poly(b)
+                if not all(
+                    _close(2**j * a.terms.get(j, 0), b.terms.get(j, 0))
+                    for j in set(a.terms) | set(b.terms)
+                ):
+                    return False
+    return True
+
+
+def _as_lr_poly(x: Any) -> SparsePoly:
+    return x if isinstance(x, SparsePoly) else SparsePoly.monomial(0, x)
 
 
 def _close(a: Any, b: Any) -> bool:

@@ -27,7 +27,7 @@ import numpy as np
 
 from stability.polynomial import SparsePoly
 from stability.quadratic import QuadraticModel
-from stability.rules.base import History, Rule, step, taps_read
+from stability.rules.base import History, Rule, step, tap_phases, taps_read
 
 
 def period_of(rule: Rule) -> int:
@@ -38,7 +38,7 @@ def period_of(rule: Rule) -> int:
 def state_layout(rule: Rule) -> tuple[tuple[str, int], ...]:
     """The common state: ``(variable, lag)`` for lags 0 … L_v of each variable (module doc)."""
     deepest = {v: 0 for v in rule.variables}
-    for t in range(period_of(rule)):
+    for t in tap_phases(rule):
         for var, lag in taps_read(rule, t=t):
             deepest[var] = max(deepest[var], lag)
     return tuple((v, k) for v in rule.variables for k in range(deepest[v] + 1))

@@ -92,13 +92,19 @@ def taps_read(rule: Rule, lr: Any = 1.0, t: int = 0) -> frozenset[tuple[str, int
     return frozenset(recorder.read)
 
 
+def tap_phases(rule: Rule) -> range:
+    """The phases at which a rule's taps must be read: ``range(tap_period)`` for a periodic
+    rule that declares the period of its taps (EA-Pipe reads the same taps at every phase,
+    only a coefficient changes: 1), else ``range(period)``, every phase."""
+    return range(getattr(rule, "tap_period", getattr(rule, "period", 1)))
+
+
 def history_depth(rule: Rule) -> int:
     """Number of past values per variable a rule needs: 1 + the largest lag it reads.
 
-    Periodic rules (attribute ``period``) are asked at every phase.
+    Periodic rules (attribute ``period``) are asked at every phase of `tap_phases`.
     """
-    phases = range(getattr(rule, "period", 1))
-    return 1 + max(lag for t in phases for _, lag in taps_read(rule, t=t))
+    return 1 + max(lag for t in tap_phases(rule) for _, lag in taps_read(rule, t=t))
 
 
 @dataclass(frozen=True)

@@ -67,13 +67,18 @@ class ElasticAveraging:
 
     def __post_init__(self):
         object.__setattr__(self, "tau", check_scalar_delay("tau", self.tau))
-        if self.replicas is None:
+        if self.replicas is None:  # one replica per minibatch in flight (τ + 1 may be 10⁵ + 1)
             object.__setattr__(self, "replicas", self.tau + 1)
-        for name in ("replicas", "sync_period"):
-            object.__setattr__(self, name, check_count(name, getattr(self, name)))
+        else:
+            object.__setattr__(self, "replicas", check_count("replicas", self.replicas))
+        object.__setattr__(self, "sync_period", check_count("sync_period", self.sync_period))
         check_real("elastic", self.elastic, low=0.0, high=1.0)
 
     variables = ("w", "center")
+
+    tap_period = 1
+    """The taps are the same at every phase (a non-syncing step reads the master with force 0):
+    `stability.rules.base.tap_phases` need not scan the N·τ_s phases."""
 
     @property
     def period(self) -> int:
@@ -90,6 +95,14 @@ class ElasticAveraging:
         """Lag of the replica as the forward pass read it: N·⌈(τ+1)/N⌉ − 1."""
         n = self.replicas
         return n * (-(-(self.tau + 1) // n)) - 1
+
+    def single_replica(self) -> ElasticAveraging:
+        """One replica with the same per-replica dynamics: its forward pass reads it m − 1 of
+        its own updates back, m = ⌈(τ+1)/N⌉, and it syncs every τ_s-th round.  N of these
+        used in turn, chained through the master, make this rule: the structure
+        `stability.dynamics.round_robin` analyses in O(τ) instead of O(τ³)."""
+        rounds = -(-(self.tau + 1) // self.replicas)
+        return ElasticAveraging(rounds - 1, 1, self.elastic, self.sync_period)
 
     def syncs(self, t: int) -> bool:
         """True when step ``t`` syncs its replica with the master (Alg. 1: τ_s | ⌈t_b/N⌉)."""
