@@ -68,6 +68,14 @@ MAX_EXTRA_DECADES = 16.0
 X_CAP = 1e6
 """Top of the grid for rules stable at every step size (no finite x_max)."""
 
+MAX_DEGREE = 2048
+"""Largest degree of the characteristic polynomial for `optimal_half_life` (τ ≲ 2000 for the
+registered rules; ~5 s on one core at the limit, the cost grows like the degree)."""
+
+MAX_OPTIMIZE_DEGREE = 24
+"""Largest degree when the momentum or horizon is optimised too: every candidate of the
+outer search is a full step-size optimisation on dense eigenvalues (~5 s at the limit)."""
+
 OPTIMIZABLE = ("momentum", "horizon")
 """Parameters `optimal_half_life` can optimise besides the step size."""
 
@@ -502,6 +510,7 @@ def optimal_half_life(
             raise ValueError(f"{optimize} is optimised; do not also give it")
     check_real("kappa", np.asarray(kappa, dtype=float), low=1.0)
     shape, flat, values = _batch(spec, params, kappa=kappa)
+    _check_degree(spec, values, optimize)
     kappa_flat = flat["kappa"]
     size = kappa_flat.size
     found: dict[str, np.ndarray] = {}
@@ -526,6 +535,21 @@ def optimal_half_life(
         lr=(optimum.x / lam).reshape(shape),
         values={k: v.reshape(shape) for k, v in found.items()},
     )
+
+
+def _check_degree(spec: RuleSpec, values: dict[str, Any], optimize: str | None) -> None:
+    """Refuse up front (one line naming the delay) a polynomial above `MAX_DEGREE`, or
+    `MAX_OPTIMIZE_DEGREE` when a second parameter is optimised."""
+    rule, model = spec.build(**values)
+    degree = characteristic_polynomial(rule, model).degree
+    limit = MAX_DEGREE if optimize is None else MAX_OPTIMIZE_DEGREE
+    if degree > limit:
+        delays = [p.name for p in spec.params if p.kind == "delay"]
+        how = "the half-life" if optimize is None else f"the half-life optimised over {optimize}"
+        raise ValueError(
+            f"{'/'.join(delays) or 'tau'} too large for {how}: the characteristic polynomial's "
+            f"degree must be ≤ {limit} (docs/limits.md), got {degree}"
+        )
 
 
 def parameter_grid(name: str, tau: int) -> np.ndarray:

@@ -49,6 +49,8 @@ STEP_AXES = ("lr", "lam*lr")
 """Axis names for the step size: lr itself, or the normalized rate ηλ (λ = 1)."""
 
 MAX_POINTS_PER_AXIS = 4096
+MAX_WORK = 1e9
+"""Largest Σ points·`point_cost`(degree) of a grid: about 10 s on one core (docs/limits.md)."""
 REFINE_ABOVE = 1e-10
 """Estimated float64 error of a top root (×100) above which a point is refined in mpmath."""
 
@@ -206,21 +208,50 @@ def heatmap(
     radius = np.empty(shape)
     refined = np.zeros(shape, dtype=bool)
     total, done = radius.size, 0
-    for block in _blocks(x, y, delay_axes):
-        values = dict(fixed)
-        for axis, vals in ((x, block.x_values), (y, block.y_values)):
-            key = "lr" if axis.name in STEP_AXES else axis.name
-            values[key] = vals
-        lr = values.pop("lr")
-        rule, model = spec.build(**values)
-        poly = characteristic_polynomial(rule, model).at(np.asarray(lr, dtype=float))
-        poly = poly.normalized()
+    check_work(total * point_cost(0), total, 0)  # before building anything: the grid's size
+    polys = [
+        (block, _block_polynomial(spec, fixed, x, y, block)) for block in _blocks(x, y, delay_axes)
+    ]
+    check_work(
+        sum(math.prod(block.shape) * point_cost(poly.degree) for block, poly in polys),
+        total,
+        max(poly.degree for _, poly in polys),
+    )
+    for block, poly in polys:
         radii = _radii if poly.degree <= GRID_DENSE_MAX_DEGREE else _sparse_radii
         rho, ref = radii(poly, block.shape, progress=progress, done=done, total=total)
         radius[block.index] = rho.reshape(block.shape)
         refined[block.index] = ref.reshape(block.shape)
         done += rho.size
     return Heatmap(spec.name, x, y, radius, refined, fixed)
+
+
+def _block_polynomial(spec: RuleSpec, fixed: dict, x: Axis, y: Axis, block) -> SparsePoly:
+    """The normalized characteristic polynomial of a block, its coefficients over the block."""
+    values = dict(fixed)
+    for axis, vals in ((x, block.x_values), (y, block.y_values)):
+        key = "lr" if axis.name in STEP_AXES else axis.name
+        values[key] = vals
+    lr = values.pop("lr")
+    rule, model = spec.build(**values)
+    return characteristic_polynomial(rule, model).at(np.asarray(lr, dtype=float)).normalized()
+
+
+def point_cost(degree: int) -> float:
+    """Work per grid point in units of ~10 ns (measured, one core): d³ + 4000 for companion
+    eigenvalues (d ≤ `GRID_DENSE_MAX_DEGREE`), 1400·d for the argument principle above."""
+    return degree**3 + 4000.0 if degree <= GRID_DENSE_MAX_DEGREE else 1400.0 * degree
+
+
+def check_work(work: float, points: int, degree: int) -> None:
+    """Refuse, up front and in one line, a grid whose work Σ points·`point_cost`(degree)
+    exceeds `MAX_WORK` (~10 s on one core)."""
+    if work > MAX_WORK:
+        raise ValueError(
+            f"--x/--y: the grid's work (points × cost per point) must be ≤ {MAX_WORK:.0e}, got "
+            f"{work:.1e} ({points} points up to degree {degree}); use fewer points or a "
+            "smaller tau (docs/limits.md)"
+        )
 
 
 def _is_delay(spec: RuleSpec, name: str) -> bool:
