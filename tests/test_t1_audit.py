@@ -111,3 +111,11 @@ def test_cli_errors_are_one_line(capsys, extra, needle):
     assert main([*argv, "--steps", "10", *extra]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and needle in err
+
+
+def test_steps_above_the_table_limit_are_refused_up_front(capsys):
+    """Defect: `--steps 1000000000` ended in a MemoryError (the steps × stages table)."""
+    argv = ["t1-audit", "sgd", "--lr-schedule", "constant:0.1", "--anneal-steps", "5"]
+    assert main([*argv, "--steps", "1000000000", "--taus", "1,4"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "steps must be ≤ 2000000 with 2 stages" in err

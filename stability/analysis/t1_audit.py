@@ -140,6 +140,10 @@ class Audit:
         return not self.windows
 
 
+MAX_CELLS = 4_000_000
+"""Largest steps × stages of the audited table (a few float64 arrays of that size)."""
+
+
 def stage_max_lr(name: str, values: dict[str, Any], taus: np.ndarray) -> dict[int, float]:
     """max_lr(rule, λ, τ) once per distinct τ (``inf``: stable for every lr)."""
     key = delay_parameter(name)
@@ -172,6 +176,11 @@ def audit(
         raise ValueError(f"anneal_steps must be an integer ≥ 1, got {anneal_steps!r}")
     if isinstance(steps, bool) or int(steps) != steps or steps < 1:
         raise ValueError(f"steps must be an integer ≥ 1, got {steps!r}")
+    if steps * tau.size > MAX_CELLS:
+        raise ValueError(
+            f"steps must be ≤ {MAX_CELLS // tau.size} with {tau.size} stages (steps × stages ≤ "
+            f"{MAX_CELLS:.0e}, docs/limits.md), got {steps}"
+        )
     limits = stage_max_lr(name, values, tau)
     limit = np.array([limits[int(t)] for t in tau])
     k = np.arange(steps)
