@@ -261,3 +261,19 @@ def test_radius_certify_t2_and_momentum_agree_with_float(capsys, tau):
         data = _radius_json(capsys, *argv, "--certify")
         assert data["certified"] is True
         assert data["stable"] is (data["spectral_radius"] < 1)
+
+
+def test_certify_refuses_above_its_degree_bound_with_the_bound(capsys):
+    """Defect: `radius sgd --tau 1000 --lr … --certify` ran for minutes with no bound."""
+    with pytest.raises(NotCertifiable, match="limited to degree 300.*got a state of 1002 values"):
+        certify(get_spec("sgd"), "0.0015700111598852986", tau=1000)
+    argv = ["radius", "sgd", "--tau", "1000", "--lr", "0.0015700111598852986", "--certify"]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["certified"] is False and "limited to degree 300" in out["reason"]
+
+
+def test_schur_cohn_reports_progress_per_reduction():
+    seen = []
+    assert schur_cohn([1, 0, 0, "0.5"], lambda done, total: seen.append((done, total))).stable
+    assert seen == [(1, 3), (2, 3), (3, 3)]

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -61,10 +62,17 @@ class SchurCohn:
     failed_degree: int | None
 
 
-def schur_cohn(coefficients) -> SchurCohn:
+MAX_DEGREE = 300
+"""Largest degree `certify` takes on: the integers of the Schur-Cohn recursion grow to ~n
+times the coefficients' size, so the cost grows like n³ (~5 s at degree 300 on one core,
+~10 s at 400; docs/limits.md)."""
+
+
+def schur_cohn(coefficients, progress: Callable[[int, int], None] | None = None) -> SchurCohn:
     """Exact Schur-Cohn test (module doc) of a real polynomial, coefficients highest degree first.
 
     Coefficients may be ints, Fractions or decimal strings; the leading one must be nonzero.
+    ``progress(done, total)`` is called after each reduction step (total = the degree).
     """
     c = [exact_rational(x, "coefficient") for x in coefficients]
     if not c or c[0] == 0:
@@ -80,6 +88,8 @@ def schur_cohn(coefficients) -> SchurCohn:
         a = [lead * a[i] - const * a[n - i] for i in range(n)]  # (a_n p − a_0 p*)/z
         g = math.gcd(*a)
         a = [x // g for x in a]
+        if progress is not None:
+            progress(degree - n + 1, degree)
     return SchurCohn(True, degree, None)
 
 
@@ -201,17 +211,31 @@ class Certificate:
     method: str = "Schur-Cohn in exact rational arithmetic"
 
 
-def certify(spec: RuleSpec, lr: Any, **values: Any) -> Certificate:
+def certify(
+    spec: RuleSpec,
+    lr: Any,
+    progress: Callable[[int, int], None] | None = None,
+    **values: Any,
+) -> Certificate:
     """Exact stability of a registered rule at step size ``lr`` (rational; see `exact_rational`).
 
-    Raises `NotCertifiable` when a parameter is not rational (module doc).
+    Raises `NotCertifiable` when a parameter is not rational (module doc) or the size of the
+    rule's state (the degree's upper bound, checked first) exceeds `MAX_DEGREE`.
+    ``progress`` as in `schur_cohn`.
     """
     from stability.dynamics.linear import linearize
+    from stability.dynamics.monodromy import state_layout
 
     lr = exact_rational(lr, "lr")
     if lr <= 0:
         raise ValueError(f"lr must be > 0, got {lr}")
     rule, model = exact_build(spec, **values)
+    degree = len(state_layout(rule))  # the state's size: the polynomial's degree at most
+    if degree > MAX_DEGREE:
+        raise NotCertifiable(
+            f"the exact test is limited to degree {MAX_DEGREE} (its cost grows like the "
+            f"degree cubed; docs/limits.md), got a state of {degree} values (degree ≤ that)"
+        )
     poly = linearize(rule, model, lr).polynomial()
     inexact = [c for c in poly.terms.values() if not isinstance(c, (int, Fraction))]
     if inexact:
@@ -219,5 +243,5 @@ def certify(spec: RuleSpec, lr: Any, **values: Any) -> Certificate:
             f"the derived polynomial has a non-rational coefficient {inexact[0]!r}"
         )
     coefficients = [poly.coefficient(k) for k in range(poly.degree, -1, -1)]
-    verdict = schur_cohn(coefficients)
+    verdict = schur_cohn(coefficients, progress)
     return Certificate(verdict.stable, lr, verdict.degree)

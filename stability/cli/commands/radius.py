@@ -53,11 +53,20 @@ def _certificate(spec, args) -> dict:
     """``certified``, the exact ``stable`` verdict, ``lr_exact`` and the method (or a reason)."""
     from stability.analysis.certify import NotCertifiable, certify
     from stability.cli.args import rule_values
+    from stability.cli.progress import Progress
+
+    bar = Progress(1, "Schur-Cohn")  # shown on a terminal (or STABILITY_PROGRESS=1)
+
+    def progress(done: int, total: int) -> None:
+        bar.total = total
+        bar.update(done)
 
     try:
-        cert = certify(spec, args.lr, **rule_values(args))
+        cert = certify(spec, args.lr, progress, **rule_values(args))
     except NotCertifiable as err:
         return {"certified": False, "reason": str(err)}
+    finally:
+        bar.close()
     return {
         "certified": True,
         "stable": cert.stable,
