@@ -261,3 +261,27 @@ def test_cli_errors_are_one_line_exit_2(tmp_path, capsys, argv, needle, monkeypa
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and needle in err, err
     assert not list(tmp_path.iterdir())  # no partial files
+
+
+def test_delay_rate_axis_is_one_distribution_per_point():
+    """Defect: a `delay_rate` axis (random-delay) crashed converting the grid to one float."""
+    hm = heatmap("random-delay", parse_axis("delay_rate:-30:-16:2"), parse_axis("lr:1e-3:1e-1:2"))
+    for i, lr in enumerate(hm.y.values):
+        for j, rate in enumerate(hm.x.values):
+            rule, model = build_rule("random-delay", delay_rate=float(rate))
+            assert hm.radius[i, j] == pytest.approx(
+                dominant_root_at(rule, model, float(lr)).radius, rel=1e-10
+            )
+
+
+@pytest.mark.parametrize("name", ["adam", "pipeoptim"])
+def test_png_over_an_axis_the_linearised_rule_ignores(name, tmp_path, capsys):
+    """Defect: beta2 leaves the frozen-preconditioner analysis unchanged, so the max-lr overlay
+    was one value for four points and matplotlib refused the figure."""
+    out = tmp_path / "f.png"
+    argv = ["heatmap", name, "--x", "beta2:0.79:0.92:4", "--y", "lr:1e-3:1e-1:4"]
+    assert main([*argv, "--out", str(out)]) == 0
+    assert out.stat().st_size > 0
+    hm = heatmap(name, parse_axis("beta2:0.79:0.92:4"), parse_axis("lr:1e-3:1e-1:4"))
+    curve = max_lr_curve(hm)
+    np.testing.assert_array_equal(curve.step, np.full(4, curve.step[0]))

@@ -406,6 +406,7 @@ def max_lr_curve(hm: Heatmap) -> Curve | None:
         step = np.array([_max_lr(spec, {**base, other.name: int(v)}) for v in other.values])
     else:
         step = _max_lr(spec, {**base, other.name: other.values.astype(float)})
+        step = np.broadcast_to(step, other.values.shape)  # constant if the axis is inert
     step = np.where(np.isfinite(step) & (step > 0), step, np.nan)
     return Curve("exact max stable step (boundary locus)", other.values, step)
 

@@ -53,19 +53,28 @@ def truncated_exponential(tau_max: int, rate: float) -> tuple[float, ...]:
             "delay_rate must be a number: the probabilities e^{−βk} are not polynomial"
         )
     check_real("delay_rate", rate)
-    logs = -float(rate) * np.arange(tau_max + 1)
-    weights = np.exp(logs - logs.max())
-    return tuple(float(p) for p in weights / weights.sum())
+    logs = -np.multiply.outer(np.arange(tau_max + 1), np.asarray(rate, dtype=float))
+    weights = np.exp(logs - logs.max(axis=0))
+    return _entries(weights / weights.sum(axis=0))
 
 
-def check_distribution(probs: Any) -> tuple[float, ...]:
-    """A delay distribution: nonnegative P(τ = k), k = 0 … τ_max, summing to 1."""
+def check_distribution(probs: Any) -> tuple[Any, ...]:
+    """A delay distribution: nonnegative P(τ = k), k = 0 … τ_max, summing to 1.
+
+    Each P(τ = k) may be an array (one distribution per grid point, e.g. a heatmap over the
+    delay rate); they are returned as floats when they are numbers."""
     p = np.asarray(probs, dtype=float)
-    if p.ndim != 1 or p.size == 0 or np.any(~np.isfinite(p)) or np.any(p < 0):
+    if p.ndim == 0 or p.shape[0] == 0 or np.any(~np.isfinite(p)) or np.any(p < 0):
         raise ValueError("delay probabilities must be a nonempty list of numbers ≥ 0")
-    if abs(p.sum() - 1.0) > 1e-9:
-        raise ValueError(f"delay probabilities must sum to 1, got {p.sum():.12g}")
-    return tuple(float(x) for x in p)
+    total = p.sum(axis=0)
+    if np.any(np.abs(total - 1.0) > 1e-9):
+        worst = total.flat[np.argmax(np.abs(total - 1.0))]
+        raise ValueError(f"delay probabilities must sum to 1, got {worst:.12g}")
+    return _entries(p)
+
+
+def _entries(p: np.ndarray) -> tuple[Any, ...]:
+    return tuple(float(x) if x.ndim == 0 else x for x in p)
 
 
 def mean_delay(probs: tuple[float, ...]) -> float:
@@ -91,7 +100,7 @@ class ExpectedDelay:
         return len(self.probs) - 1
 
     def passes(self, x: TapReader, lr: Any) -> Passes:
-        u = sum(p * x("w", k) for k, p in enumerate(self.probs) if p != 0)
+        u = sum(p * x("w", k) for k, p in enumerate(self.probs) if np.any(p != 0))
         return Passes(u, u, u)
 
     def update(self, x: TapReader, g: Any, lr: Any) -> dict[str, Any]:
