@@ -185,7 +185,8 @@ def audit(
     limit = np.array([limits[int(t)] for t in tau])
     k = np.arange(steps)
     alpha = schedule(k)[:, None] * t1_factor(tau[None, :], k[:, None], anneal_steps)
-    ratio = alpha / limit[None, :]  # (steps, stages); 0 where the limit is inf
+    with np.errstate(divide="ignore"):  # inf where no lr > 0 is stable (limit 0): unsafe
+        ratio = alpha / limit[None, :]  # (steps, stages); 0 where the limit is inf
     unsafe = ratio >= 1.0
     worst = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
     windows = []

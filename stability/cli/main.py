@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -70,16 +71,36 @@ def format_report(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def run_recording_warnings(args) -> dict[str, Any]:
+    """Run the command with Python and numpy warnings recorded instead of printed: on success
+    they become the result's ``warnings`` field (a list of one-line strings: the result may
+    have lost accuracy, e.g. an overflow), never text on stderr."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = args.run(args)
+    seen = dict.fromkeys(
+        f"{w.category.__name__}: {w.message} ({os.path.basename(w.filename)}:{w.lineno}); "
+        "the result may have lost accuracy"
+        for w in caught
+    )
+    if seen:
+        result = {**result, "warnings": [*result.get("warnings", []), *seen]}
+    return result
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = make_parser()
         args = parser.parse_args(argv)
-        result = args.run(args)
+        result = run_recording_warnings(args)
         if args.json:
             sys.stdout.write(json.dumps(strict_json(result)) + "\n")
         else:
             report = getattr(args, "report", None) or format_report
-            sys.stdout.write(report(result) + "\n")
+            text = report(result)
+            if result.get("warnings") and report is not format_report:
+                text += "".join(f"\nwarning: {w}" for w in result["warnings"])
+            sys.stdout.write(text + "\n")
         return 0
     except (UsageError, ValueError) as err:
         sys.stderr.write(f"stability: error: {err}\n")
