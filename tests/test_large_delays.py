@@ -5,6 +5,7 @@ docs/limits.md)."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,8 +14,9 @@ from stability.agreement.predict import modes_from_hessian, predicted_log_rate, 
 from stability.analysis import conditioning
 from stability.analysis.conditioning import optimal_half_life, spectrum_rate
 from stability.analysis.heatmap import heatmap, parse_axis
-from stability.cli.main import main
+from stability.cli.main import main, make_parser
 from stability.dynamics.monodromy import monodromy
+from stability.limits import TABLE
 from stability.rules.registry import build_rule
 from stability.spectrum import GRID_DENSE_MAX_DEGREE
 
@@ -91,3 +93,12 @@ def test_above_the_size_limits_commands_refuse_in_one_line(argv, needle, capsys,
     err = captured.err.strip()
     assert needle in err and "\n" not in err
     assert not list(tmp_path.iterdir())  # refused up front: nothing written
+
+
+def test_docs_list_every_limit_of_the_table():
+    """docs/limits.md and `stability --help` show the same limits as the code."""
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "limits.md").read_text()
+    rows = {tuple(c.strip() for c in line.strip("|").split("|")) for line in docs.splitlines()}
+    assert set(TABLE) <= rows
+    help_text = make_parser().format_help()
+    assert all(f"{what} {limit}" in help_text for _, what, limit in TABLE)

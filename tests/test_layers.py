@@ -18,9 +18,10 @@ PACKAGE = Path(__file__).resolve().parents[1] / "stability"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     # the vocabulary everyone uses: argument checks, files, sparse polynomials, the quadratic
-    # model, pipeline schedules → delays, shipped data, the argument principle
+    # model, pipeline schedules → delays, shipped data, the argument principle, size limits
     (
         "stability.checks",
+        "stability.limits",
         "stability.files",
         "stability.polynomial",
         "stability.winding",

@@ -34,6 +34,7 @@ import numpy as np
 
 from stability.analysis.boundary import max_lr, max_lr_grid
 from stability.dynamics.linear import characteristic_polynomial, depends_on_lr_lam_only
+from stability.limits import RATE_PREDICTION_MAX_WORK
 from stability.quadratic import QuadraticModel
 from stability.rules.base import Rule
 from stability.spectrum import dominant_point, dominant_root, dominant_root_at
@@ -122,24 +123,18 @@ def _inf_if_none(x: float | None) -> float:
     return math.inf if x is None else x
 
 
-MAX_RATE_WORK = 240_000
-"""Largest modes × degree for `predicted_log_rate` (τ ≲ 20,000 with 12 modes): finding the
-dominant mode counts zeros of every contending mode on ~40 circles of 8·degree samples
-(docs/limits.md)."""
-
-
 def predicted_log_rate(rule: Rule, modes: Modes, lr: Any) -> float:
     """ln max_k ρ_k(lr): the asymptotic log-rate per step (the dominant mode mpmath-refined).
 
-    Refused (`ValueError`) above `MAX_RATE_WORK` modes × degree."""
+    Refused (`ValueError`) above `RATE_PREDICTION_MAX_WORK` modes × degree."""
     if getattr(rule, "period", 1) > 1:  # Floquet: per-step root of each mode's monodromy
         return math.log(max(dominant_root_at(rule, m, lr).radius for m in _mode_models(modes)))
     cp = characteristic_polynomial(rule, modes.model())
     work = modes.lam.size * cp.degree
-    if work > MAX_RATE_WORK:
+    if work > RATE_PREDICTION_MAX_WORK:
         raise ValueError(
-            f"tau too large for a rate prediction: modes × degree must be ≤ {MAX_RATE_WORK} "
-            f"(docs/limits.md), got {modes.lam.size} × {cp.degree}"
+            "tau too large for a rate prediction: modes × degree must be ≤ "
+            f"{RATE_PREDICTION_MAX_WORK} (docs/limits.md), got {modes.lam.size} × {cp.degree}"
         )
     poly = cp.at(lr).normalized()
     k = dominant_point(poly)  # O(τ) per mode above the dense limit

@@ -43,6 +43,7 @@ from fractions import Fraction
 from typing import Any
 
 from stability.analysis.bounds import t2_optimal_gamma
+from stability.limits import CERTIFY_MAX_DEGREE
 from stability.rules.spec import RuleSpec
 
 
@@ -60,12 +61,6 @@ class SchurCohn:
     stable: bool
     degree: int
     failed_degree: int | None
-
-
-MAX_DEGREE = 300
-"""Largest degree `certify` takes on: the integers of the Schur-Cohn recursion grow to ~n
-times the coefficients' size, so the cost grows like n³ (~5 s at degree 300 on one core,
-~10 s at 400; docs/limits.md)."""
 
 
 def schur_cohn(coefficients, progress: Callable[[int, int], None] | None = None) -> SchurCohn:
@@ -220,7 +215,7 @@ def certify(
     """Exact stability of a registered rule at step size ``lr`` (rational; see `exact_rational`).
 
     Raises `NotCertifiable` when a parameter is not rational (module doc) or the size of the
-    rule's state (the degree's upper bound, checked first) exceeds `MAX_DEGREE`.
+    rule's state (the degree's upper bound, checked first) exceeds `CERTIFY_MAX_DEGREE`.
     ``progress`` as in `schur_cohn`.
     """
     from stability.dynamics.linear import linearize
@@ -231,9 +226,9 @@ def certify(
         raise ValueError(f"lr must be > 0, got {lr}")
     rule, model = exact_build(spec, **values)
     degree = len(state_layout(rule))  # the state's size: the polynomial's degree at most
-    if degree > MAX_DEGREE:
+    if degree > CERTIFY_MAX_DEGREE:
         raise NotCertifiable(
-            f"the exact test is limited to degree {MAX_DEGREE} (its cost grows like the "
+            f"the exact test is limited to degree {CERTIFY_MAX_DEGREE} (its cost grows like the "
             f"degree cubed; docs/limits.md), got a state of {degree} values (degree ≤ that)"
         )
     poly = linearize(rule, model, lr).polynomial()

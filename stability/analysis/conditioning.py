@@ -50,6 +50,7 @@ import numpy as np
 from stability.analysis.boundary import max_lr_grid
 from stability.checks import check_real
 from stability.dynamics.linear import characteristic_polynomial, depends_on_lr_lam_only
+from stability.limits import HALFLIFE_MAX_DEGREE, HALFLIFE_OPTIMIZE_MAX_DEGREE
 from stability.quadratic import QuadraticModel
 from stability.rules.registry import get_spec
 from stability.rules.spec import RuleSpec
@@ -67,14 +68,6 @@ MAX_EXTRA_DECADES = 16.0
 
 X_CAP = 1e6
 """Top of the grid for rules stable at every step size (no finite x_max)."""
-
-MAX_DEGREE = 2048
-"""Largest degree of the characteristic polynomial for `optimal_half_life` (τ ≲ 2000 for the
-registered rules; ~5 s on one core at the limit, the cost grows like the degree)."""
-
-MAX_OPTIMIZE_DEGREE = 24
-"""Largest degree when the momentum or horizon is optimised too: every candidate of the
-outer search is a full step-size optimisation on dense eigenvalues (~5 s at the limit)."""
 
 OPTIMIZABLE = ("momentum", "horizon")
 """Parameters `optimal_half_life` can optimise besides the step size."""
@@ -538,11 +531,11 @@ def optimal_half_life(
 
 
 def _check_degree(spec: RuleSpec, values: dict[str, Any], optimize: str | None) -> None:
-    """Refuse up front (one line naming the delay) a polynomial above `MAX_DEGREE`, or
-    `MAX_OPTIMIZE_DEGREE` when a second parameter is optimised."""
+    """Refuse up front (one line naming the delay) a polynomial above `HALFLIFE_MAX_DEGREE`, or
+    `HALFLIFE_OPTIMIZE_MAX_DEGREE` when a second parameter is optimised."""
     rule, model = spec.build(**values)
     degree = characteristic_polynomial(rule, model).degree
-    limit = MAX_DEGREE if optimize is None else MAX_OPTIMIZE_DEGREE
+    limit = HALFLIFE_MAX_DEGREE if optimize is None else HALFLIFE_OPTIMIZE_MAX_DEGREE
     if degree > limit:
         delays = [p.name for p in spec.params if p.kind == "delay"]
         how = "the half-life" if optimize is None else f"the half-life optimised over {optimize}"

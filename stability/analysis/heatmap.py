@@ -39,6 +39,7 @@ import numpy as np
 
 from stability.analysis.boundary import max_lr_grid
 from stability.dynamics.linear import characteristic_polynomial
+from stability.limits import HEATMAP_MAX_POINTS_PER_AXIS, HEATMAP_MAX_WORK
 from stability.polynomial import SparsePoly
 from stability.rules.registry import get_spec
 from stability.rules.spec import RuleSpec
@@ -48,9 +49,6 @@ from stability.winding import SparseColumns, largest_root
 STEP_AXES = ("lr", "lam*lr")
 """Axis names for the step size: lr itself, or the normalized rate ηλ (λ = 1)."""
 
-MAX_POINTS_PER_AXIS = 4096
-MAX_WORK = 1e9
-"""Largest Σ points·`point_cost`(degree) of a grid: about 10 s on one core (docs/limits.md)."""
 REFINE_ABOVE = 1e-10
 """Estimated float64 error of a top root (×100) above which a point is refined in mpmath."""
 
@@ -102,8 +100,10 @@ def parse_axis(text: str, flag: str = "axis") -> Axis:
     log = len(parts) == 5
     if not (math.isfinite(lo) and math.isfinite(hi)) or not lo < hi:
         raise ValueError(f"{flag}: lo < hi must be finite numbers, got lo={lo:g}, hi={hi:g}")
-    if not 2 <= n <= MAX_POINTS_PER_AXIS:
-        raise ValueError(f"{flag}: n must be an integer in [2, {MAX_POINTS_PER_AXIS}], got {n}")
+    if not 2 <= n <= HEATMAP_MAX_POINTS_PER_AXIS:
+        raise ValueError(
+            f"{flag}: n must be an integer in [2, {HEATMAP_MAX_POINTS_PER_AXIS}], got {n}"
+        )
     if log and lo <= 0:
         raise ValueError(f"{flag}: a log axis needs lo > 0, got lo={lo:g}")
     values = np.geomspace(lo, hi, n) if log else np.linspace(lo, hi, n)
@@ -245,12 +245,12 @@ def point_cost(degree: int) -> float:
 
 def check_work(work: float, points: int, degree: int) -> None:
     """Refuse, up front and in one line, a grid whose work Σ points·`point_cost`(degree)
-    exceeds `MAX_WORK` (~10 s on one core)."""
-    if work > MAX_WORK:
+    exceeds `HEATMAP_MAX_WORK` (~10 s on one core)."""
+    if work > HEATMAP_MAX_WORK:
         raise ValueError(
-            f"--x/--y: the grid's work (points × cost per point) must be ≤ {MAX_WORK:.0e}, got "
-            f"{work:.1e} ({points} points up to degree {degree}); use fewer points or a "
-            "smaller tau (docs/limits.md)"
+            "--x/--y: the grid's work (points × cost per point) must be ≤ "
+            f"{HEATMAP_MAX_WORK:.0e}, got {work:.1e} ({points} points up to degree {degree}); "
+            "use fewer points or a smaller tau (docs/limits.md)"
         )
 
 

@@ -37,6 +37,7 @@ import numpy as np
 
 from stability.analysis.boundary import max_lr
 from stability.checks import check_delay, check_real
+from stability.limits import T1_AUDIT_MAX_CELLS
 from stability.pipeline import t1_factor
 from stability.rules.registry import delay_parameter, get_spec
 
@@ -140,10 +141,6 @@ class Audit:
         return not self.windows
 
 
-MAX_CELLS = 4_000_000
-"""Largest steps × stages of the audited table (a few float64 arrays of that size)."""
-
-
 def stage_max_lr(name: str, values: dict[str, Any], taus: np.ndarray) -> dict[int, float]:
     """max_lr(rule, λ, τ) once per distinct τ (``inf``: stable for every lr)."""
     key = delay_parameter(name)
@@ -176,10 +173,10 @@ def audit(
         raise ValueError(f"anneal_steps must be an integer ≥ 1, got {anneal_steps!r}")
     if isinstance(steps, bool) or int(steps) != steps or steps < 1:
         raise ValueError(f"steps must be an integer ≥ 1, got {steps!r}")
-    if steps * tau.size > MAX_CELLS:
+    if steps * tau.size > T1_AUDIT_MAX_CELLS:
         raise ValueError(
-            f"steps must be ≤ {MAX_CELLS // tau.size} with {tau.size} stages (steps × stages ≤ "
-            f"{MAX_CELLS:.0e}, docs/limits.md), got {steps}"
+            f"steps must be ≤ {T1_AUDIT_MAX_CELLS // tau.size} with {tau.size} stages "
+            f"(steps × stages ≤ {T1_AUDIT_MAX_CELLS:.0e}, docs/limits.md), got {steps}"
         )
     limits = stage_max_lr(name, values, tau)
     limit = np.array([limits[int(t)] for t in tau])

@@ -21,6 +21,7 @@ from typing import Any
 
 from stability.cli.args import Parser, UsageError
 from stability.files import strict_json
+from stability.limits import help_text
 
 EXAMPLES = """\
 examples:
@@ -49,7 +50,7 @@ def make_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="stability",
         description="Stability analysis of delayed-gradient (pipeline-parallel) training.",
-        epilog=EXAMPLES,
+        epilog=EXAMPLES + "\n" + help_text(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)

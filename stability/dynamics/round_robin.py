@@ -28,7 +28,7 @@ count on the unit circle decides stability — O(τ) instead of O(τ³), with no
 
 Cost of building T: the one-replica instance runs τ_s (sync period) steps on m + 1 basis
 vectors; its characteristic polynomials come from eigenvalues of matrices of size ≤ m + 1,
-hence the limit `MAX_REPLICA_LAGS` on m.
+hence the limit `EA_MAX_REPLICA_LAGS` on m.
 """
 
 from __future__ import annotations
@@ -38,20 +38,10 @@ from typing import Any
 import numpy as np
 
 from stability.dynamics.monodromy import monodromy, state_layout
+from stability.limits import EA_MAX_REPLICA_LAGS, EA_MAX_REPLICA_VALUES, EA_MAX_SYNC_PERIOD
 from stability.quadratic import QuadraticModel
 from stability.rules.base import Rule
 from stability.winding import SAMPLES_PER_DEGREE
-
-MAX_REPLICA_LAGS = 64
-"""Largest m = ⌈(τ+1)/N⌉ (values kept per replica): T's polynomials come from eigenvalues."""
-
-MAX_REPLICA_VALUES = 5001
-"""Largest N·m, the replicas' values in the state (τ ≤ 5000 with the default N = τ + 1): a
-max-lr search counts zeros on ~100 circles of 8·(N·m + 1) samples (~10 s at the limit on a
-busy two-core machine)."""
-
-MAX_SYNC_PERIOD = 1000
-"""Largest sync period τ_s: every evaluation runs τ_s steps of the one-replica instance."""
 
 
 def has_round_robin(rule: Rule) -> bool:
@@ -149,22 +139,22 @@ def _horner(c: np.ndarray, z: np.ndarray):
 
 def check_size(rule: Rule) -> None:
     """Refuse (one-line `ValueError` naming the parameter) a round-robin rule above the
-    documented limits `MAX_REPLICA_LAGS`, `MAX_REPLICA_VALUES`, `MAX_SYNC_PERIOD`."""
+    documented limits `EA_MAX_REPLICA_LAGS`, `EA_MAX_REPLICA_VALUES`, `EA_MAX_SYNC_PERIOD`."""
     m = replica_lags(rule)
-    if m > MAX_REPLICA_LAGS:
+    if m > EA_MAX_REPLICA_LAGS:
         raise ValueError(
-            f"replicas must be ≥ (tau+1)/{MAX_REPLICA_LAGS} for the Floquet analysis, got "
+            f"replicas must be ≥ (tau+1)/{EA_MAX_REPLICA_LAGS} for the Floquet analysis, got "
             f"{rule.replicas} at tau = {rule.tau} (each replica would keep {m} values)"
         )
-    if rule.replicas * m > MAX_REPLICA_VALUES:
+    if rule.replicas * m > EA_MAX_REPLICA_VALUES:
         raise ValueError(
-            f"tau must be ≤ {MAX_REPLICA_VALUES - 1} for the Floquet analysis (replicas × "
-            f"⌈(tau+1)/replicas⌉ ≤ {MAX_REPLICA_VALUES}), got tau = {rule.tau} with "
+            f"tau must be ≤ {EA_MAX_REPLICA_VALUES - 1} for the Floquet analysis (replicas × "
+            f"⌈(tau+1)/replicas⌉ ≤ {EA_MAX_REPLICA_VALUES}), got tau = {rule.tau} with "
             f"replicas = {rule.replicas}"
         )
-    if rule.sync_period > MAX_SYNC_PERIOD:
+    if rule.sync_period > EA_MAX_SYNC_PERIOD:
         raise ValueError(
-            f"sync_period must be ≤ {MAX_SYNC_PERIOD} for the Floquet analysis, "
+            f"sync_period must be ≤ {EA_MAX_SYNC_PERIOD} for the Floquet analysis, "
             f"got {rule.sync_period}"
         )
 
@@ -201,9 +191,6 @@ def round_robin_function(rule: Rule, model: QuadraticModel, lr: Any) -> RoundRob
 
 
 __all__ = [
-    "MAX_REPLICA_LAGS",
-    "MAX_REPLICA_VALUES",
-    "MAX_SYNC_PERIOD",
     "RoundRobinColumns",
     "check_size",
     "has_round_robin",

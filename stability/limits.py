@@ -1,0 +1,89 @@
+"""The documented size limits: every command answers within a cost bound or refuses up front.
+
+One place for the numbers: the modules that enforce a limit import it from here, ``stability
+--help`` prints `help_text`, and docs/limits.md (checked against `TABLE` by the tests)
+explains them.  Each limit was set from the cost measured on one core (benchmarks in
+docs/limits.md): at the limit a command takes about 10 s or less; above it the command refuses
+in one line naming the parameter (`ValueError`, exit code 2 on the CLI).
+"""
+
+from __future__ import annotations
+
+from stability.checks import MAX_DELAY
+
+EA_MAX_REPLICA_LAGS = 64
+"""EA-Pipe Floquet analysis: largest m = ⌈(τ+1)/N⌉ values per replica (its local period map's
+polynomials come from eigenvalues of (m+1)-matrices)."""
+
+EA_MAX_REPLICA_VALUES = 5001
+"""EA-Pipe Floquet analysis: largest N·m, the replicas' values in the state (τ ≤ 5000 with the
+default N = τ + 1); a max-lr search counts zeros on ~100 circles of 8·(N·m + 1) samples."""
+
+EA_MAX_SYNC_PERIOD = 1000
+"""EA-Pipe Floquet analysis: largest sync period τ_s (each evaluation runs τ_s steps)."""
+
+HALFLIFE_MAX_DEGREE = 2048
+"""halflife: largest degree of the characteristic polynomial (τ ≲ 2000)."""
+
+HALFLIFE_OPTIMIZE_MAX_DEGREE = 24
+"""halflife --optimize-momentum / --optimize-horizon: largest degree (every candidate of the
+outer search is a full step-size optimisation on dense eigenvalues)."""
+
+HEATMAP_MAX_POINTS_PER_AXIS = 4096
+"""heatmap: points per axis."""
+
+HEATMAP_MAX_WORK = 1e9
+"""heatmap: largest Σ points·cost(degree), cost = d³ + 4000 (companion eigenvalues, d ≤ 64)
+or 1400·d (argument principle), in units of ~10 ns: about 10 s on one core."""
+
+CERTIFY_MAX_DEGREE = 300
+"""radius --certify: largest degree (the state's size) of the exact Schur-Cohn test, whose
+cost grows like the degree cubed; above it the answer is ``certified: false`` with the bound."""
+
+T1_AUDIT_MAX_CELLS = 4_000_000
+"""t1-audit: largest steps × stages of the audited table."""
+
+RATE_PREDICTION_MAX_WORK = 240_000
+"""train / validate: largest modes × degree for the predicted rate (τ ≲ 20,000 with 12
+modes); above it the rate prediction is left out with a note, the run still happens."""
+
+TABLE = (
+    ("every command", "delays (tau, tau_fwd, ...)", f"≤ {MAX_DELAY:,}"),
+    ("max-lr/radius ea", "tau (default replicas)", f"≤ {EA_MAX_REPLICA_VALUES - 1:,}"),
+    ("max-lr/radius ea", "replicas", f"≥ (tau+1)/{EA_MAX_REPLICA_LAGS}"),
+    ("max-lr/radius ea", "sync_period", f"≤ {EA_MAX_SYNC_PERIOD:,}"),
+    ("halflife", "degree (≈ tau)", f"≤ {HALFLIFE_MAX_DEGREE:,}"),
+    ("halflife --optimize-*", "degree (≈ tau)", f"≤ {HALFLIFE_OPTIMIZE_MAX_DEGREE}"),
+    ("heatmap", "points per axis", f"≤ {HEATMAP_MAX_POINTS_PER_AXIS:,}"),
+    ("heatmap", "Σ points × cost(degree)", f"≤ {HEATMAP_MAX_WORK:.0e}"),
+    ("radius --certify", "degree (state size)", f"≤ {CERTIFY_MAX_DEGREE}"),
+    ("t1-audit", "steps × stages", f"≤ {T1_AUDIT_MAX_CELLS:,}"),
+    ("train/validate", "modes × degree (rate prediction)", f"≤ {RATE_PREDICTION_MAX_WORK:,}"),
+)
+"""(command, what is limited, the limit) rows, as in docs/limits.md and ``--help``."""
+
+
+def help_text() -> str:
+    """The `TABLE` as plain text for ``stability --help``."""
+    width = max(len(c) for c, _, _ in TABLE) + 2
+    rows = [f"  {c:<{width}}{what} {limit}" for c, what, limit in TABLE]
+    return "size limits (above them a command refuses in one line; docs/limits.md):\n" + "\n".join(
+        rows
+    )
+
+
+__all__ = [
+    "CERTIFY_MAX_DEGREE",
+    "EA_MAX_REPLICA_LAGS",
+    "EA_MAX_REPLICA_VALUES",
+    "EA_MAX_SYNC_PERIOD",
+    "HALFLIFE_MAX_DEGREE",
+    "HALFLIFE_OPTIMIZE_MAX_DEGREE",
+    "HEATMAP_MAX_POINTS_PER_AXIS",
+    "HEATMAP_MAX_WORK",
+    "MAX_DELAY",
+    "RATE_PREDICTION_MAX_WORK",
+    "T1_AUDIT_MAX_CELLS",
+    "TABLE",
+    "help_text",
+]
