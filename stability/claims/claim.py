@@ -224,7 +224,7 @@ class Claim:
 
 
 def describe_size(size: Size) -> str:
-    """"-38.2 % (slightly: not met)" — the value, its unit, the word and the outcome."""
+    """ "-38.2 % (slightly: not met)" — the value, its unit, the word and the outcome."""
     text = f"{size.value:.4g} {size.unit}"
     if size.qualifier is not None:
         text += f" ({size.qualifier}: {'met' if size.met else 'not met'})"
@@ -232,7 +232,7 @@ def describe_size(size: Size) -> str:
 
 
 def describe_range(part: Range) -> str:
-    """"lr ∈ [0.02258, 0.2]"."""
+    """ "lr ∈ [0.02258, 0.2]"."""
     return f"{part.parameter} ∈ [{part.low:.4g}, {part.high:.4g}]"
 
 

@@ -22,11 +22,11 @@ XTOL = 1e-12
 """Relative tolerance of the refined boundaries."""
 
 
-def crossings(f: Callable[[float], float], grid, values=None) -> list[float]:
+def crossings(f: Callable[[float], float], grid, values=None, *, xtol: float = XTOL) -> list[float]:
     """Roots of ``f`` between the sorted samples ``grid`` (``values`` = f on the grid if known).
 
     A sample where f is exactly 0 is a root; between samples of opposite signs the root is
-    refined by Brent's method.
+    refined by Brent's method to ``xtol`` relative to the bracket's larger end.
     """
     from scipy.optimize import brentq
 
@@ -35,7 +35,7 @@ def crossings(f: Callable[[float], float], grid, values=None) -> list[float]:
     roots = [float(t) for t in x[v == 0]]
     for i in np.flatnonzero(v[:-1] * v[1:] < 0):
         a, b = x[i], x[i + 1]
-        roots.append(float(brentq(f, a, b, xtol=XTOL * max(abs(a), abs(b)))))
+        roots.append(float(brentq(f, a, b, xtol=xtol * max(abs(a), abs(b)))))
     return sorted(roots)
 
 
