@@ -102,3 +102,17 @@ def sgd_terms(tau: int, lr_lam) -> dict[int, object]:
     terms[tau] = terms.get(tau, 0) - 1
     terms[0] = terms.get(0, 0) + lr_lam
     return terms
+
+
+def bisect_sign(f, a: float, b: float, *, tol: float = 1e-10) -> float:
+    """The point where ``f`` changes sign in [a, b], by plain bisection (f(a)·f(b) < 0)."""
+    fa, fb = f(a), f(b)
+    assert fa * fb < 0, f"no sign change in [{a}, {b}]: {fa}, {fb}"
+    while b - a > tol * max(abs(a), abs(b), 1.0):
+        mid = 0.5 * (a + b)
+        fm = f(mid)
+        if (fm < 0) == (fa < 0):
+            a, fa = mid, fm
+        else:
+            b = mid
+    return 0.5 * (a + b)

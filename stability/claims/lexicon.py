@@ -44,7 +44,8 @@ class Word:
 
 
 def _within(fraction: float) -> Callable[[float, float | None], bool]:
-    return lambda value, x: abs(value - x) <= fraction * abs(x)
+    # the edge itself counts (1e-12: the rounding of value − x at the edge)
+    return lambda value, x: abs(value - x) <= fraction * abs(x) * (1 + 1e-12)
 
 
 LEXICON: dict[str, Word] = {
