@@ -34,22 +34,27 @@ def main(argv=None) -> dict:
     started = time.perf_counter()
     scales = np.array([0.0, 1.0, 1.5, 2.0, 2.5, 3.0]) if args.quick else np.linspace(0, 10, 41)
     grid = _common.momentum_grid(args.quick)
-    h, m_opt, optima = {}, {}, {}
+    h, m_opt, optima, points = {}, {}, {}, {}
     for label, kappa, delay, _ in SETTINGS:
 
-        def half_life(alpha, kappa=kappa, delay=delay):
-            r = optimal_half_life(
+        def optimum(alpha, kappa=kappa, delay=delay):
+            return optimal_half_life(
                 "lwp", kappa, tau=delay, horizon=alpha * delay, optimize="momentum", grid=grid
             )
-            return r.half_life
 
-        r = optimal_half_life(
-            "lwp", kappa, tau=delay, horizon=scales * delay, optimize="momentum", grid=grid
-        )
+        r = optimum(scales)
         h[label], m_opt[label] = r.half_life, r.values["momentum"]
         best, at_best = locate.minimize(
-            lambda a, f=half_life: float(f(a)), scales, h[label], xtol=0.05 if args.quick else 1e-3
+            lambda a, f=optimum: float(f(a).half_life),
+            scales,
+            h[label],
+            xtol=0.05 if args.quick else 1e-3,
         )
+        at = {"optimum": optimum(best), "paper": optimum(PAPER_SCALE)}
+        points[label] = {
+            key: {"momentum": float(o.values["momentum"]), "lr": float(o.lr)}
+            for key, o in at.items()
+        }
         optima[label] = Optimum(
             parameter="horizon scale α = T/D",
             setting=f"LWP^w, {label}, lr and momentum optimised",
@@ -57,10 +62,10 @@ def main(argv=None) -> dict:
             paper=PAPER_SCALE,
             objective="optimal half-life (steps)",
             at_computed=at_best,
-            at_paper=float(half_life(PAPER_SCALE)),
+            at_paper=float(at["paper"].half_life),
             lower_is_better=True,
         )
-    claims = _claims(scales, h, optima)
+    claims = _claims(scales, h, optima, points)
     fig, ax = plt.subplots(figsize=(7, 4.6), layout="constrained")
     for label, _, _, color in SETTINGS:
         o = optima[label]
@@ -85,7 +90,7 @@ def main(argv=None) -> dict:
     )
 
 
-def _claims(scales, h, optima) -> list[Claim]:
+def _claims(scales, h, optima, points) -> list[Claim]:
     farthest = max(optima.values(), key=lambda o: abs(o.computed - PAPER_SCALE))
     at = {k: {a: float(h[k][scales == a][0]) for a in (0.0, 1.0)} for k in h}
     gain = {k: 100.0 * (v[1.0] / v[0.0] - 1.0) for k, v in at.items()}
@@ -106,6 +111,7 @@ def _claims(scales, h, optima) -> list[Claim]:
                 Qualifier("≈", PAPER_SCALE),
             ),
             optima=tuple(optima.values()),
+            numbers={"momentum_and_lr": points},
         ),
         Claim(
             id="fig17-default-horizon",

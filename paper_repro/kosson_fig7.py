@@ -98,10 +98,8 @@ def _claims(kappas, h, results, grid, quick) -> list[Claim]:
             computed=float(m_opt[i]),
             paper=float(m_theory[i]),
             objective="optimal half-life (steps)",
-            at_computed=float(h["GDM, no delay"][i]),
-            at_paper=float(
-                optimal_half_life("momentum", kappas[i], tau=0, momentum=m_theory[i]).half_life
-            ),
+            at_computed=_no_delay(kappas[i], m_opt[i]),
+            at_paper=_no_delay(kappas[i], m_theory[i]),
             lower_is_better=True,
         )
         for i in picks
@@ -175,6 +173,13 @@ def _claims(kappas, h, results, grid, quick) -> list[Claim]:
             optima=optima,
         ),
     ]
+
+
+def _no_delay(kappa: float, momentum: float) -> float:
+    """Optimal half-life of GDM without delay at one momentum (lr optimised).  At the optimum
+    the roots are double (critical damping), ~1e-8 off in float64, so the half-life is
+    accurate to ~1e-5 relative at κ = 10⁵: costs below ~3e-3 % are at that precision."""
+    return float(optimal_half_life("momentum", kappa, tau=0, momentum=float(momentum)).half_life)
 
 
 def _half_life(rule: str, kappa: float, tau: int, grid) -> float:

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 import pytest
-from oracles import bisect_sign, dense_max_lr, state_radius
+from oracles import bisect_sign, dense_max_lr, single_crossing, state_radius
 
 from stability.analysis.certify import certify
 from stability.claims import (
@@ -284,20 +284,11 @@ def correction_margin(plain, corrected, reference):
     return margin
 
 
-def correction_edge(margin) -> float:
-    """α* where the margin turns positive for good: a dense scan of (0, 0.2], then bisection."""
-    grid = np.linspace(1e-3, 0.2, 400)
-    signs = np.array([margin(x) > 0 for x in grid])
-    assert not signs[0] and signs[-1] and np.count_nonzero(np.diff(signs)) == 1
-    i = int(np.argmax(signs))
-    return bisect_sign(margin, grid[i - 1], grid[i], tol=1e-12)
-
-
 @pytest.mark.parametrize("claim_id, plain, corrected, reference", CORRECTIONS)
 def test_correction_holds_above_alpha_star(claim_id, plain, corrected, reference):
     claim = quick(pipemare_claims, claim_id)
     margin = correction_margin(plain, corrected, reference)
-    edge = correction_edge(margin)
+    edge = single_crossing(margin, 1e-3, 0.2)
     assert claim.grade is Grade.PARTIAL_RANGE and not claim.holds
     part = claim.range_where_it_holds
     assert part.parameter == "lr" and part.high == 0.2
