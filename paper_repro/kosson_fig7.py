@@ -171,6 +171,11 @@ def _claims(kappas, h, results, grid, quick) -> list[Claim]:
                 "the largest |computed optimum − formula| over κ",
             ),
             optima=optima,
+            numbers={
+                "precision": "at the optimum the roots are double (critical damping), ~1e-8 "
+                "off in float64: half-lives are accurate to ~1e-5 relative at κ = 1e5, so "
+                "costs below ~3e-3 % are at the precision"
+            },
         ),
     ]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -462,3 +463,38 @@ def test_claims_cli_unknown_claim_is_one_line(capsys):
     code = main(["claims", "--claim", "nope"])
     out, err = capsys.readouterr()
     assert code == 2 and out == "" and err.count("\n") == 1 and "unknown claim" in err
+
+
+# -- the committed full-mode output and docs/claims.md ----------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_committed_json_carries_the_grades_of_every_claim():
+    """figures/claims.json is `stability claims --json` on the full grids; every full-mode
+    reproduction's JSON grades every claim."""
+    data = json.loads((ROOT / "figures" / "claims.json").read_text())
+    assert data["quick"] is False and [c["id"] for c in data["claims"]] == list(claim_ids())
+    records = [json.loads(p.read_text()) for p in sorted((ROOT / "figures").glob("*_*.json"))]
+    records = [r for r in records if "claims" in r]
+    assert len(records) >= 12 and all(r["quick"] is False for r in records)
+    for claim in [c for r in [data, *records] for c in r["claims"]]:
+        assert claim["grade"] in {g.value for g in Grade}
+        assert claim["holds"] is (claim["grade"] == "holds")
+        assert "size" in claim and "range_where_it_holds" in claim
+        assert (claim["grade"] == "partial_range") <= (claim["range_where_it_holds"] is not None)
+
+
+def test_docs_page_is_generated_from_the_committed_json():
+    """docs/claims.md is `render` of the committed JSON, byte for byte (never pasted)."""
+    from stability.claims.markdown import json_keys, render
+
+    figures = {}
+    for path in sorted((ROOT / "figures").glob("*.json")):
+        record = json.loads(path.read_text())
+        if path.stem != "claims" and "claims" in record:
+            figures[path.stem] = record
+    claims = json.loads((ROOT / "figures" / "claims.json").read_text())
+    assert (ROOT / "docs" / "claims.md").read_text() == render(claims, figures)
+    keys = {path for path, _, _ in json_keys()}
+    assert {"grade", "size.qualifier", "range_where_it_holds.from", "optima[].cost.value"} <= keys

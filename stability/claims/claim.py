@@ -57,7 +57,9 @@ class Size:
     value: float = _doc("the measured size", "see unit")
     unit: str = _doc("unit of value (e.g. '%' for a relative change, '× D')")
     measures: str = _doc("what value is: the quantity, and at which point of the scope")
-    qualifier: Qualifier | None = _doc("the size word of the wording (None: none)", default=None)
+    qualifier: Qualifier | None = _doc(
+        "the size word of the wording (None/null: none)", default=None
+    )
 
     @property
     def met(self) -> bool | None:
@@ -129,6 +131,7 @@ class Optimum:
             "objective": self.objective,
             "at_computed": _number(self.at_computed),
             "at_paper": _number(self.at_paper),
+            "lower_is_better": self.lower_is_better,
             "cost": {"value": _number(self.cost), "unit": f"{unit} {self.objective}"},
         }
 
@@ -150,10 +153,12 @@ class Claim:
     direction: str = _doc("what the claim asserts, stripped of its size")
     scope: str = _doc("the range of parameters the claim speaks about, in words")
     direction_holds: bool = _doc("whether the direction holds at every point of the scope")
-    size: Size | None = _doc("the measured size (None where no size is meaningful)", default=None)
+    size: Size | None = _doc(
+        "the measured size (None/null where no size is meaningful)", default=None
+    )
     range_where_it_holds: Range | None = _doc(
         "the part of the scope where the whole claim (direction and size) holds, when it does "
-        "not hold throughout; None when it holds throughout or nowhere",
+        "not hold throughout; None/null when it holds throughout or nowhere",
         default=None,
     )
     optima: tuple[Optimum, ...] = _doc(
@@ -188,6 +193,7 @@ class Claim:
             "statement": self.statement,
             "direction": self.direction,
             "scope": self.scope,
+            "direction_holds": self.direction_holds,
             "holds": self.holds,
             "grade": self.grade.value,
             "size": None if self.size is None else self.size.as_dict(),
@@ -217,10 +223,31 @@ class Claim:
     @classmethod
     def schema(cls) -> list[dict[str, str]]:
         """The fields with meaning and unit (docs/claims.md's key table)."""
-        return [
-            {"name": f.name, "unit": f.metadata["unit"], "doc": f.metadata["doc"]}
-            for f in fields(cls)
-        ]
+        return field_docs(cls)
+
+
+DERIVED_KEYS: dict[str, tuple[str, str]] = {
+    "holds": ("", "true exactly for the grade holds"),
+    "grade": ("", "holds, direction_only, partial_range or fails: the first that applies"),
+    "size_reading": ("", "how the size was read (null without a size)"),
+    "size_reading.measures": ("", "what size.value is: the quantity, at which point"),
+    "size_reading.qualifier_means": ("", "what the size word is taken to mean (the lexicon)"),
+    "size_reading.met": ("", "whether size.value satisfies the word (null without a word)"),
+    "summary": ("", "the verdict in one line"),
+    "optima[].cost": ("", "the relative cost of the paper's value: {value, unit}"),
+    "optima[].cost.value": ("%", "at_paper/at_computed − 1 (minimised) or 1 − that ratio"),
+    "optima[].cost.unit": ("", "'% longer <objective>' or '% smaller <objective>'"),
+    "range_where_it_holds.from": ("unit of the parameter", "lower end"),
+    "range_where_it_holds.to": ("unit of the parameter", "upper end"),
+}
+"""Docs of the JSON keys that are not dataclass fields (`Claim.as_dict`)."""
+
+
+def field_docs(cls) -> list[dict[str, str]]:
+    """``{"name", "unit", "doc"}`` of each field of one of this module's dataclasses."""
+    return [
+        {"name": f.name, "unit": f.metadata["unit"], "doc": f.metadata["doc"]} for f in fields(cls)
+    ]
 
 
 def describe_size(size: Size) -> str:

@@ -2,7 +2,8 @@
 
 Each script runs in its own process with this interpreter (``MPLBACKEND=Agg``) and writes
 ``<out-dir>/<name>.png`` and ``<name>.json``; the result lists the files and every claim's
-graded verdict (``grade``, ``size``, ``range_where_it_holds``; `stability.claims.Claim`).  A new reproduction is one new script in ``paper_repro/``: it is found by name.
+graded verdict (``grade``, ``size``, ``range_where_it_holds``; `stability.claims.Claim`).
+A new reproduction is one new script in ``paper_repro/``: it is found by name.
 """
 
 from __future__ import annotations
