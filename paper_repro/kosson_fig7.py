@@ -49,6 +49,15 @@ def main(argv=None) -> dict:
     ax.set_xlabel(axis_label("kappa", True))
     ax.set_ylabel("optimal half-life (steps, log scale)")
     ax.set_title("Kosson Fig. 7: half-life vs conditioning (lr and momentum optimised)")
+    slight = next(c for c in claims if c.id == "fig7-lwp-slightly-beats-sc").range_where_it_holds
+    if slight is not None:  # where LWP_D's advantage over SC_D becomes "slight" (≤ 10 %)
+        ax.axvline(
+            slight.low,
+            color="gray",
+            ls=":",
+            lw=1.2,
+            label=f"LWP_D within 10 % of SC_D ('slightly') for κ ≥ {slight.low:.4g}",
+        )
     ax.legend(fontsize=8)
     ax.grid(True, which="major", alpha=0.3)
     data = {

@@ -14,6 +14,7 @@ The verdict is a `Grade`; the first that applies wins:
 ``holds``          the direction holds throughout the scope, and the size (if the wording
                    gives one) satisfies its word
 ``direction_only`` the direction holds throughout the scope, the size does not satisfy its word
+                   (``range_where_it_holds``: where it does, if anywhere)
 ``partial_range``  the claim holds only in part of the scope: ``range_where_it_holds`` gives
                    that part, its ends computed (root-finding on the computed quantity)
 ``fails``          none of the above

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from stability.claims import locate
 from stability.claims.claim import Claim, Range, Size, intervals, relative_change
 from stability.claims.lexicon import Qualifier
+from stability.claims.locate import crossings
 
 MOMENTA = tuple(np.linspace(0.0, 0.999, 1000))
 """Fine momentum grid for the max stable ηλ (λ = 1)."""
@@ -137,7 +137,7 @@ def delay_shrinks_region(momenta=MOMENTA) -> Claim:
 
 def _crossover(name: str, base: str, tau: int, m, ratio) -> float | None:
     """The momentum where ``name``'s max ηλ first exceeds ``base``'s (root of ratio − 1)."""
-    roots = locate.crossings(lambda x: _ratio(name, base, tau, x) - 1.0, m, ratio - 1.0)
+    roots = crossings(lambda x: _ratio(name, base, tau, x) - 1.0, m, ratio - 1.0)
     return roots[0] if roots else None
 
 
@@ -226,7 +226,7 @@ def lwp_shrinks_small_momentum(momenta=MOMENTA, tau: int = 1) -> Claim:
         shapes.append(
             m_c is not None and bool(np.all(ratio[m < m_c] < 1) and np.all(ratio[m > m_c] > 1))
         )
-        roots = locate.crossings(
+        roots = crossings(
             lambda x, n=name: _ratio(n, "momentum", tau, x) - SLIGHT, m, ratio - SLIGHT
         )
         slight.append(roots[-1] if roots and m_c is not None and roots[-1] < m_c else None)

@@ -14,9 +14,9 @@ import math
 
 import numpy as np
 
-from stability.claims import locate
 from stability.claims.claim import Claim, Optimum, Range, Size, relative_change
 from stability.claims.lexicon import Qualifier
+from stability.claims.locate import longest, minimize, positive_intervals
 
 POSITIVE_DELTAS = (1e-3, 1e-2, 0.1, 0.3, 1.0, 2.0, 3.0, 5.0, 7.0, 10.0, 15.0, 20.0, 30.0, 50.0)
 POSITIVE_DELTAS += (70.0, 100.0)
@@ -147,7 +147,7 @@ def gamma_optimum(
 
     PipeMare eq. 14, γ* = 1 − 2/(τf − τb + 1), makes the App. B.4 polynomial's second
     derivative at ω = 1 independent of Δ; the max stable lr over γ is scanned on ``points``
-    values and refined by bounded Brent (`locate.minimize`).
+    values and refined by bounded Brent (`stability.claims.locate.minimize`).
     """
     from stability.rules.discrepancy import optimal_gamma
 
@@ -158,7 +158,7 @@ def gamma_optimum(
     def lr(g: float) -> float:
         return float(_max_lr("t2", gamma=np.array([g]), **delays)[0])
 
-    best, neg = locate.minimize(lambda g: -lr(g), grid, -values)
+    best, neg = minimize(lambda g: -lr(g), grid, -values)
     star = optimal_gamma(tau_fwd, tau_bkwd)
     return Optimum(
         parameter="gamma",
@@ -218,7 +218,7 @@ def t2_negative_delta(
         return float(_max_lr("discrepancy", **kw)[0] - _max_lr("t2", **kw)[0])
 
     grid = np.append(deltas, 0.0)  # at Δ = 0 the two models coincide (loss 0)
-    lowered = locate.positive_intervals(loss, grid, np.append(plain - corrected, 0.0))
+    lowered = positive_intervals(loss, grid, np.append(plain - corrected, 0.0))
     found = []
     for a, b in lowered:
         inside = (deltas >= a) & (deltas <= b)
@@ -284,11 +284,9 @@ def _correction_claim(claim_id, source, figure, plain, corrected, reference, lr_
         return np.minimum(reduced, closer)
 
     rho = radii(lr)
-    found = locate.positive_intervals(
-        lambda x: float(margin(radii(np.array([x])))[0]), lr, margin(rho)
-    )
+    found = positive_intervals(lambda x: float(margin(radii(np.array([x])))[0]), lr, margin(rho))
     everywhere = found == [(lr[0], lr[-1])] and bool(np.all(margin(rho) > 0))
-    part = None if everywhere or not found else Range("lr", *locate.longest(found))
+    part = None if everywhere or not found else Range("lr", *longest(found))
     max_lrs = {key: float(_max_lr(name, **params)[0]) for key, (name, params) in cases.items()}
     reduction = rho["plain"] - rho["corrected"]
     return Claim(
