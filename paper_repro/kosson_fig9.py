@@ -33,7 +33,7 @@ def main(argv=None) -> dict:
     table = optimal_half_life("lwp", KAPPA, tau=DELAY, momentum=m[:, None], horizon=T[None, :])
     h = table.half_life
     grid = _common.momentum_grid(args.quick)
-    curve_t = np.linspace(0.0, 4.0 * DELAY, 5 if args.quick else 41)
+    curve_t = np.linspace(0.0, 4.0 * DELAY, 9 if args.quick else 41)
     best = _lwp(curve_t, grid)
     combo = optimal_half_life("lwp+sc", KAPPA, tau=DELAY, optimize="momentum", grid=grid)
     gdm = optimal_half_life("momentum", KAPPA, tau=DELAY, optimize="momentum", grid=grid)
@@ -41,7 +41,7 @@ def main(argv=None) -> dict:
         lambda t: float(_lwp(t, grid).half_life),
         curve_t,
         best.half_life,
-        xtol=0.05 if args.quick else 1e-3,
+        xtol=0.1 if args.quick else 1e-3,
     )
     optimum = Optimum(
         parameter="horizon T (steps)",

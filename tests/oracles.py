@@ -10,7 +10,8 @@ Nothing here uses the characteristic polynomial, the boundary locus or the Schur
   principle in mpmath (adaptive sampling of the phase), for degrees up to thousands;
 * `naive_optimum` — the optimal rate over a spectrum by dense λ × lr grids of the papers'
   printed polynomials (no windows, no peaks, no brackets);
-* `bisect_sign` — plain bisection of a sign change.
+* `bisect_sign`, `brackets` — plain bisection of a sign change, and whether a claimed root
+  sits within eps of one.
 """
 
 from __future__ import annotations
@@ -152,3 +153,8 @@ def single_crossing(f, lo: float, hi: float, *, points: int = 400, tol: float = 
     assert not signs[0] and signs[-1] and np.count_nonzero(np.diff(signs)) == 1
     i = int(np.argmax(signs))
     return bisect_sign(f, grid[i - 1], grid[i], tol=tol)
+
+
+def brackets(f, x: float, eps: float) -> bool:
+    """Whether ``f`` changes sign between x − eps and x + eps: a root of f within eps of x."""
+    return f(x - eps) * f(x + eps) < 0

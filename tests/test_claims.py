@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from oracles import bisect_sign, dense_max_lr, single_crossing, state_radius
+from oracles import brackets, dense_max_lr, single_crossing, state_radius
 
 from stability.analysis.certify import certify
 from stability.claims import (
@@ -224,13 +224,14 @@ def test_t2_raises_max_lr_and_the_decay_optimum():
         paper = dense("t2", gamma=optimum.paper, hi=1.0, **kw)
         assert best == pytest.approx(optimum.at_computed, rel=1e-7)
         assert optimum.cost == pytest.approx(100 * (1 - paper / best), rel=1e-5)
-        for step in (-0.01, 0.01):
-            assert dense("t2", gamma=optimum.computed + step, hi=1.0, **kw) <= best
+        if optimum is claim.optima[0]:  # a maximum: its neighbours are lower
+            for step in (-0.01, 0.01):
+                assert dense("t2", gamma=optimum.computed + step, hi=1.0, **kw) <= best
         assert optimum.cost > 10  # γ* costs at least 10 % of the max lr at Δ ∈ {1, 100}
 
 
 @pytest.mark.slow
-def test_t2_negative_delta_interval_by_dense_bisection():
+def test_t2_negative_delta_interval_by_dense_max_lr():
     claim = quick(pipemare_claims, "t2-negative-delta")
     [found] = claim.numbers["lowered_on"]
     kw = {"tau_fwd": 40, "tau_bkwd": 10}
@@ -238,11 +239,11 @@ def test_t2_negative_delta_interval_by_dense_bisection():
     def gain(delta):  # > 0 where T2 raises the max lr, < 0 where it lowers it
         return dense("t2", delta=delta, **kw) - dense("discrepancy", delta=delta, **kw)
 
-    edge = bisect_sign(gain, -2.0, -1.9, tol=5e-6)
-    assert found["delta_from"] == pytest.approx(edge, abs=2e-5) and found["delta_to"] == 0.0
+    edge = found["delta_from"]
+    assert gain(edge - 2e-5) > 0 > gain(edge + 2e-5) and found["delta_to"] == 0.0
     assert gain(-1.0) < 0 and gain(-0.2) < 0 and gain(-30.0) > 0
     # occasionally: the lowered share of [−100, 0) is (0 − edge)/100, between 0 and 100 %
-    assert claim.size.value == pytest.approx(-edge, abs=2e-5) and claim.grade is Grade.HOLDS
+    assert claim.size.value == pytest.approx(-edge, rel=1e-12) and claim.grade is Grade.HOLDS
     # at Δ = −1 the plain gradient is w_{t−10}: delayed SGD with τ = 10 (Lemma 1)
     assert found["max_lr_plain"] >= 2 * math.sin(math.pi / 42) * (1 - 1e-12)
 
@@ -366,11 +367,8 @@ def test_compensation_high_momentum_and_where_it_starts():
     assert claim.size.value == pytest.approx(100 * min(gains), rel=1e-6)
     start = claim.numbers["momentum_where_it_starts"]
     assert start["sc"] == 0.0  # SC_D = GDM at m = 0, above it for every m > 0
-    for name in ("lwp", "lwp+sc"):
-        edge = bisect_sign(
-            lambda m, n=name: dense(n, tau=1, momentum=m) - (1 - m), 0.3, 0.8, tol=1e-9
-        )
-        assert start[name] == pytest.approx(edge, abs=1e-8)
+    for name in ("lwp", "lwp+sc"):  # GDM's max ηλ at D = 1 is 1 − m
+        assert brackets(lambda m, n=name: dense(n, tau=1, momentum=m) - (1 - m), start[name], 1e-8)
 
 
 def test_sc_enlarges_region_by_dense_max_lr():
@@ -395,14 +393,15 @@ def test_lwp_decrease_is_not_slight():
     assert dense("lwp", tau=1, momentum=0.0) == pytest.approx(GOLDEN, rel=1e-9)
     assert claim.grade is Grade.DIRECTION_ONLY and claim.size.met is False
     edges = {}
-    for name in ("lwp", "lwp+sc"):
-        stop = bisect_sign(lambda m, n=name: dense(n, tau=1, momentum=m) - (1 - m), 0.3, 0.8)
-        slight = bisect_sign(
-            lambda m, n=name: dense(n, tau=1, momentum=m) - 0.9 * (1 - m), 0.1, stop - 1e-3
-        )
+    for name in ("lwp", "lwp+sc"):  # the ratio to GDM's 1 − m crosses 1 and 0.9 there
         numbers = claim.numbers[name]
-        assert numbers["momentum_where_it_stops_shrinking"] == pytest.approx(stop, abs=1e-8)
-        assert numbers["momentum_where_the_decrease_is_slight"] == pytest.approx(slight, abs=1e-8)
+        stop = numbers["momentum_where_it_stops_shrinking"]
+        slight = numbers["momentum_where_the_decrease_is_slight"]
+        for edge, level in ((stop, 1.0), (slight, 0.9)):
+            assert brackets(
+                lambda m, n=name, c=level: dense(n, tau=1, momentum=m) - c * (1 - m), edge, 1e-8
+            )
+        assert dense(name, tau=1, momentum=0.5 * slight) < 0.9 * (1 - 0.5 * slight)
         edges[name] = (slight, stop)
     # no method decreases by more than 10 % from the larger "slight" edge to the last stop
     part = claim.range_where_it_holds
