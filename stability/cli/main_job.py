@@ -60,7 +60,7 @@ def main() -> int:
     written = [write_json(FIGURES / "max_lr_table.json", table)]
 
     names = available()
-    print(f"\n{len(names)} reproductions of paper_repro/ in quick mode (~1 min) ...", flush=True)
+    print(f"\n{len(names)} reproductions of paper_repro/ in quick mode (~1.5 min) ...", flush=True)
     if cli(["repro", "--all", "--quick", "--out-dir", str(QUICK)]) != 0:
         return 1
     written += [QUICK / f"{name}.{ext}" for name in names for ext in ("png", "json")]

@@ -2,7 +2,8 @@
 
 Each script runs in its own process with this interpreter (``MPLBACKEND=Agg``) and writes
 ``<out-dir>/<name>.png`` and ``<name>.json``; the result lists the files and every claim's
-verdict.  A new reproduction is one new script in ``paper_repro/``: it is found by name.
+graded verdict (``grade``, ``size``, ``range_where_it_holds``; `stability.claims.Claim`).
+A new reproduction is one new script in ``paper_repro/``: it is found by name.
 """
 
 from __future__ import annotations
@@ -86,7 +87,16 @@ def _run_one(name: str, out_dir: Path, quick: bool) -> dict:
         "png": str(out_dir / f"{name}.png"),
         "json": str(out_dir / f"{name}.json"),
         "holds": record["holds"],
-        "claims": [{"claim": c["claim"], "holds": c["holds"]} for c in record["claims"]],
+        "claims": [
+            {
+                "id": c["id"],
+                "holds": c["holds"],
+                "grade": c["grade"],
+                "size": c["size"],
+                "range_where_it_holds": c["range_where_it_holds"],
+            }
+            for c in record["claims"]
+        ],
         "seconds": round(time.perf_counter() - start, 2),
     }
 
