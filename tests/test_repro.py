@@ -28,6 +28,7 @@ EXPECTED_HOLDS = {
     "pipemare_fig10": True,
     "pipemare_fig16": False,  # stability.claims' fig16-correction: not for α < 0.008
     "pipemare_fig5b": True,
+    "pipemare_fig5b_noise": True,
     "pipemare_table1": True,
 }
 # reproductions whose first claim is a stability.claims claim (one claim, one verdict)
