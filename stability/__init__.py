@@ -22,6 +22,10 @@ __version__ = "0.1.0"
 _HOMES: dict[str, str] = {
     "max_lr": "stability.api.max_lr",
     "MaxLr": "stability.api.max_lr",
+    "noise": "stability.noise.minibatch",
+    "Noise": "stability.noise.minibatch",
+    "tradeoff": "stability.noise.tradeoff",
+    "Tradeoff": "stability.noise.tradeoff",
 }
 """Public name → the module that defines it."""
 

@@ -8,11 +8,13 @@ from stability.cli.commands import (
     halflife,
     heatmap,
     max_lr,
+    noise,
     poly,
     radius,
     repro,
     rules,
     t1_audit,
+    tradeoff,
     train,
     validate,
 )
@@ -31,4 +33,6 @@ COMMANDS = (
     train,
     validate,
     coupled,
+    noise,
+    tradeoff,
 )
