@@ -31,8 +31,6 @@ from stability.spectrum import roots
 from stability.trainer.data import load_regression
 from stability.trainer.linreg import LinearRegression
 
-CPUSMALL = "/work/shared/data/cpusmall_scale.csv"
-
 
 def test_truncated_exponential():
     p = truncated_exponential(4, 0.5)
@@ -100,11 +98,11 @@ def test_sampled_delays_draw_the_distribution_and_read_every_lag():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("tau, beta, within", [(16, 0.0, 0.10)])
-def test_first_moment_predicts_the_trainer_on_cpusmall(tau, beta, within):
+def test_first_moment_predicts_the_trainer_on_cpusmall(tau, beta, within, cpusmall_csv):
     """Acceptance: first-moment max lr vs the trainer's measured one (cpusmall, full batch,
     every parameter drawing the same delay), within 10 % where the first moment applies
     (uniform delays on {0..16}; benchmarks/bench_seed.py --validate runs more cases)."""
-    problem = LinearRegression.from_dataset(load_regression(CPUSMALL))
+    problem = LinearRegression.from_dataset(load_regression(cpusmall_csv))
     setup = linreg_setup(problem)
     p = truncated_exponential(tau, beta)
     predicted = predicted_max_lr(ExpectedDelay(p), setup.modes_for(None))
