@@ -4,8 +4,8 @@ Nothing here uses the characteristic polynomial, the boundary locus or the Schur
 
 * `state_radius` — the largest |eigenvalue| of the rule's block companion (state) matrix,
   read off the rule's step (`stability.dynamics.linear.LinearDynamics.state_matrix`);
-* `dense_max_lr` — the first lr where that radius reaches 1, by a geometric scan and bisection,
-  the way one would find it by hand;
+* `dense_max_lr` — the first lr where that radius (or another one, e.g. of a monodromy)
+  reaches 1, by a geometric scan and bisection, the way one would find it by hand;
 * `mp_roots_inside` — the number of roots of a sparse polynomial inside |ω| = 1 by the argument
   principle in mpmath (adaptive sampling of the phase), for degrees up to thousands.
 """
@@ -22,17 +22,22 @@ def state_radius(rule, model, lr: float) -> float:
     return float(np.max(np.abs(np.linalg.eigvals(linearize(rule, model, lr).state_matrix()))))
 
 
-def dense_max_lr(rule, model, *, lo: float, hi: float, rtol: float = 1e-12) -> float:
-    """First lr in (lo, hi] with state-matrix radius ≥ 1 (stable at ``lo`` is asserted)."""
-    assert state_radius(rule, model, lo) < 1, "not stable at the lower end of the scan"
+def dense_max_lr(
+    rule, model, *, lo: float, hi: float, rtol: float = 1e-12, radius=state_radius
+) -> float:
+    """First lr in (lo, hi] with ``radius(rule, model, lr)`` ≥ 1 (stable at ``lo`` is asserted).
+
+    ``radius``: the state-matrix radius by default; any per-lr spectral radius (a monodromy's).
+    """
+    assert radius(rule, model, lo) < 1, "not stable at the lower end of the scan"
     grid = np.geomspace(lo, hi, 120)
-    unstable = [lr for lr in grid if state_radius(rule, model, lr) >= 1]
+    unstable = [lr for lr in grid if radius(rule, model, lr) >= 1]
     assert unstable, "no instability up to hi"
     b = unstable[0]
     a = grid[np.searchsorted(grid, b) - 1]
     while b - a > rtol * b:
         mid = 0.5 * (a + b)
-        if state_radius(rule, model, mid) >= 1:
+        if radius(rule, model, mid) >= 1:
             b = mid
         else:
             a = mid
