@@ -4,8 +4,9 @@ Nothing here uses the characteristic polynomial, the boundary locus or the Schur
 
 * `state_radius` — the largest |eigenvalue| of the rule's block companion (state) matrix,
   read off the rule's step (`stability.dynamics.linear.LinearDynamics.state_matrix`);
-* `dense_max_lr` — the first lr where that radius reaches 1, by a geometric scan and bisection,
-  the way one would find it by hand;
+* `dense_max_lr` — the first lr where that radius (or another one, e.g. of a monodromy)
+  reaches 1, by a geometric scan and bisection (`first_crossing`), the way one would find it
+  by hand; `polynomial_radius` for polynomials typed from a paper;
 * `mp_roots_inside` — the number of roots of a sparse polynomial inside |ω| = 1 by the argument
   principle in mpmath (adaptive sampling of the phase), for degrees up to thousands;
 * `naive_optimum` — the optimal rate over a spectrum by dense λ × lr grids of the papers'
@@ -31,21 +32,39 @@ def state_radius(rule, model, lr: float) -> float:
     return float(np.max(np.abs(np.linalg.eigvals(linearize(rule, model, lr).state_matrix()))))
 
 
-def dense_max_lr(rule, model, *, lo: float, hi: float, rtol: float = 1e-12) -> float:
-    """First lr in (lo, hi] with state-matrix radius ≥ 1 (stable at ``lo`` is asserted)."""
-    assert state_radius(rule, model, lo) < 1, "not stable at the lower end of the scan"
-    grid = np.geomspace(lo, hi, 120)
-    unstable = [lr for lr in grid if state_radius(rule, model, lr) >= 1]
+def first_crossing(measure, *, lo: float, hi: float, rtol: float = 1e-12, points: int = 120):
+    """First lr in (lo, hi] with ``measure(lr)`` ≥ 1, by a geometric scan and bisection.
+
+    ``measure(lo)`` < 1 is asserted (stable at the lower end), and some grid point ≥ 1.
+    """
+    assert measure(lo) < 1, "not stable at the lower end of the scan"
+    grid = np.geomspace(lo, hi, points)
+    unstable = [lr for lr in grid if measure(lr) >= 1]
     assert unstable, "no instability up to hi"
     b = unstable[0]
     a = grid[np.searchsorted(grid, b) - 1]
     while b - a > rtol * b:
         mid = 0.5 * (a + b)
-        if state_radius(rule, model, mid) >= 1:
+        if measure(mid) >= 1:
             b = mid
         else:
             a = mid
     return b
+
+
+def dense_max_lr(
+    rule, model, *, lo: float, hi: float, rtol: float = 1e-12, radius=state_radius
+) -> float:
+    """First lr in (lo, hi] with ``radius(rule, model, lr)`` ≥ 1 (stable at ``lo`` is asserted).
+
+    ``radius``: the state-matrix radius by default; any per-lr spectral radius (a monodromy's).
+    """
+    return first_crossing(lambda lr: radius(rule, model, lr), lo=lo, hi=hi, rtol=rtol)
+
+
+def polynomial_radius(coefficients) -> float:
+    """max |root| of a dense polynomial (highest degree first), by numpy's companion matrix."""
+    return float(np.max(np.abs(np.roots(coefficients))))
 
 
 def mp_poly(terms: dict[int, object]):

@@ -16,8 +16,6 @@ from stability.trainer.data import (
     synthetic_regression,
 )
 
-CPUSMALL = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "cpusmall_scale.csv"
-
 
 def write(tmp_path, name, text):
     path = tmp_path / name
@@ -25,11 +23,11 @@ def write(tmp_path, name, text):
     return path
 
 
-def test_cpusmall_csv_is_read_as_stored():
-    X, y = read_csv(CPUSMALL)
+def test_cpusmall_csv_is_read_as_stored(cpusmall_csv):
+    X, y = read_csv(cpusmall_csv)
     assert X.shape == (8192, 12) and y.shape == (8192,)
     assert y[0] == 90.0 and X[0, 0] == -0.993496 and X[0, 11] == 0.651101
-    data = load_regression(CPUSMALL, standardize="none")
+    data = load_regression(cpusmall_csv, standardize="none")
     np.testing.assert_array_equal(data.X, X)
 
 
