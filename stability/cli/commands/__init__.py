@@ -12,6 +12,7 @@ from stability.cli.commands import (
     radius,
     repro,
     rules,
+    sweep,
     t1_audit,
     train,
     validate,
@@ -31,4 +32,5 @@ COMMANDS = (
     train,
     validate,
     coupled,
+    sweep,
 )
