@@ -214,19 +214,21 @@ def parse_spec(text: str, *, source: str = "spec") -> SweepSpec:
         if key not in kinds:
             raise fail(f"unknown fixed parameter {key!r} for {_context(name, rules, kinds)}")
         fixed[key] = _coerce(value, kinds[key], f"fixed parameter {key!r}", fail)
-    axes = []
-    for key, value in grid_raw.items():
+    for key in grid_raw:
         if key != "rule" and key not in kinds:
             raise fail(f"unknown axis {key!r} for {_context(name, rules, kinds)}")
+        if kinds.get(key) == "ints":
+            raise fail(f"{key!r} takes a list of integers: it can be fixed, not a grid axis")
+    size = math.prod(_axis_length(key, value, fail) for key, value in grid_raw.items())
+    if size > MAX_POINTS:
+        raise fail(f"the grid has {size:,} points; at most {MAX_POINTS:,}")
+    axes = []
+    for key, value in grid_raw.items():
         kind = "rule" if key == "rule" else kinds[key]
-        values = _axis_values(key, value, fail)
-        values = tuple(_coerce(v, kind, f"axis {key!r}", fail) for v in values)
+        values = tuple(_coerce(v, kind, f"axis {key!r}", fail) for v in _axis_values(key, value))
         if len(set(values)) != len(values):
             raise fail(f"axis {key!r} repeats a value (coordinates must be distinct)")
         axes.append(Axis(key, values))
-    size = math.prod(len(a.values) for a in axes)
-    if size > MAX_POINTS:
-        raise fail(f"the grid has {size:,} points; at most {MAX_POINTS:,}")
     unknown = [k for k in sweep_raw if k != "chunk"]
     if unknown:
         raise fail(f"unknown key {unknown[0]!r} in [sweep] (it has chunk)")
@@ -272,11 +274,12 @@ def _context(command: str, rules: tuple[str, ...], kinds: dict[str, str]) -> str
     return f"{command} with rule {', '.join(rules)} (its parameters: {', '.join(kinds)})"
 
 
-def _axis_values(key: str, value: Any, fail) -> list[Any]:
+def _axis_length(key: str, value: Any, fail) -> int:
+    """Number of values of an axis (a list or a range table), checking the range's form."""
     if isinstance(value, list):
         if not value:
             raise fail(f"axis {key!r} is empty")
-        return value
+        return len(value)
     if not isinstance(value, dict):
         raise fail(f"axis {key!r} must be a list or a range table, got {_type_name(value)}")
     keys = set(value)
@@ -285,30 +288,42 @@ def _axis_values(key: str, value: Any, fail) -> list[Any]:
         raise fail(f"axis {key!r}: a range has the keys {forms}, got {sorted(keys)}")
     for k in keys - {"log"}:
         v = value[k]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
             raise fail(f"axis {key!r}: range {k} must be a finite number, got {v!r}")
     start, stop = value["start"], value["stop"]
     if "step" in value:
-        step = value["step"]
-        if step <= 0 or stop < start:
+        if value["step"] <= 0 or stop < start:
             raise fail(f"axis {key!r}: a stepped range needs step > 0 and stop ≥ start")
-        count = math.floor((stop - start) / step * (1 + 1e-12)) + 1
-        if count > MAX_POINTS:
-            raise fail(f"axis {key!r} has {count:,} values; at most {MAX_POINTS:,}")
-        if all(isinstance(v, int) for v in (start, stop, step)):
-            return list(range(start, stop + 1, step))
-        return [start + i * step for i in range(count)]
+        return _steps(start, stop, value["step"])
     num = value["num"]
-    if not isinstance(num, int) or not 1 <= num <= MAX_POINTS:
-        raise fail(f"axis {key!r}: num must be an integer in [1, {MAX_POINTS:,}], got {num!r}")
+    if not isinstance(num, int) or num < 1:
+        raise fail(f"axis {key!r}: num must be an integer ≥ 1, got {num!r}")
     log = value.get("log", False)
     if not isinstance(log, bool):
         raise fail(f"axis {key!r}: log must be true or false, got {log!r}")
-    if log:
-        if start <= 0 or stop <= 0:
-            raise fail(f"axis {key!r}: a log range needs start > 0 and stop > 0")
-        return np.geomspace(float(start), float(stop), num).tolist()
-    return np.linspace(float(start), float(stop), num).tolist()
+    if log and (start <= 0 or stop <= 0):
+        raise fail(f"axis {key!r}: a log range needs start > 0 and stop > 0")
+    return num
+
+
+def _steps(start, stop, step) -> int:
+    """Values start, start + step, … ≤ stop (with a relative slack of 1e-12 for floats)."""
+    return math.floor((stop - start) / step * (1 + 1e-12)) + 1
+
+
+def _axis_values(key: str, value: Any) -> list[Any]:
+    """The values of an axis whose form `_axis_length` has checked."""
+    if isinstance(value, list):
+        return value
+    start, stop = value["start"], value["stop"]
+    if "step" in value:
+        step = value["step"]
+        if all(isinstance(v, int) for v in (start, stop, step)):
+            return list(range(start, stop + 1, step))
+        return [start + i * step for i in range(_steps(start, stop, step))]
+    if value.get("log", False):
+        return np.geomspace(float(start), float(stop), value["num"]).tolist()
+    return np.linspace(float(start), float(stop), value["num"]).tolist()
 
 
 def _coerce(value: Any, kind: str, what: str, fail) -> Any:

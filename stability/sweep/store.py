@@ -198,6 +198,7 @@ def load(out: str | Path):
 
     store, spec = _open(out)
     ds = xr.open_zarr(store.data, consolidated=False, zarr_format=3).load()
+    ds = ds[[name for name, _ in variables(spec)]]  # the store lists them in any order
     finished = store.finished()
     done = [k for k, m in finished.items() if m.status == "done"]
     for k in range(spec.chunks):
