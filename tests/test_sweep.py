@@ -140,6 +140,20 @@ def test_a_bad_spec_is_one_line_naming_it_and_exit_2(tmp_path, capsys, change, m
     assert not (tmp_path / "o").exists()
 
 
+def test_one_sweep_per_directory_and_never_into_foreign_files(tmp_path, capsys):
+    spec = write(tmp_path, MAX_LR_SPEC)
+    out = tmp_path / "o"
+    with sweep.store.SweepStore(out).lock():
+        code, _, err = run_cli(capsys, "sweep", str(spec), "--out", str(out))
+    assert code == 2 and err.count("\n") == 1 and "in use by another running sweep" in err
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    code, _, err = run_cli(capsys, "sweep", str(spec), "--out", str(other))
+    assert code == 2 and "is not empty and holds no sweep" in err
+    assert sorted(p.name for p in other.iterdir()) == ["notes.txt"]
+
+
 # -- max-lr: every point is the direct command, bit for bit ----------------------------------
 
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -74,9 +73,7 @@ class SweepCommand:
     def call(self, rule: str, params: dict[str, Any]) -> Result | str:
         """``function(rule, **params)``, or its one-line error."""
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # a point's warnings are not the sweep's output
-                return self.function(rule, **params)
+            return self.function(rule, **params)
         except Exception as err:  # noqa: BLE001 - every failure is recorded with its point
             return error_line(err)
 

@@ -24,6 +24,7 @@ import os
 import socket
 import time
 import uuid
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +56,9 @@ def compute_chunk(spec: SweepSpec, k: int) -> ChunkResult:
     """Evaluate chunk ``k`` of ``spec`` (runs on a worker)."""
     started = time.perf_counter()
     points = spec.points(k)
-    results = get_command(spec.command).evaluate(points)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a point's warnings are not the sweep's output
+        results = get_command(spec.command).evaluate(points)
     fields = variables(spec)
     values = _missing(fields, len(points))
     failed = 0
@@ -112,18 +115,22 @@ def run_sweep(
     ``workers``: local worker processes (default: the CPUs this process may use); not with
     ``scheduler``.  ``progress(done, total)`` is called with the chunks finished so far.
     """
-    started = time.perf_counter()
     if scheduler is not None and workers is not None:
         raise ValueError("--workers applies to the local cluster; not with --scheduler")
     if workers is not None and not 1 <= workers <= MAX_WORKERS:
         raise ValueError(f"workers must be an integer in [1, {MAX_WORKERS}], got {workers}")
     store = SweepStore(Path(out))
-    store.prepare(spec)
+    with store.lock():
+        store.prepare(spec)
+        return _run(spec, store, scheduler, workers, progress or (lambda done, total: None))
+
+
+def _run(spec, store, scheduler, workers, report) -> SweepSummary:
+    started = time.perf_counter()
     finished = store.finished()
     skipped = sum(m.status == "done" for m in finished.values())
     todo = [k for k in range(spec.chunks) if k not in finished or finished[k].status != "done"]
     run = uuid.uuid4().hex[:12]
-    report = progress or (lambda done, total: None)
     report(skipped, spec.chunks)
     computed = failed_chunks = n_workers = 0
     address, compute_seconds = "", 0.0

@@ -9,6 +9,7 @@
                             where it succeeded); attributes: the spec, the package version,
                             the timings of every run
     DIR/chunks/K.json       one marker per finished chunk K: seconds, worker, run, failed points
+    DIR/.lock               held (flock) by the sweep running in DIR: one at a time
 
 One Zarr chunk of every variable is exactly one sweep chunk (`SweepSpec.block`), so writing a
 chunk touches no other chunk's files; each file is replaced atomically (Zarr's local store
@@ -21,6 +22,8 @@ that the same command resumes.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -39,6 +42,7 @@ from stability.sweep.specfile import SweepSpec
 
 DATA = "data.zarr"
 MARKERS = "chunks"
+LOCK = ".lock"
 NOT_COMPUTED = "not computed (chunk not finished)"
 """The ``error`` that `load` shows at points of chunks no run has finished."""
 TEXT = np.dtypes.StringDType()
@@ -90,6 +94,19 @@ class SweepStore:
             return None
         return json.loads(meta.read_text(encoding="utf-8")).get("attributes", {})
 
+    @contextlib.contextmanager
+    def lock(self):
+        """Hold ``DIR/.lock`` for a run (the kernel releases it when the process dies, however
+        it dies); another sweep in the same directory is refused."""
+        self._check_empty()
+        self.out.mkdir(parents=True, exist_ok=True)
+        with open(self.out / LOCK, "a") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise SweepDirError(f"{self.out} is in use by another running sweep") from None
+            yield
+
     def prepare(self, spec: SweepSpec) -> None:
         """Create the store for ``spec``, or check that the existing one holds the same sweep.
 
@@ -107,16 +124,22 @@ class SweepStore:
                     "directory or rerun the original spec"
                 )
             return
-        if self.out.exists():
-            if not self.out.is_dir():
-                raise SweepDirError(f"--out must be a directory, got the file {self.out}")
-            # a run killed while creating the store leaves only its temporary directory
-            stray = [p for p in self.out.iterdir() if not p.name.startswith(f".{DATA}.")]
-            if stray:
-                raise SweepDirError(f"{self.out} is not empty and holds no sweep")
-            for p in self.out.iterdir():
-                shutil.rmtree(p)
+        self._check_empty()
+        for p in self.out.glob(f".{DATA}.*"):  # left by a run killed while creating the store
+            shutil.rmtree(p)
         self._create(spec)
+
+    def _check_empty(self) -> None:
+        """Refuse a file, or a directory with anything but a sweep (or its lock, or the
+        temporary store of a run killed while creating it)."""
+        if not self.out.exists():
+            return
+        if not self.out.is_dir():
+            raise SweepDirError(f"--out must be a directory, got the file {self.out}")
+        if self.attrs() is None and any(
+            p.name != LOCK and not p.name.startswith(f".{DATA}.") for p in self.out.iterdir()
+        ):
+            raise SweepDirError(f"{self.out} is not empty and holds no sweep")
 
     def _create(self, spec: SweepSpec) -> None:
         import dask.array as da
