@@ -26,7 +26,7 @@ run: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	MPLBACKEND=Agg $(PY) -m pytest -n 2 --durations=15
+	MPLBACKEND=Agg $(PY) -m pytest -n 2 --dist loadgroup --durations=15
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -246,7 +246,7 @@ def _client(scheduler: str | None, workers: int | None):
                 n_workers=n,
                 threads_per_worker=1,
                 processes=True,
-                dashboard_address=None,
+                dashboard_address=":0",  # a free port: 8787 may be taken
                 silence_logs=logging.CRITICAL,
             ) as cluster,
             Client(cluster) as client,
