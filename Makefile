@@ -12,10 +12,10 @@ STAMP  := $(VENV)/.installed
 export OMP_NUM_THREADS ?= 1
 export OPENBLAS_NUM_THREADS ?= 1
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,sweep]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -26,7 +26,7 @@ run: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	MPLBACKEND=Agg $(PY) -m pytest -n 2 --durations=15
+	MPLBACKEND=Agg $(PY) -m pytest -n 2 --dist loadgroup --durations=15
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -13,6 +13,7 @@ from stability.cli.commands import (
     radius,
     repro,
     rules,
+    sweep,
     t1_audit,
     tradeoff,
     train,
@@ -35,4 +36,5 @@ COMMANDS = (
     coupled,
     noise,
     tradeoff,
+    sweep,
 )
