@@ -190,7 +190,7 @@ def curvature(
         stage_sizes=problem.stage_sizes,
         hvps=hvps,
         seconds=time.perf_counter() - start,
-        method=f"{top.method} on forward-over-reverse HVPs (torch.func)",
+        method=f"{top.method} on {problem.hvp_mode} HVPs (torch.func)",
     )
 
 

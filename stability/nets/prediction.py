@@ -7,7 +7,7 @@ own instance of the registry rule (`stability.coupled.system.stage_rules`: SC_D 
 D = τ_i, Kosson eq. 7, 12), and the coupled system is built on the network's rank-k curvature
 (`stability.nets.lowrank`).  `predict` returns the exact coupled max lr of that system
 (frequency scan, `stability.coupled.scan`, certified on the block state matrix where it is
-small) beside the scalar bound at (λ_max, τ_max) (`stability.coupled.stage_bounds`), and the
+small; the block-state-matrix bisection where the scan fails, `coupled_analysis`) beside the scalar bound at (λ_max, τ_max) (`stability.coupled.stage_bounds`), and the
 change of the max lr when the rank is halved (``truncation_change``, a measure of what the
 truncation leaves out).
 
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from stability.coupled.summary import CoupledAnalysis, analyze
-from stability.coupled.system import CoupledSystem, state_matrix
+from stability.coupled.system import DENSE_MAX_STATES, CoupledSystem, state_matrix
 from stability.nets.curvature import Curvature
 from stability.nets.lowrank import reduced_system
 from stability.nets.simulator import check_stashed
@@ -104,12 +104,24 @@ def predict(
         )
 
     full = system(k)
-    result = analyze(full)
+    result = coupled_analysis(full)
     change = None
     if k >= 4 and result.max_lr:
-        half = analyze(system(k // 2)).max_lr
+        half = coupled_analysis(system(k // 2)).max_lr
         change = None if not half else (half - result.max_lr) / result.max_lr
     return NetPrediction(result, full, k, change)
+
+
+def coupled_analysis(system: CoupledSystem) -> CoupledAnalysis:
+    """`analyze` by the frequency scan; where the scan cannot locate a crossing it counted
+    (rank-deficient reduced Hessians can defeat its branch following), the block state matrix
+    bisection, which is exact and affordable at the reduced system's size."""
+    try:
+        return analyze(system)
+    except ArithmeticError:
+        if system.state_size > DENSE_MAX_STATES:
+            raise
+        return analyze(system, method="dense")
 
 
 def predicted_log_rate(curv: Curvature, rules: tuple[Rule, ...], lr: float) -> float:

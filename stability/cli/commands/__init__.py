@@ -8,6 +8,7 @@ from stability.cli.commands import (
     halflife,
     heatmap,
     max_lr,
+    net,
     poly,
     radius,
     repro,
@@ -31,4 +32,5 @@ COMMANDS = (
     train,
     validate,
     coupled,
+    net,
 )
