@@ -7,11 +7,13 @@ constant history (every past version equal to w₀), and runs the tilted gradien
 network's Hessian, so the small gradient left by an inexact minimum cannot drift the runs.
 
 **Verdict** (the linear threshold, not the escape from a catapult).  A run of ``steps`` steps is
-unstable if ‖w_t − w*‖ exceeds ``growth`` × ‖w₀ − w*‖ (10³·ε by default, still in the linear
-regime: 10⁻³ per parameter) or becomes non-finite, or — for runs so close to the threshold
-that the growth is too slow to show within ``steps`` — if the measured log-rate of the increments
-‖w_t − w_{t−1}‖ over the last half of the run is > 0 (`stability.trainer.measure.log_rate`, the
-criterion of the reference trainer).  Increments see the critical mode undamped and the slow
+unstable if ‖w_t − w*‖ exceeds ``growth`` × ‖w₀ − w*‖ (10³·ε by default) or becomes
+non-finite, or — for runs so close to the threshold that the growth is too slow to show within
+``steps`` — if the measured log-rate of the increments ‖w_t − w_{t−1}‖ is > 0
+(`stability.trainer.measure.log_rate`, the criterion of the reference trainer), measured over
+the steps *before* ‖w_t − w*‖ first exceeds ``linear`` × ε: beyond that a network's curvature
+along v₁ changes with the amplitude, and an unstable oscillation can saturate (the catapult)
+and look stable to a rate taken later.  Increments see the critical mode undamped and the slow
 modes of small curvature damped by lr·λ.
 
 **Bracket.**  `stability.trainer.measure.bisect_max_lr`: ``per_round`` step sizes at a time
@@ -50,6 +52,7 @@ class NetProtocol:
     steps: int = 2000
     perturbation: float = 1e-6
     growth: float = 1e3
+    linear: float = 30.0
     per_round: int = 8
     span: float = 1.25
     rel_tol: float = 0.008
@@ -69,7 +72,8 @@ class NetProtocol:
         d["gradient"] = "full batch, tilted: ∇f(u) − ∇f(w*) (w* an exact stationary point)"
         d["stability_test"] = (
             "unstable if ‖w − w*‖ > growth × ‖w0 − w*‖ (or non-finite) within steps, or the "
-            "log-rate of ‖w_t − w_(t−1)‖ over the last half of the run is > 0"
+            "log-rate of ‖w_t − w_(t−1)‖ (last half of the steps before ‖w − w*‖ first exceeds "
+            "linear × ‖w0 − w*‖) is > 0"
         )
         return d
 
@@ -93,7 +97,7 @@ def _runs(problem, rules, lrs, protocol, v1, steps, lr_scales):
         criterion="distance",
         divergence=protocol.growth,
         check_every=protocol.check_every,
-        track=("increment",),
+        track=("increment", "error"),
     )
 
 
@@ -107,9 +111,14 @@ def measure_max_lr(
 ) -> MaxLrMeasurement:
     """The simulator's max stable lr of the stage ``rules`` (module doc)."""
 
+    eps2 = float(torch.sum((start_point(problem, v1, protocol.perturbation) - problem.w_star) ** 2))
+
     def verdict(lrs: np.ndarray) -> np.ndarray:
         res = _runs(problem, rules, lrs, protocol, v1, protocol.steps, lr_scales)
-        return res.diverged | (log_rate(res.energies["increment"], 1) > 0)
+        increments = res.energies["increment"].copy()
+        beyond = res.energies["error"] > protocol.linear**2 * eps2
+        increments[np.maximum.accumulate(beyond, axis=1)] = np.nan
+        return res.diverged | (log_rate(increments, 1) > 0)
 
     return bisect_max_lr(
         verdict, guess, per_round=protocol.per_round, rel_tol=protocol.rel_tol, span=protocol.span

@@ -7,9 +7,9 @@ own instance of the registry rule (`stability.coupled.system.stage_rules`: SC_D 
 D = τ_i, Kosson eq. 7, 12), and the coupled system is built on the network's rank-k curvature
 (`stability.nets.lowrank`).  `predict` returns the exact coupled max lr of that system
 (frequency scan, `stability.coupled.scan`, certified on the block state matrix where it is
-small; the block-state-matrix bisection where the scan fails, `coupled_analysis`) beside the scalar bound at (λ_max, τ_max) (`stability.coupled.stage_bounds`), and the
-change of the max lr when the rank is halved (``truncation_change``, a measure of what the
-truncation leaves out).
+small; the block-state-matrix bisection where the scan fails, `coupled_analysis`) beside the
+scalar bound at (λ_max, τ_max) (`stability.coupled.stage_bounds`), and the change of the max lr
+when the rank is halved (``truncation_change``, a measure of what the truncation leaves out).
 
 `predicted_log_rate` is ln ρ of the top eigen-direction under the stages' delays: the largest
 |ω| over the closed-loop roots of the rank-1 system λ₁v₁v₁ᵀ (its stage shares ‖v₁,ᵢ‖² decide

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch.func import vmap
 
 from stability.nets.problem import NetProblem
 from stability.rules.base import Passes, Rule, history_depth
@@ -141,16 +142,18 @@ def check_stashed(rule: Rule | None, name: str = "") -> None:
 class SimResult:
     """Outcome of `simulate` for R runs (arrays indexed by run).
 
-    ``diverged_step``: step at which divergence was detected (−1: never); ``final_loss``
-    (NaN for diverged runs); ``curve`` (R, K) losses at ``curve_steps`` (NaN after divergence;
-    empty without ``record_every``); ``energies[track]`` (R, steps) per-step squared norms
-    (``"increment"``: ‖w_t − w_{t−1}‖², ``"error"``: ‖w_t − w_ref‖²; NaN after divergence).
+    ``diverged_step``: step at which divergence was detected (−1: never); ``final_loss`` and
+    ``final_weights`` (R, p) (NaN for diverged runs); ``curve`` (R, K) losses at
+    ``curve_steps`` (NaN after divergence; empty without ``record_every``); ``energies[track]``
+    (R, steps) per-step squared norms (``"increment"``: ‖w_t − w_{t−1}‖², ``"error"``:
+    ‖w_t − w_ref‖²; NaN after divergence).
     """
 
     lr: np.ndarray
     steps: int
     diverged_step: np.ndarray
     final_loss: np.ndarray
+    final_weights: np.ndarray
     curve_steps: np.ndarray
     curve: np.ndarray
     energies: dict[str, np.ndarray]
@@ -273,19 +276,33 @@ def simulate(
                 ring.take(keep_t)
                 lr_t = lr_t[keep_t]
     final_loss = np.full(R, np.nan)
+    final_weights = np.full((R, p), np.nan)
     if active.size:
         final_loss[active] = loss_of(ring.buffers["w"][ring.head])
-    return SimResult(lr, steps, diverged_step, final_loss, curve_steps, curve, energies)
+        final_weights[active] = ring.buffers["w"][ring.head].numpy()
+    return SimResult(
+        lr, steps, diverged_step, final_loss, final_weights, curve_steps, curve, energies
+    )
 
 
 def _oracle(problem: NetProblem, blocks, passes: Sequence[Passes], index) -> torch.Tensor:
     """∇f at the forward weights the stages' passes assembled (weight stashing: the backward
-    pass uses the same weights), one gradient per run."""
+    pass uses the same weights), one gradient per run — vectorized over the runs with
+    ``torch.func.vmap`` where the model allows it, else one run at a time."""
     first = passes[0].forward
     u = torch.empty((first.shape[0], problem.dim), dtype=torch.float64)
     for block, ps in zip(blocks, passes, strict=True):
         u[:, block] = ps.forward
+    if id(problem) not in _NO_VMAP:
+        try:
+            return vmap(lambda w: problem.gradient(w, index))(u).detach()
+        except (RuntimeError, NotImplementedError):
+            _NO_VMAP.add(id(problem))
     return torch.stack([problem.gradient(u[r], index) for r in range(u.shape[0])]).detach()
+
+
+_NO_VMAP: set[int] = set()
+"""Problems whose model ``vmap`` cannot batch (they fall back to a loop over the runs)."""
 
 
 __all__ = [
