@@ -19,6 +19,7 @@ BENCHMARKS = [
     ("bench_trainer.py", ["--quick?"]),
     ("bench_seed.py", ["--quick?"]),
     ("bench_coupled.py", ["--quick?"]),
+    ("bench_nets.py", ["--quick?"]),
 ]
 
 
