@@ -236,7 +236,7 @@ def test_predicted_max_lr_and_rate_agree_with_the_simulator(tiny):
     pred = predict(curv, rules)
     lr = pred.analysis.max_lr
     assert pred.truncation_change is not None and abs(pred.truncation_change) < 1e-3
-    protocol = NetProtocol(steps=1500, rate_steps=800)
+    protocol = NetProtocol(steps=1000, rate_steps=600)
     v1 = curv.eigenvectors[:, 0]
     m = measure_max_lr(tiny, rules, v1, lr, protocol)
     assert m.relative_width <= 0.01
