@@ -149,8 +149,14 @@ def truncation_rows(name, net):
         exact = coupled_analysis(
             CoupledSystem(rules, net.stage_sizes, {"forward": V * lam @ V.T})
         ).max_lr
-        row = {"network": name, "rule": rule, "delays": "pipemare", "dense_max_lr": exact,
-               "lowest_eigenvalue": float(neg[0]), "lam_max": float(lam[0])}  # fmt: skip
+        row = {
+            "network": name,
+            "rule": rule,
+            "delays": "pipemare",
+            "dense_max_lr": exact,
+            "lowest_eigenvalue": float(neg[0]),
+            "lam_max": float(lam[0]),
+        }
         for k in (1, 5, 10, 20):
             lr = coupled_analysis(reduced_system(rules, lam[:k], V[:, :k], net.stage_sizes)).max_lr
             row[f"rank_{k}"] = (lr - exact) / exact
@@ -185,8 +191,10 @@ def markdown(agreement, truncation) -> str:
 
 
 def save(args, protocol, agreement, truncation) -> None:
-    write_json(args.out, {"protocol": protocol.describe(), "agreement": agreement,
-                          "truncation": truncation})  # fmt: skip
+    write_json(
+        args.out,
+        {"protocol": protocol.describe(), "agreement": agreement, "truncation": truncation},
+    )
     atomic_write(args.md, lambda fh: fh.write(markdown(agreement, truncation)))
 
 

@@ -115,8 +115,7 @@ def test_mse_loss_falls_back_to_reverse_over_reverse():
     torch.manual_seed(0)
     X, Y = torch.randn(20, 3, dtype=torch.float64), torch.randn(20, 1, dtype=torch.float64)
     model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
-    net = problem_from_dict({"model": model, "loss": torch.nn.MSELoss(), "inputs": X,
-                             "targets": Y})  # fmt: skip
+    net = problem_from_dict({"model": model, "loss": torch.nn.MSELoss(), "inputs": X, "targets": Y})
     assert net.hvp_mode == REVERSE_OVER_REVERSE
     v = torch.randn(net.dim, dtype=torch.float64)
     H = dense_hessian(net)
@@ -158,8 +157,9 @@ def test_reduced_system_has_the_max_lr_of_the_truncated_hessian():
     A = rng.standard_normal((30, 24))
     lam, V = positive_part(A.T @ A / 30)
     k, sizes = 5, (8, 10, 6)
-    dense = coupled_system(V[:, :k] * lam[:k] @ V[:, :k].T, stage_sizes=sizes, rule="sgd",
-                           tau_fwd=[3, 2, 1])  # fmt: skip
+    dense = coupled_system(
+        V[:, :k] * lam[:k] @ V[:, :k].T, stage_sizes=sizes, rule="sgd", tau_fwd=[3, 2, 1]
+    )
     small = reduced_system(dense.rules, lam[:k], V[:, :k], sizes)
     assert small.dim == 15 < dense.dim
     a, b = dense_max_lr(dense).max_lr, dense_max_lr(small).max_lr
@@ -193,9 +193,15 @@ def test_simulator_equals_the_coupled_linear_step(rule, values):
     model = _Blocks()
     with torch.no_grad():
         model.a[:], model.b[:], model.c[:] = w_star[:2], w_star[2:5], w_star[5:]
-    net = problem_from_dict({"model": model, "loss": lambda o, t: 0.5 * ((o - t) ** 2).mean(),
-                             "inputs": X, "targets": y,
-                             "stages": [["a"], ["b"], ["c"]]})  # fmt: skip
+    net = problem_from_dict(
+        {
+            "model": model,
+            "loss": lambda o, t: 0.5 * ((o - t) ** 2).mean(),
+            "inputs": X,
+            "targets": y,
+            "stages": [["a"], ["b"], ["c"]],
+        }
+    )
     pipe = net_pipeline(3, schedule="pipemare")
     rules = net_rules(rule, values, pipe)
     e0 = torch.linspace(-1, 1, 7, dtype=torch.float64) * 1e-2
@@ -206,8 +212,9 @@ def test_simulator_equals_the_coupled_linear_step(rule, values):
     system = CoupledSystem(rules, (2, 3, 2), {"forward": H})
     hist = []
     for entry, block in zip(system.state_layout, system.blocks, strict=True):
-        hist.append({var: np.zeros((d, 1, block.stop - block.start)) for var, (_, d) in
-                     entry.items()})  # fmt: skip
+        hist.append(
+            {var: np.zeros((d, 1, block.stop - block.start)) for var, (_, d) in entry.items()}
+        )
         hist[-1]["w"][:] = e0.numpy()[block]
     for _ in range(steps):
         hist = composed_step(system, hist, lr)
@@ -314,15 +321,55 @@ def test_bad_problems_are_one_line_exit_2(case, tiny_file, capsys):
 def test_cli_curvature_and_max_lr_json(tiny_file, capsys):
     import json
 
-    assert main(["net", "curvature", "--problem", f"{tiny_file}:problem", "--k", "3",
-                 "--stages", "2", "--json"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "net",
+                "curvature",
+                "--problem",
+                f"{tiny_file}:problem",
+                "--k",
+                "3",
+                "--stages",
+                "2",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
-    for key in ("eigenvalues", "stage_eigenvalues", "stage_sizes", "n_params", "hvps",
-                "seconds", "method", "negative_eigenvalues"):  # fmt: skip
+    for key in (
+        "eigenvalues",
+        "stage_eigenvalues",
+        "stage_sizes",
+        "n_params",
+        "hvps",
+        "seconds",
+        "method",
+        "negative_eigenvalues",
+    ):
         assert key in out
     assert len(out["eigenvalues"]) == 3 and len(out["stage_eigenvalues"]) == 2
-    assert main(["net", "max-lr", "--problem", f"{tiny_file}:problem", "--rule", "sgd",
-                 "--stages", "3", "--tau", "2", "--k", "4", "--json"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "net",
+                "max-lr",
+                "--problem",
+                f"{tiny_file}:problem",
+                "--rule",
+                "sgd",
+                "--stages",
+                "3",
+                "--tau",
+                "2",
+                "--k",
+                "4",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["stage_taus"] == [2, 2, 2] and out["max_lr"] > 0
     # uniform delays decouple: the scalar bound at λ_max is exact
@@ -334,8 +381,9 @@ def test_missing_torch_is_one_line_exit_2(monkeypatch, capsys):
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "torch" else real(name, *a))  # fmt: skip
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a)
+    )
     rc = main(["net", "curvature", "--problem", "x.py:problem"])
     err = capsys.readouterr().err
     assert rc == 2 and "pip install stability[torch]" in err and err.count("\n") == 1

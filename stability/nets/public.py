@@ -47,8 +47,9 @@ def _rule_params(rule: str, params: dict[str, Any]) -> dict[str, Any]:
     names = get_spec(rule).param_names
     for key in params:
         if key not in names:
-            raise ValueError(f"rule {rule!r} has no parameter {key!r} (its parameters: "
-                             f"{', '.join(names)})")  # fmt: skip
+            raise ValueError(
+                f"rule {rule!r} has no parameter {key!r} (its parameters: {', '.join(names)})"
+            )
     return {k: v for k, v in params.items() if v is not None}
 
 
@@ -144,8 +145,7 @@ def net_max_lr(
     """
     net = _problem(problem, stages)
     k = _check_int("k", k, 1)
-    pipe = net_pipeline(len(net.stage_sizes), schedule=schedule, microbatches=microbatches,
-                        tau=tau)  # fmt: skip
+    pipe = net_pipeline(len(net.stage_sizes), schedule=schedule, microbatches=microbatches, tau=tau)
     rules = net_rules(rule, _rule_params(rule, params), pipe)
     curv = curvature(net, k, stage_k=1)
     pred = predict(curv, rules)
@@ -239,12 +239,20 @@ def net_train(
         batch = _check_int("batch", batch, 1)
         if batch > net.samples:
             raise ValueError(f"batch must be an integer in [1, {net.samples}], got {batch}")
-    pipe = net_pipeline(len(net.stage_sizes), schedule=schedule, microbatches=microbatches,
-                        tau=tau)  # fmt: skip
+    pipe = net_pipeline(len(net.stage_sizes), schedule=schedule, microbatches=microbatches, tau=tau)
     rules = net_rules(rule, _rule_params(rule, params), pipe)
     every = max(1, steps // (curve_points - 1))
-    res = simulate(net, rules, [float(lr)], steps=steps, batch=batch, seed=seed,
-                   divergence=divergence, record_every=every, track=("increment",))  # fmt: skip
+    res = simulate(
+        net,
+        rules,
+        [float(lr)],
+        steps=steps,
+        batch=batch,
+        seed=seed,
+        divergence=divergence,
+        record_every=every,
+        track=("increment",),
+    )
     diverged = bool(res.diverged[0])
     rate = None
     if batch is None and not diverged:
