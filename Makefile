@@ -15,7 +15,7 @@ export OPENBLAS_NUM_THREADS ?= 1
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,sweep]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,sweep,torch]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -20,6 +20,7 @@ BENCHMARKS = [
     ("bench_seed.py", ["--quick?"]),
     ("bench_coupled.py", ["--quick?"]),
     ("bench_sweep.py", ["--quick?"]),
+    ("bench_nets.py", ["--quick?"]),
 ]
 
 

@@ -26,6 +26,12 @@ _HOMES: dict[str, str] = {
     "Noise": "stability.noise.minibatch",
     "tradeoff": "stability.noise.tradeoff",
     "Tradeoff": "stability.noise.tradeoff",
+    "net_curvature": "stability.nets.public",
+    "NetCurvature": "stability.nets.public",
+    "net_max_lr": "stability.nets.public",
+    "NetMaxLr": "stability.nets.public",
+    "net_train": "stability.nets.public",
+    "NetTrain": "stability.nets.public",
 }
 """Public name → the module that defines it."""
 

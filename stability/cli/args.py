@@ -50,6 +50,21 @@ def float_arg(name: str) -> Callable[[str], ExactFloat]:
     return parse
 
 
+def int_arg(name: str, low: int = 0) -> Callable[[str], int]:
+    """An integer ≥ ``low``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise UsageError(f"{name} must be an integer ≥ {low}, got {text!r}") from None
+        if value < low:
+            raise UsageError(f"{name} must be an integer ≥ {low}, got {value}")
+        return value
+
+    return parse
+
+
 def delay_arg(name: str) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:

@@ -9,6 +9,7 @@ from stability.cli.commands import (
     heatmap,
     max_lr,
     noise,
+    net,
     poly,
     radius,
     repro,
@@ -37,4 +38,5 @@ COMMANDS = (
     noise,
     tradeoff,
     sweep,
+    net,
 )
