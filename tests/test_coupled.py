@@ -42,7 +42,7 @@ from stability.coupled.transfer import stage_transfer
 from stability.dynamics.linear import characteristic_polynomial
 from stability.rules.registry import RULES, build_rule
 
-CPUSMALL = "../shared/data/cpusmall_scale.csv"
+CPUSMALL = "cpusmall"  # the shipped copy
 
 
 # -- stage transfer functions ------------------------------------------------------------------

@@ -31,7 +31,7 @@ from stability.spectrum import roots
 from stability.trainer.data import load_regression
 from stability.trainer.linreg import LinearRegression
 
-CPUSMALL = "/work/shared/data/cpusmall_scale.csv"
+CPUSMALL = "cpusmall"  # the shipped copy
 
 
 def test_truncated_exponential():

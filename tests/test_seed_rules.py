@@ -287,7 +287,7 @@ def test_trainer_on_cpusmall_matches_the_prediction(name, kw):
     from stability.trainer.data import load_regression
     from stability.trainer.linreg import LinearRegression
 
-    problem = LinearRegression.from_dataset(load_regression("/work/shared/data/cpusmall_scale.csv"))
+    problem = LinearRegression.from_dataset(load_regression("cpusmall"))
     setup = linreg_setup(problem)
     rule, _ = build_rule(name, tau=4, **kw)
     predicted = min(
