@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stability.cli.args import add_output_arguments
+from stability.cli.args import add_output_arguments, output_dir_arg
 
 REPRO_DIR = Path(__file__).resolve().parents[3] / "paper_repro"
 
@@ -33,7 +33,12 @@ def register(sub) -> None:
     p.add_argument("--all", action="store_true", help="run every script")
     p.add_argument("--list", action="store_true", help="list the scripts and exit")
     p.add_argument("--quick", action="store_true", help="coarse grids (seconds per script)")
-    p.add_argument("--out-dir", type=Path, default=None, help="default: the repo's figures/")
+    p.add_argument(
+        "--out-dir",
+        type=output_dir_arg("--out-dir"),
+        default=None,
+        help="default: the repo's figures/",
+    )
     add_output_arguments(p)
     p.set_defaults(run=run, report=report)
 
