@@ -8,7 +8,9 @@ the `stability` library, draws them with `stability.plotting`, and writes
   claim whether it holds, computed from those numbers (``holds``), never typed in.
 
 ``--quick`` uses coarse grids (seconds; what CI runs); the default full mode produces the
-committed figures.  ``--out-dir`` defaults to the repository's ``figures/``.
+committed figures when run with ``--out-dir figures`` (``make figures``).  ``--out-dir``
+defaults to ``out/repro`` of the working directory (git-ignored), so a run never overwrites
+the committed figures by accident.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-FIGURES = Path(__file__).resolve().parent.parent / "figures"
+OUT_DIR = Path("out") / "repro"
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ def arguments(doc: str, argv=None) -> argparse.Namespace:
     )
     parser.add_argument("--quick", action="store_true", help="coarse grids (seconds)")
     parser.add_argument(
-        "--out-dir", type=Path, default=FIGURES, help=f"where to write (default {FIGURES})"
+        "--out-dir", type=Path, default=OUT_DIR, help=f"where to write (default {OUT_DIR})"
     )
     return parser.parse_args(argv)
 

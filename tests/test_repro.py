@@ -7,12 +7,21 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from stability.claims import check_claims
-from stability.cli.commands.repro import REPRO_DIR, available
+from stability.cli.commands import repro
 from stability.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[1]
+REPRO_DIR = ROOT / "paper_repro"
+
+
+def available() -> list[str]:
+    return repro.available(REPRO_DIR)
+
 
 # the verdicts these reproductions reach (quick and full mode); a script added later is
 # checked for its files and keys only
@@ -69,7 +78,8 @@ def test_script_quick_mode_writes_png_and_json(name, tmp_path):
         assert data["claims"][0]["claim"].endswith(checked.statement)
 
 
-def test_repro_command_runs_a_script_and_lists_verdicts(tmp_path, capsys):
+def test_repro_command_runs_a_script_and_lists_verdicts(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
     code = main(["repro", "pipemare_fig6b", "--quick", "--out-dir", str(tmp_path), "--json"])
     out, err = capsys.readouterr()
     assert code == 0, err
@@ -81,7 +91,36 @@ def test_repro_command_runs_a_script_and_lists_verdicts(tmp_path, capsys):
     assert (tmp_path / "pipemare_fig6b.json").exists()
 
 
-def test_repro_list_and_errors(capsys):
+def test_repro_writes_to_out_repro_by_default_never_to_figures(tmp_path, capsys, monkeypatch):
+    """Without --out-dir the files land in out/repro of the working directory; human output
+    lists every claim's verdict and the files."""
+    monkeypatch.chdir(tmp_path)
+    figures = {p.name: p.stat().st_mtime_ns for p in (ROOT / "figures").iterdir()}
+    code = main(["repro", "pipemare_table1", "--quick", "--repro-dir", str(REPRO_DIR)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    written = tmp_path / "out" / "repro"
+    assert sorted(p.name for p in written.iterdir()) == [
+        "pipemare_table1.json",
+        "pipemare_table1.png",
+    ]
+    assert {p.name: p.stat().st_mtime_ns for p in (ROOT / "figures").iterdir()} == figures
+    record = json.loads((written / "pipemare_table1.json").read_text())
+    assert out.splitlines()[0].startswith("pipemare_table1") and "holds" in out.splitlines()[0]
+    assert out.count("\n  holds ") == sum(c["holds"] for c in record["claims"]) > 0
+    assert f"wrote {written / 'pipemare_table1.png'}, pipemare_table1.json" in out
+
+
+def test_repro_outside_a_checkout_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["repro", "--list"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert f"no paper_repro/ in {tmp_path}" in err and "--repro-dir" in err
+
+
+def test_repro_list_and_errors(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
     assert main(["repro", "--list", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["available"] == available()
     for argv, needle in (
