@@ -21,7 +21,7 @@ README = (ROOT / "README.md").read_text()
 _spec = importlib.util.spec_from_file_location(
     "readme_examples", ROOT / "scripts" / "readme_examples.py"
 )
-readme_examples = importlib.util.module_from_spec(_spec)
+readme_examples = sys.modules["readme_examples"] = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(readme_examples)
 EXAMPLES = readme_examples.examples(README)
 
