@@ -3,9 +3,9 @@
 * ``<!-- api-reference -->`` (docs/reference/api.md) becomes one mkdocstrings block per name
   of ``stability.__all__``, read from its home module (``stability._HOMES``): the API page
   lists exactly the public names, with their docstrings.
-* ``<!-- reproductions -->`` (docs/reproductions.md) becomes the table of the committed
-  full-mode reproductions, read from ``figures/<name>.json``: each claim and its verdict as
-  the script computed it.
+* ``<!-- reproductions -->`` (docs/reproductions.md) becomes the list of the committed
+  full-mode reproductions, read from ``figures/<name>.json``, with the ids of their claims
+  (graded once, on docs/claims.md).
 * ``<!-- cli-help -->`` and ``<!-- json-reference -->`` (docs/reference/) become every
   command's ``--help`` text and the JSON keys of every public result type (``Result.schema``).
   They are stand-ins until ``docs/gen_reference.py`` writes those two pages.
@@ -35,19 +35,14 @@ def _cell(text: str) -> str:
 
 
 def reproductions() -> str:
-    lines = ["| figure | source | verdict | claims (each with its verdict) |", "|---|---|---|---|"]
+    lines = ["| script | reproduces | its claims (graded on [The papers' claims](claims.md)) |",
+             "|---|---|---|"]  # fmt: skip
     for path in sorted((ROOT / "figures").glob("*.json")):
         record = json.loads(path.read_text())
-        if "claims" not in record:
-            continue  # not a reproduction (e.g. max_lr_table.json)
-        claims = "<br>".join(
-            f"{'✔' if c['holds'] else '✘'} {_cell(c['claim'])}" for c in record["claims"]
-        )
-        verdict = "holds" if record["holds"] else "**does not hold**"
-        mode = " (quick mode)" if record.get("quick") else ""
-        lines.append(
-            f"| `{record['name']}` | {_cell(record['source'])}{mode} | {verdict} | {claims} |"
-        )
+        if "claims" not in record or "name" not in record:
+            continue  # not a reproduction (max_lr_table.json, claims.json)
+        ids = ", ".join(f"`{c['id']}`" for c in record["claims"])
+        lines.append(f"| `{record['name']}` | {_cell(record['source'])} | {ids} |")
     return "\n".join(lines)
 
 

@@ -7,14 +7,23 @@ Nothing here uses the characteristic polynomial, the boundary locus or the Schur
 * `dense_max_lr` — the first lr where that radius reaches 1, by a geometric scan and bisection,
   the way one would find it by hand;
 * `mp_roots_inside` — the number of roots of a sparse polynomial inside |ω| = 1 by the argument
-  principle in mpmath (adaptive sampling of the phase), for degrees up to thousands.
+  principle in mpmath (adaptive sampling of the phase), for degrees up to thousands;
+* `naive_optimum` — the optimal rate over a spectrum by dense λ × lr grids of the papers'
+  printed polynomials (no windows, no peaks, no brackets);
+* `bisect_sign`, `brackets` — plain bisection of a sign change, and whether a claimed root
+  sits within eps of one.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from stability.dynamics.linear import linearize
+from stability.quadratic import QuadraticModel
+from stability.rules.registry import get_spec
+from stability.spectrum import spectral_radius
 
 
 def state_radius(rule, model, lr: float) -> float:
@@ -102,3 +111,50 @@ def sgd_terms(tau: int, lr_lam) -> dict[int, object]:
     terms[tau] = terms.get(tau, 0) - 1
     terms[0] = terms.get(0, 0) + lr_lam
     return terms
+
+
+def bisect_sign(f, a: float, b: float, *, tol: float = 1e-10) -> float:
+    """The point where ``f`` changes sign in [a, b], by plain bisection (f(a)·f(b) < 0)."""
+    fa, fb = f(a), f(b)
+    assert fa * fb < 0, f"no sign change in [{a}, {b}]: {fa}, {fb}"
+    while b - a > tol * max(abs(a), abs(b), 1.0):
+        mid = 0.5 * (a + b)
+        fm = f(mid)
+        if (fm < 0) == (fa < 0):
+            a, fa = mid, fm
+        else:
+            b = mid
+    return 0.5 * (a + b)
+
+
+def naive_optimum(name: str, kappa: float, **params) -> float:
+    """min over lr of max over λ of ρ: dense λ × lr grids of the paper's printed polynomial,
+    zoomed in four times around the best lr (no windows, no peaks, no brackets)."""
+    spec = get_spec(name)
+    rule, _ = spec.build(**params)
+    form = spec.closed_forms[0].polynomial
+    lam = np.geomspace(1.0, kappa, 200)
+    lo, hi, best = -9.0, 1.0, math.inf
+    for _ in range(6):
+        lrs = np.logspace(lo, hi, 100)
+        poly = form(rule, QuadraticModel(lam[None, :]), lrs[:, None]).normalized()
+        rates = spectral_radius(poly.dense()).max(axis=1)
+        i = int(np.argmin(rates))
+        best = min(best, rates[i])
+        lo, hi = math.log10(lrs[max(i - 2, 0)]), math.log10(lrs[min(i + 2, lrs.size - 1)])
+    return best
+
+
+def single_crossing(f, lo: float, hi: float, *, points: int = 400, tol: float = 1e-12) -> float:
+    """Where ``f`` turns from ≤ 0 to > 0 in [lo, hi]: a scan of ``points`` (asserting exactly
+    one sign change, negative first), then `bisect_sign`."""
+    grid = np.linspace(lo, hi, points)
+    signs = np.array([f(x) > 0 for x in grid])
+    assert not signs[0] and signs[-1] and np.count_nonzero(np.diff(signs)) == 1
+    i = int(np.argmax(signs))
+    return bisect_sign(f, grid[i - 1], grid[i], tol=tol)
+
+
+def brackets(f, x: float, eps: float) -> bool:
+    """Whether ``f`` changes sign between x − eps and x + eps: a root of f within eps of x."""
+    return f(x - eps) * f(x + eps) < 0

@@ -108,7 +108,10 @@ def main(argv=None) -> int:
 
     if args.repro_dir.is_dir():
         names = available(args.repro_dir)
-        print(f"\n{len(names)} reproductions of {args.repro_dir}/ in quick mode ...", flush=True)
+        print(
+            f"\n{len(names)} reproductions of {args.repro_dir}/ in quick mode (~1.5 min) ...",
+            flush=True,
+        )
         repro = out / "repro"
         argv = ["repro", "--all", "--quick", "--repro-dir", str(args.repro_dir)]
         if cli([*argv, "--out-dir", str(repro)]) != 0:

@@ -2,7 +2,8 @@
 
 Each script runs in its own process with this interpreter (``MPLBACKEND=Agg``) and writes
 ``<out-dir>/<name>.png`` and ``<name>.json``; the result lists the files and every claim's
-verdict.  A new reproduction is one new script in ``paper_repro/``: it is found by name.
+graded verdict (``grade``, ``size``, ``range_where_it_holds``; `stability.claims.Claim`).
+A new reproduction is one new script in ``paper_repro/``: it is found by name.
 
 The scripts belong to the source checkout, not to the installed package: they are found in
 ``paper_repro/`` of the working directory (``--repro-dir`` elsewhere), so an installed
@@ -104,13 +105,22 @@ def _run_one(repro_dir: Path, name: str, out_dir: Path, quick: bool) -> dict:
         "png": str(out_dir / f"{name}.png"),
         "json": str(out_dir / f"{name}.json"),
         "holds": record["holds"],
-        "claims": [{"claim": c["claim"], "holds": c["holds"]} for c in record["claims"]],
+        "claims": [
+            {
+                "id": c["id"],
+                "holds": c["holds"],
+                "grade": c["grade"],
+                "size": c["size"],
+                "range_where_it_holds": c["range_where_it_holds"],
+            }
+            for c in record["claims"]
+        ],
         "seconds": round(time.perf_counter() - start, 2),
     }
 
 
 def report(result: dict) -> str:
-    """Per script: the verdict, each claim's verdict (shortened) and the files written."""
+    """Per script: the verdict, each claim's grade and id, and the files written."""
     if not result["results"]:
         return "\n".join(result.get("available", []))
     lines = []
@@ -118,12 +128,9 @@ def report(result: dict) -> str:
         failing = sum(not c["holds"] for c in r["claims"])
         verdict = "holds" if r["holds"] else f"DOES NOT HOLD ({failing} of {len(r['claims'])})"
         lines.append(f"{r['name']:<16} {verdict:<22} {r['seconds']:6.1f} s")
-        for c in r["claims"]:
-            text = c["claim"] if len(c["claim"]) <= 84 else c["claim"][:83] + "…"
-            lines.append(f"  {'holds' if c['holds'] else 'FAILS':<6}{text}")
+        lines += [f"  {c['grade']:<15}{c['id']}" for c in r["claims"]]
         lines.append(f"  wrote {r['png']}, {Path(r['json']).name}")
     held = sum(r["holds"] for r in result["results"])
-    lines.append(
-        f"{held} of {len(result['results'])} reproductions hold; files in {result['out_dir']}"
-    )
+    total = len(result["results"])
+    lines.append(f"{held} of {total} reproductions hold; files in {result['out_dir']}")
     return "\n".join(lines)
