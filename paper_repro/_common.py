@@ -9,7 +9,9 @@ the `stability` library, draws them with `stability.plotting`, and writes
   ``range_where_it_holds``, optima) computed from those numbers, never typed in.
 
 ``--quick`` uses coarse grids (seconds; what CI runs); the default full mode produces the
-committed figures.  ``--out-dir`` defaults to the repository's ``figures/``.
+committed figures when run with ``--out-dir figures`` (``make figures``).  ``--out-dir``
+defaults to ``out/repro`` of the working directory (git-ignored), so a run never overwrites
+the committed figures by accident.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 
 from stability.claims import Claim, Range, Size
 
-FIGURES = Path(__file__).resolve().parent.parent / "figures"
+OUT_DIR = Path("out") / "repro"
 
 
 def arguments(doc: str, argv=None) -> argparse.Namespace:
@@ -33,7 +35,7 @@ def arguments(doc: str, argv=None) -> argparse.Namespace:
     )
     parser.add_argument("--quick", action="store_true", help="coarse grids (seconds)")
     parser.add_argument(
-        "--out-dir", type=Path, default=FIGURES, help=f"where to write (default {FIGURES})"
+        "--out-dir", type=Path, default=OUT_DIR, help=f"where to write (default {OUT_DIR})"
     )
     return parser.parse_args(argv)
 

@@ -17,14 +17,24 @@ import os
 import subprocess
 import sys
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
 from oracles import dense_max_lr, naive_optimum, single_crossing, state_radius
 
-from stability.cli.commands.repro import REPRO_DIR, available
+from stability.cli.commands import repro
 from stability.cli.main import main
 from stability.rules.registry import build_rule
+
+ROOT = Path(__file__).resolve().parents[1]
+REPRO_DIR = ROOT / "paper_repro"
+
+
+def available() -> list[str]:
+    """The checkout's reproduction scripts (found relative to this file, not the cwd)."""
+    return repro.available(REPRO_DIR)
+
 
 GRADES = {"holds", "direction_only", "partial_range", "fails"}
 LN2 = math.log(2.0)
@@ -311,7 +321,8 @@ def test_script_quick_mode_writes_png_and_json(name, tmp_path):
         INDEPENDENT[name](data)
 
 
-def test_repro_command_runs_a_script_and_lists_grades(tmp_path, capsys):
+def test_repro_command_runs_a_script_and_lists_grades(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
     code = main(["repro", "pipemare_fig6b", "--quick", "--out-dir", str(tmp_path), "--json"])
     out, err = capsys.readouterr()
     assert code == 0, err
@@ -325,7 +336,38 @@ def test_repro_command_runs_a_script_and_lists_grades(tmp_path, capsys):
     assert result["claims"][0]["range_where_it_holds"]["parameter"] == "lr"
 
 
-def test_repro_list_and_errors(capsys):
+def test_repro_writes_to_out_repro_by_default_never_to_figures(tmp_path, capsys, monkeypatch):
+    """Without --out-dir the files land in out/repro of the working directory; the human
+    output lists every claim's grade and the files."""
+    monkeypatch.chdir(tmp_path)
+    figures = {p.name: p.stat().st_mtime_ns for p in (ROOT / "figures").iterdir()}
+    code = main(["repro", "pipemare_table1", "--quick", "--repro-dir", str(REPRO_DIR)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    written = tmp_path / "out" / "repro"
+    assert sorted(p.name for p in written.iterdir()) == [
+        "pipemare_table1.json",
+        "pipemare_table1.png",
+    ]
+    assert {p.name: p.stat().st_mtime_ns for p in (ROOT / "figures").iterdir()} == figures
+    record = json.loads((written / "pipemare_table1.json").read_text())
+    lines = out.splitlines()
+    assert lines[0].startswith("pipemare_table1")
+    for c in record["claims"]:
+        assert f"  {c['grade']:<15}{c['id']}" in lines
+    assert f"  wrote {written / 'pipemare_table1.png'}, pipemare_table1.json" in lines
+
+
+def test_repro_outside_a_checkout_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["repro", "--list"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert f"no paper_repro/ in {tmp_path}" in err and "--repro-dir" in err
+
+
+def test_repro_list_and_errors(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
     assert main(["repro", "--list", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["available"] == available()
     for argv, needle in (
