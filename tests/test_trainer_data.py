@@ -4,8 +4,6 @@ preprocessing, and the synthetic data set with a prescribed Hessian spectrum."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -105,9 +103,9 @@ def test_standardize_options(tmp_path):
         load_regression(path, standardize="zscore")
 
 
-def test_shipped_copy_is_the_csv_bit_for_bit():
+def test_shipped_copy_is_the_csv_bit_for_bit(cpusmall_csv):
     """The package's compressed copy holds exactly the float64 values of the CSV."""
-    X, y = read_csv(CPUSMALL)
+    X, y = read_csv(cpusmall_csv)
     Xs, ys = D.read_npz(D.SHIPPED)
     assert Xs.dtype == ys.dtype == np.float64 and Xs.shape == X.shape and ys.shape == y.shape
     assert Xs.tobytes() == X.tobytes() and ys.tobytes() == y.tobytes()
