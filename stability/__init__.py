@@ -22,6 +22,16 @@ __version__ = "0.1.0"
 _HOMES: dict[str, str] = {
     "max_lr": "stability.api.max_lr",
     "MaxLr": "stability.api.max_lr",
+    "noise": "stability.noise.minibatch",
+    "Noise": "stability.noise.minibatch",
+    "tradeoff": "stability.noise.tradeoff",
+    "Tradeoff": "stability.noise.tradeoff",
+    "net_curvature": "stability.nets.public",
+    "NetCurvature": "stability.nets.public",
+    "net_max_lr": "stability.nets.public",
+    "NetMaxLr": "stability.nets.public",
+    "net_train": "stability.nets.public",
+    "NetTrain": "stability.nets.public",
 }
 """Public name → the module that defines it."""
 

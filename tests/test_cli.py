@@ -97,3 +97,32 @@ def test_console_script_error_has_no_traceback():
     )
     assert out.returncode == 2
     assert "Traceback" not in out.stderr and out.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "flag, target",
+    [
+        ("--csv", "{tmp}"),  # a directory
+        ("--csv", "{file}/grid.csv"),  # under a regular file
+        ("--out", "/proc/stability-test/figure.png"),  # where nothing can be created
+        ("--out", ""),
+    ],
+)
+def test_unwritable_output_paths_are_refused_in_one_line(flag, target, tmp_path, capsys):
+    """Issue 11, defect 5: one line naming the flag, exit 2 — not an internal error."""
+    regular = tmp_path / "a-file"
+    regular.write_text("x")
+    path = target.format(tmp=tmp_path, file=regular)
+    argv = ["heatmap", "sgd", "--x", "lr:0.1:0.5:2", "--y", "tau:0:1:2", flag, path]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and flag in err and "internal" not in err
+    assert list(tmp_path.iterdir()) == [regular]  # nothing written
+
+
+def test_repro_out_dir_must_be_a_directory(tmp_path, capsys):
+    regular = tmp_path / "a-file"
+    regular.write_text("x")
+    assert main(["repro", "kosson_fig6", "--quick", "--out-dir", str(regular)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--out-dir" in err

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import math
+import tempfile
 from collections.abc import Callable
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 
@@ -43,6 +45,21 @@ def float_arg(name: str) -> Callable[[str], ExactFloat]:
         if not math.isfinite(value):
             raise UsageError(f"{name} must be a finite real number, got {text}")
         value.exact = Fraction(text.strip().replace("_", ""))
+        return value
+
+    return parse
+
+
+def int_arg(name: str, low: int = 0) -> Callable[[str], int]:
+    """An integer ≥ ``low``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise UsageError(f"{name} must be an integer ≥ {low}, got {text!r}") from None
+        if value < low:
+            raise UsageError(f"{name} must be an integer ≥ {low}, got {value}")
         return value
 
     return parse
@@ -129,3 +146,48 @@ def build_from_args(args: argparse.Namespace, values: dict[str, Any] | None = No
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _writable_directory(flag: str, directory: Path) -> None:
+    """Refuse (one line naming ``flag``) unless files can be created in ``directory`` or in its
+    nearest existing ancestor (the missing levels are created when writing)."""
+    existing = directory
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageError(f"{flag}: {existing} is not a directory")
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as err:
+        raise UsageError(f"{flag}: cannot write in {existing} ({err.strerror})") from None
+
+
+def output_file_arg(flag: str) -> Callable[[str], Path]:
+    """A file to write: not a directory, in a directory where files can be created."""
+
+    def parse(text: str) -> Path:
+        if not text.strip():
+            raise UsageError(f"{flag} must be a file path, got an empty string")
+        path = Path(text).expanduser()
+        if path.is_dir():
+            raise UsageError(f"{flag} must be a file path, got the directory {text}")
+        _writable_directory(flag, path.parent)
+        return path
+
+    return parse
+
+
+def output_dir_arg(flag: str) -> Callable[[str], Path]:
+    """A directory to write files in (created if missing)."""
+
+    def parse(text: str) -> Path:
+        if not text.strip():
+            raise UsageError(f"{flag} must be a directory path, got an empty string")
+        path = Path(text).expanduser()
+        if path.exists() and not path.is_dir():
+            raise UsageError(f"{flag} must be a directory, got the file {text}")
+        _writable_directory(flag, path)
+        return path
+
+    return parse

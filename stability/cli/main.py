@@ -106,6 +106,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, ValueError) as err:
         sys.stderr.write(f"stability: error: {err}\n")
         return 2
+    except OSError as err:  # a file that could not be read or written after the checks
+        where = f" {err.filename}" if err.filename else ""
+        sys.stderr.write(f"stability: error: cannot access{where}: {err.strerror or err}\n")
+        return 2
     except KeyboardInterrupt:
         sys.stderr.write("stability: interrupted\n")
         return 130

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from stability.cli.args import add_output_arguments, add_rule_arguments, float_arg, rule_values
+from stability.cli.args import (
+    add_output_arguments,
+    add_rule_arguments,
+    float_arg,
+    output_file_arg,
+    rule_values,
+)
 
 METRICS = ("radius", "half-life", "stable")
 
@@ -21,8 +27,12 @@ def register(sub) -> None:
     p.add_argument("--y", required=True, metavar="P:lo:hi:n[:log]", help="vertical axis")
     p.add_argument("--lr", type=float_arg("lr"), help="step size, when no axis is lr")
     p.add_argument("--metric", choices=METRICS, default="radius", help="colour of the PNG")
-    p.add_argument("--out", metavar="F.png", help="write the figure here")
-    p.add_argument("--csv", metavar="F.csv", help="write the grid here")
+    p.add_argument(
+        "--out", type=output_file_arg("--out"), metavar="F.png", help="write the figure here"
+    )
+    p.add_argument(
+        "--csv", type=output_file_arg("--csv"), metavar="F.csv", help="write the grid here"
+    )
     p.add_argument(
         "--bounds", action="store_true", help="overlay PipeMare Lemma 1/3 bounds (sgd, momentum)"
     )
@@ -70,8 +80,8 @@ def run(args) -> dict:
         save_figure(fig, args.out)
     finite = hm.radius[np.isfinite(hm.radius)]
     out.update(
-        png=args.out,
-        csv=args.csv,
+        png=None if args.out is None else str(args.out),
+        csv=None if args.csv is None else str(args.csv),
         points=int(hm.radius.size),
         stable_fraction=float(hm.stable.mean()),
         radius_min=float(finite.min()) if finite.size else None,

@@ -24,21 +24,9 @@ from stability.cli.args import (
     float_arg,
     rule_values,
 )
+from stability.cli.args import int_arg as _int_arg
 
 SCHEDULE_CHOICES = ("pipemare", "pipedream", "gpipe", "pb", "uniform")
-
-
-def _int_arg(name: str, low: int = 0):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise UsageError(f"{name} must be an integer ≥ {low}, got {text!r}") from None
-        if value < low:
-            raise UsageError(f"{name} must be an integer ≥ {low}, got {value}")
-        return value
-
-    return parse
 
 
 def _int_list(name: str):
