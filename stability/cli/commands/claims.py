@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
-from stability.cli.args import add_output_arguments
+from stability.cli.args import add_command, add_output_arguments
+
+API = "claims"
+EXAMPLES = (
+    "claims --claim nesterov-equals-sc --quick",
+    "claims --claim lemma3-slope --quick --json",
+)
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "claims",
+        usage="[--claim ID ...] [--quick] [--json]",
         help="check the papers' stability claims (PipeMare Lemmas 2-3, Figs. 6/10/16; Kosson)",
         description="Checks each claim numerically and prints whether it holds, the statement "
         "exactly as checked (grids, parameters) and the numbers behind the verdict.  The full "
         "grids take about a minute; --quick uses coarser ones.",
+        examples=EXAMPLES,
     )
     p.add_argument(
         "--claim",
@@ -24,22 +33,21 @@ def register(sub) -> None:
     p.set_defaults(run=run, report=report)
 
 
-def run(args) -> dict:
-    from stability.claims import check_claims
+def run(args):
+    from stability.api.claims import claims
 
-    claims = check_claims(args.claim, quick=args.quick)
-    return {
-        "claims": [c.as_dict() for c in claims],
-        "all_hold": all(c.holds for c in claims),
-        "quick": bool(args.quick),
-    }
+    return claims(args.claim, quick=args.quick)
 
 
-def report(result: dict) -> str:
+def report(result) -> str:
+    from stability.cli.report import value
+
     lines = []
-    for c in result["claims"]:
-        lines.append(f"{'holds ' if c['holds'] else 'FAILS '} {c['id']}  [{c['source']}]")
+    for c in result.claims:
+        lines.append(f"{'holds' if c['holds'] else 'FAILS':<6} {c['id']}  [{c['source']}]")
         lines.append(f"       {c['statement']}")
-        for key, value in c["numbers"].items():
-            lines.append(f"       {key}: {value}")
+        for key, number in c["numbers"].items():
+            lines.append(f"       {key}: {value(number, 6)}")
+    verdict = "every claim holds" if result.all_hold else "not every claim holds"
+    lines.append(f"{len(result.claims)} claims checked{' (quick grids)' * result.quick}: {verdict}")
     return "\n".join(lines)
