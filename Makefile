@@ -1,43 +1,67 @@
-# `make run` and `make test` each create the virtual environment, install the package with
-# its pinned lower bounds (pyproject.toml) and do their job.  `.ci/run` calls `make test`.
+# Every target creates the virtual environment first (.venv, the package installed editable
+# with the lower bounds pinned in pyproject.toml): `make run` needs the package only, the
+# others the dev and docs tools too.  `.ci/run` calls `make test`.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
+DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install run test lint format bench clean
+.PHONY: install run test docs bench validation-tables figures lint format clean
 
 # One BLAS thread per process: the suite runs two pytest workers on two cores, and
 # multithreaded eigenvalue solves slow down by ~50x when the cores are already busy.
 export OMP_NUM_THREADS ?= 1
 export OPENBLAS_NUM_THREADS ?= 1
+export MPLBACKEND ?= Agg
 
-$(STAMP): pyproject.toml
+$(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
 
-install: $(STAMP)
+$(RUN_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -e .
+	touch $(RUN_STAMP)
 
-run: $(STAMP)
-	MPLBACKEND=Agg $(PY) -m stability.cli.main_job
+$(DEV_STAMP): pyproject.toml constraints.txt | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,docs,sweep,torch]'
+	touch $(RUN_STAMP) $(DEV_STAMP)
 
-test: $(STAMP)
+install: $(DEV_STAMP)
+
+# the main job on its embedded defaults, offline; writes out/run/ (git-ignored) only
+run: $(RUN_STAMP)
+	$(PY) -m stability.cli.main_job
+
+test: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	MPLBACKEND=Agg $(PY) -m pytest -n 2 --durations=15
+	$(PY) -m pytest -n 2 --dist loadgroup --durations=15
 
-lint: $(STAMP)
+# the documentation site (docs/, mkdocs.yml) into site/ (git-ignored)
+docs: $(DEV_STAMP)
+	$(VENV)/bin/mkdocs build --strict
+
+# benchmark tables: printed, and written to docs/generated/bench_*.md for the docs
+bench: $(DEV_STAMP)
+	$(PY) benchmarks/run_all.py --write docs/generated
+
+# theory-vs-trainer tables (stability validate / coupled on cpusmall) for the docs
+validation-tables: $(DEV_STAMP)
+	$(PY) scripts/validation_tables.py --write docs/generated
+
+# the committed full-mode figures: every reproduction and the max-lr table, into figures/
+figures: $(DEV_STAMP)
+	$(VENV)/bin/stability repro --all --out-dir figures
+	$(PY) -m stability.cli.main_job --table-only --out-dir figures
+
+lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-format: $(STAMP)
+format: $(DEV_STAMP)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-bench: $(STAMP)
-	$(PY) benchmarks/run_all.py
-
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) out site .pytest_cache .hypothesis .ruff_cache

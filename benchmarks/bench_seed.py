@@ -33,7 +33,7 @@ from stability.quadratic import QuadraticModel
 from stability.rules.random_delay import ExpectedDelay, SampledDelays, truncated_exponential
 from stability.rules.registry import build_rule
 
-CPUSMALL = "/work/shared/data/cpusmall_scale.csv"
+CPUSMALL = "cpusmall"  # the shipped copy
 TAUS = (1, 4, 16)
 CASES = (
     ("pipeoptim", {"optimizer": "sgdm"}),

@@ -3,12 +3,15 @@
 Every script in ``paper_repro/`` reproduces one figure or table: it computes the numbers with
 the `stability` library, draws them with `stability.plotting`, and writes
 
-* ``<out-dir>/<name>.png`` — the figure;
-* ``<out-dir>/<name>.json`` — the numbers plotted, the paper's claims in words, and for each
-  claim whether it holds, computed from those numbers (``holds``), never typed in.
+* ``<out-dir>/<name>.png`` — the figure, with the boundary where a claim stops holding marked;
+* ``<out-dir>/<name>.json`` — the numbers plotted and the paper's claims, each a graded
+  `stability.claims.Claim` (direction, size read through the lexicon, scope, ``grade``,
+  ``range_where_it_holds``, optima) computed from those numbers, never typed in.
 
 ``--quick`` uses coarse grids (seconds; what CI runs); the default full mode produces the
-committed figures.  ``--out-dir`` defaults to the repository's ``figures/``.
+committed figures when run with ``--out-dir figures`` (``make figures``).  ``--out-dir``
+defaults to ``out/repro`` of the working directory (git-ignored), so a run never overwrites
+the committed figures by accident.
 """
 
 from __future__ import annotations
@@ -16,23 +19,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-FIGURES = Path(__file__).resolve().parent.parent / "figures"
+from stability.claims import Claim, Range, Size
 
-
-@dataclass(frozen=True)
-class Claim:
-    """A claim of the paper (quoted or paraphrased, with its figure) and its verdict."""
-
-    text: str
-    holds: bool
-    evidence: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"claim": self.text, "holds": bool(self.holds), "evidence": self.evidence}
+OUT_DIR = Path("out") / "repro"
 
 
 def arguments(doc: str, argv=None) -> argparse.Namespace:
@@ -43,7 +35,7 @@ def arguments(doc: str, argv=None) -> argparse.Namespace:
     )
     parser.add_argument("--quick", action="store_true", help="coarse grids (seconds)")
     parser.add_argument(
-        "--out-dir", type=Path, default=FIGURES, help=f"where to write (default {FIGURES})"
+        "--out-dir", type=Path, default=OUT_DIR, help=f"where to write (default {OUT_DIR})"
     )
     return parser.parse_args(argv)
 
@@ -75,7 +67,8 @@ def write(
     }
     out = write_json(args.out_dir / f"{name}.json", record)
     verdict = "holds" if record["holds"] else "DOES NOT HOLD"
-    sys.stdout.write(f"{name}: {verdict}\n  {png}\n  {out}\n")
+    lines = [f"{name}: {verdict}", *(f"  {c.id}: {c.summary()}" for c in claims), f"  {png}"]
+    sys.stdout.write("\n".join([*lines, f"  {out}", ""]))
     return record
 
 
@@ -138,14 +131,19 @@ def radius_over_lr(name: str, lrs, **params):
     return spectral_radius(poly.dense()), max_lr(rule, model).max_lr
 
 
-def radius_figure(alphas, curves, *, title: str):
+def radius_figure(alphas, curves, *, title: str, boundaries=()):
     """Largest eigenvalue magnitude vs α for ``[(label, radii, max_lr, colour), ...]``
-    (colours as in the paper's caption)."""
+    (colours as in the paper's caption); ``boundaries`` ``[(α, label), ...]`` are marked as
+    vertical lines (where a claim starts holding), the range below the first one shaded."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.6), layout="constrained")
     for label, radii, top, color in curves:
         ax.plot(alphas, radii, color=color, lw=1.6, label=f"{label} (max stable α = {top:.4f})")
+    for i, ((alpha, label), style) in enumerate(zip(boundaries, (":", "-."), strict=False)):
+        ax.axvline(alpha, color="black", lw=1.2, ls=style, label=label)
+        if i == 0:
+            ax.axvspan(alphas[0], alpha, color="0.9", zorder=0)
     ax.axhline(1.0, color="black", lw=0.8, ls="--")
     ax.text(alphas[0], 1.002, " unstable above", fontsize=8, va="bottom")
     ax.set_xlabel("step size α")
@@ -155,91 +153,104 @@ def radius_figure(alphas, curves, *, title: str):
     return fig
 
 
-def where(x, mask) -> str:
-    """The ranges of ``x`` where ``mask`` holds, in words (e.g. "α ∈ [0.01, 0.02]")."""
-    import numpy as np
-
-    mask = np.asarray(mask, bool)
-    if not mask.any():
-        return "nowhere"
-    edges = np.flatnonzero(np.diff(np.concatenate(([0], mask.astype(int), [0]))))
-    return ", ".join(
-        f"[{x[a]:.4g}, {x[b - 1]:.4g}]" for a, b in zip(edges[::2], edges[1::2], strict=True)
-    )
+def claim_boundaries(*marked) -> list[tuple[float, str]]:
+    """``[(α, label), ...]`` for the figure: the lower end of each ``(claim, label)``'s range
+    where it holds (the step size from which it holds), when it holds only there."""
+    return [
+        (c.range_where_it_holds.low, f"{label} {c.range_where_it_holds.low:.5g}")
+        for c, label in marked
+        if c.range_where_it_holds is not None
+    ]
 
 
 def paper_claim(claim_id: str, quick: bool) -> Claim:
-    """A claim checked by `stability.claims` (its statement, verdict and numbers, on the grids
-    of ``stability claims`` or ``stability claims --quick``): one claim, one verdict."""
+    """A claim checked by `stability.claims` (on the grids of ``stability claims`` or
+    ``stability claims --quick``): one claim, one verdict, wherever it is shown."""
     from stability.claims import check_claims
 
-    checked = check_claims([claim_id], quick=quick)[0]
-    numbers = checked.numbers
-    evidence = "; ".join(
-        f"{key.replace('_', ' ')}: {value}"
-        for key, value in numbers.items()
-        if key != "radius_at_lr"
-    )
-    return Claim(f"{checked.source}: {checked.statement}", checked.holds, evidence)
+    return check_claims([claim_id], quick=quick)[0]
 
 
-def correction_claims(
-    figure: str, claim_id: str, quick: bool, alphas, raised: dict, t2, none, max_lrs
-) -> tuple[list[Claim], dict]:
+def correction_claims(figure: str, claim_id: str, quick: bool, alphas, raised: dict, t2, none):
     """The claims of PipeMare Figs. 6(b) and 16 about delay discrepancy and T2, one verdict each.
 
-    * the correction claim ("T2 with D = 0.1 reduces the largest eigenvalue magnitude, which
-      comes closer to the no-discrepancy one") is `stability.claims`' ``claim_id``, taken as
-      it is (`paper_claim`);
-    * "delay discrepancy increases the largest eigenvalue magnitude" is checked as stated, at
-      every plotted α, for each curve of ``raised`` (label → radii);
-    * "T2 increases the range of stable step sizes": the exact max stable α, ``max_lrs`` =
-      (with discrepancy, with T2, without discrepancy).
+    ``raised`` maps labels to the (rule, parameters) of the curves with delay discrepancy
+    (the first is the one T2 corrects), ``t2`` and ``none`` are those of the corrected curve
+    and of the one without discrepancy.  Returns ``(claims, radii, max_lrs)`` (radii and
+    exact max lr per label, and for "t2" and "none"):
 
-    The comparisons restricted to α ≥ α* (where ρ without discrepancy is smallest, the fastest
-    step: the regime that decides stability) are returned as numbers (``scoped``), not as
-    verdicts: below α* the curves cross.
+    * the correction claim ("T2 with D = 0.1 reduces the largest eigenvalue magnitude, which
+      comes closer to the no-discrepancy one") is `stability.claims`' ``claim_id``;
+    * "delay discrepancy increases the largest eigenvalue magnitude", for every curve of
+      ``raised``: at small α it does not, and the α where it starts is the root of
+      ρ(discrepancy) − ρ(none), refined by Brent's method (`stability.claims.locate`);
+    * "T2 increases the range of step sizes over which the model is stable": the exact max
+      stable α with and without T2.
     """
     import numpy as np
 
-    tol = 1e-9
-    start = int(np.argmin(none))
-    sel = slice(start, None)
-    disc_max, t2_max, none_max = max_lrs
-    below = {label: rho < none - tol for label, rho in raised.items()}
-    first = next(iter(raised.values()))
+    from stability.claims import locate
+
+    cases = {**raised, "t2": t2, "none": none}
+    radii, max_lrs = {}, {}
+    for label, (name, params) in cases.items():
+        radii[label], max_lrs[label] = radius_over_lr(name, alphas, **params)
+
+    def raise_over_none(label: str, alpha: float) -> float:
+        name, params = raised[label]
+        at = np.array([alpha])
+        return float(
+            radius_over_lr(name, at, **params)[0][0] - radius_over_lr(none[0], at, **none[1])[0][0]
+        )
+
+    holding = {
+        label: locate.positive_intervals(
+            lambda a, k=label: raise_over_none(k, a), alphas, radii[label] - radii["none"]
+        )
+        for label in raised
+    }
+    starts = [
+        found[-1][0] if found and found[-1][1] == alphas[-1] else None for found in holding.values()
+    ]
+    everywhere = all(found == [(alphas[0], alphas[-1])] for found in holding.values())
+    part = None
+    if not everywhere and None not in starts:
+        part = Range("lr", max(starts), float(alphas[-1]))
+    first = next(iter(raised))
+    gain = 100.0 * (max_lrs["t2"] / max_lrs[first] - 1.0)
+    scope = f"α ∈ [{alphas[0]:.4g}, {alphas[-1]:.4g}] ({len(alphas)} plotted values)"
     claims = [
         paper_claim(claim_id, quick),
         Claim(
-            f"{figure}: forward-backward delay discrepancy ({'; '.join(raised)}) increases the "
-            f"largest magnitude eigenvalue of the companion matrix (checked at each of the "
-            f"{len(alphas)} plotted α ∈ [{alphas[0]:.4g}, {alphas[-1]:.4g}]).",
-            not any(mask.any() for mask in below.values()),
-            "; ".join(
-                f"{label}: ρ below the no-discrepancy ρ for α ∈ {where(alphas, mask)}"
-                for label, mask in below.items()
+            id=f"{claim_id}-discrepancy-raises-radius",
+            source=f"PipeMare {figure}",
+            statement=f"{figure}: forward-backward delay discrepancy ({'; '.join(raised)}) "
+            "increases the largest magnitude eigenvalue of the companion matrix (checked at "
+            f"each plotted α; where it starts, refined by root-finding): {scope}",
+            direction="ρ with discrepancy > ρ without, at every α",
+            scope=scope,
+            direction_holds=everywhere,
+            size=Size(
+                float(max(np.max(radii[k] - radii["none"]) for k in raised)),
+                "spectral radius",
+                "the largest raise ρ(discrepancy) − ρ(none) over the scope",
             ),
+            range_where_it_holds=part,
+            numbers={"holds_on": holding, "alpha_from": dict(zip(raised, starts, strict=True))},
         ),
         Claim(
-            f"{figure}: T2 increases the range of step sizes over which the quadratic model "
-            "is stable.",
-            bool(t2_max > disc_max),
-            f"max stable α: with discrepancy {disc_max:.5f}, with T2 {t2_max:.5f}, "
-            f"without discrepancy {none_max:.5f}",
+            id=f"{claim_id}-t2-widens-range",
+            source=f"PipeMare {figure}",
+            statement=f"{figure}: T2 increases the range of step sizes over which the quadratic "
+            "model is stable (exact max stable α with and without T2)",
+            direction="max stable α with T2 > without",
+            scope="the exact max stable α (every α > 0)",
+            direction_holds=bool(max_lrs["t2"] > max_lrs[first]),
+            size=Size(gain, "%", "the gain of the max stable α with T2 over without"),
+            numbers={"max_stable_alpha": max_lrs},
         ),
     ]
-    scoped = {
-        "what": "the same comparisons restricted to α ≥ α* (numbers, not verdicts)",
-        "alpha_star": float(alphas[start]),
-        "min_radius_raise_over_no_discrepancy": {
-            label: float(np.min(rho[sel] - none[sel])) for label, rho in raised.items()
-        },
-        "max_radius_t2_minus_discrepancy": float(np.max(t2[sel] - first[sel])),
-        "max_distance_gain_t2_vs_discrepancy": float(
-            np.max(np.abs(t2[sel] - none[sel]) - np.abs(first[sel] - none[sel]))
-        ),
-    }
-    return claims, scoped
+    return claims, radii, max_lrs
 
 
 def momentum_grid(quick: bool):

@@ -20,6 +20,7 @@ import _common
 import matplotlib.pyplot as plt
 import numpy as np
 
+from stability.claims import Claim, Qualifier, Size
 from stability.pipeline import pipeline
 
 NAME = "pipemare_table1"
@@ -194,7 +195,7 @@ def _find(rows, task, schedule) -> dict:
     return next(r for r in rows if r["task"] == task.name and r["schedule"] == schedule)
 
 
-def _claims(tasks, rows) -> list[_common.Claim]:
+def _claims(tasks, rows) -> list[Claim]:
     def agree(key):
         return [r for r in rows if r["library"][key] != r["timeline"][key]]
 
@@ -221,46 +222,83 @@ def _claims(tasks, rows) -> list[_common.Claim]:
     pipedream_memory = {
         t.name: _find(rows, t, "pipedream")["library"]["weight_memory"] for t in tasks
     }
+    stages = sum(r["stages"] for r in rows)
+    scope = f"{len(rows)} schedule × setup rows, {stages} stages (Sec. 4.1, Tables 5-7)"
+    util_gap = max(abs(r["library"]["utilization"] - r["timeline"]["utilization"]) for r in rows)
+    mem_gap = max(abs(r["library"]["weight_memory"] - r["timeline"]["weight_memory"]) for r in rows)
     return [
-        _common.Claim(
-            "Table 1: PipeDream and PipeMare have τ_fwd,i = ⌈(2(P−i)+1)/N⌉; τ_bkwd,i = τ_fwd,i "
-            "for PipeDream (weight stashing), 0 for PipeMare; GPipe has no delay (checked: "
-            "stability.pipeline equals the delays counted on a slot timeline of each schedule, "
-            "for every stage of every setup).",
-            not delays_off and ceil_form,
-            f"{len(rows)} schedule × setup rows, {sum(r['stages'] for r in rows)} stages; "
-            f"mismatches: {[(r['task'], r['schedule']) for r in delays_off]}; the timeline's "
-            "τ_fwd,i is the delay of a minibatch's first microbatch (later ones read newer "
-            "weights)",
+        Claim(
+            id="table1-delays",
+            source="PipeMare Table 1, App. A.1",
+            statement="PipeDream and PipeMare have τ_fwd,i = ⌈(2(P−i)+1)/N⌉; τ_bkwd,i = τ_fwd,i "
+            "for PipeDream (weight stashing), 0 for PipeMare; GPipe has no delay (stability."
+            "pipeline against the delays counted on a slot timeline of each schedule, every "
+            f"stage of every setup): {scope}",
+            direction="library delays = timeline delays = Table 1's formula, at every stage",
+            scope=scope,
+            direction_holds=not delays_off and ceil_form,
+            size=Size(float(len(delays_off)), "rows", "the rows whose delays disagree anywhere"),
+            numbers={
+                "mismatches": [(r["task"], r["schedule"]) for r in delays_off],
+                "note": "the timeline's τ_fwd,i is the delay of a minibatch's first microbatch "
+                "(later ones read newer weights)",
+            },
         ),
-        _common.Claim(
-            "Table 1: utilization 1.0 for PipeDream and PipeMare, N/(N+P−1) for GPipe (checked: "
-            "stability.pipeline equals the busy fraction of stage-slots on the timeline).",
-            not util_off,
-            "; ".join(
-                f"{r['task']} {r['schedule']}: {r['timeline']['utilization']}"
-                for r in rows
-                if r["schedule"] == "gpipe"
-            ),
+        Claim(
+            id="table1-utilization",
+            source="PipeMare Table 1, App. A.1",
+            statement="utilization 1.0 for PipeDream and PipeMare, N/(N+P−1) for GPipe "
+            "(stability.pipeline against the busy fraction of stage-slots on the timeline): "
+            + scope,
+            direction="library utilization = timeline utilization in every row",
+            scope=scope,
+            direction_holds=not util_off,
+            size=Size(util_gap, "fraction", "the largest |library − timeline| utilization"),
+            numbers={
+                "gpipe_utilization": {
+                    r["task"]: str(r["timeline"]["utilization"])
+                    for r in rows
+                    if r["schedule"] == "gpipe"
+                }
+            },
         ),
-        _common.Claim(
-            "Table 1: weight memory W for GPipe and PipeMare, Σ_i |w_i|·τ_fwd,i for PipeDream "
-            "(checked with the weights split evenly over the stages, as in Sec. 4.1).",
-            not mem_off,
-            "PipeDream weight memory: "
-            + ", ".join(f"{k} {v:.3f} W" for k, v in pipedream_memory.items()),
+        Claim(
+            id="table1-weight-memory",
+            source="PipeMare Table 1, App. A.1",
+            statement="weight memory W for GPipe and PipeMare, Σ_i |w_i|·τ_fwd,i for PipeDream "
+            "(weights split evenly over the stages, as in Sec. 4.1): " + scope,
+            direction="library weight memory = timeline weight memory in every row",
+            scope=scope,
+            direction_holds=not mem_off,
+            size=Size(mem_gap, "W", "the largest |library − timeline| weight memory"),
+            numbers={"pipedream_weight_memory_in_W": pipedream_memory},
         ),
-        _common.Claim(
-            "Table 2: GPipe's pipeline utilization is 7 % (CIFAR10), 13 % (ImageNet), 17 % "
+        Claim(
+            id="table2-utilization",
+            source="PipeMare Table 2 (utilization column), abstract",
+            statement="GPipe's pipeline utilization is 7 % (CIFAR10), 13 % (ImageNet), 17 % "
             "(IWSLT14), 56 % (WMT17) and PipeMare's 100 %, i.e. 14.3× higher on CIFAR10 "
-            "(checked: Table 1's formulas at the setups' P and N, rounded to the percent).",
-            all(round(ours) == paper for paper, ours in printed.values())
-            and all(_find(rows, t, "pipemare")["library"]["utilization"] == 1.0 for t in tasks)
-            and abs(gain - Fraction(143, 10)) <= Fraction(1, 20),  # 14.3 to its last digit
-            "; ".join(f"{k}: paper {p} %, Table 1 {ours:.2f} %" for k, (p, ours) in printed.items())
-            + f"; CIFAR10 PipeMare/GPipe = {gain} = {float(gain):.3f} (from the rounded "
-            f"percentages 100/{tasks[0].table2_gpipe_percent} = "
-            f"{100 / tasks[0].table2_gpipe_percent:.2f})",
+            "(Table 1's formulas at the setups' P and N; the percentages rounded as printed)",
+            direction="Table 1's utilizations round to the printed percentages; PipeMare's is "
+            "100 %",
+            scope="the four setups of Table 2",
+            direction_holds=bool(
+                all(round(ours) == paper for paper, ours in printed.values())
+                and all(_find(rows, t, "pipemare")["library"]["utilization"] == 1.0 for t in tasks)
+            ),
+            size=Size(
+                float(gain),
+                "×",
+                "PipeMare's utilization over GPipe's on CIFAR10 (the paper's 14.3× comes from "
+                f"the rounded percentages, 100/{tasks[0].table2_gpipe_percent})",
+                Qualifier("≈", 14.3),
+            ),
+            numbers={
+                "utilization_percent": {
+                    k: {"paper": p, "table1": o} for k, (p, o) in printed.items()
+                },
+                "cifar10_gain_exact": str(gain),
+            },
         ),
     ]
 

@@ -44,7 +44,25 @@ _FUNCTIONS: dict[str, tuple[str, ...]] = {
 
 _HOMES: dict[str, str] = {
     name: f"stability.api.{module}" for module, names in _FUNCTIONS.items() for name in names
-} | {"Result": "stability.result"}
+} | {
+    "Result": "stability.result",
+    # the rooms above the API (they use it): minibatch noise, PyTorch networks, sweeps
+    "noise": "stability.noise.minibatch",
+    "Noise": "stability.noise.minibatch",
+    "tradeoff": "stability.noise.tradeoff",
+    "Tradeoff": "stability.noise.tradeoff",
+    "net_curvature": "stability.nets.public",
+    "NetCurvature": "stability.nets.public",
+    "net_max_lr": "stability.nets.public",
+    "NetMaxLr": "stability.nets.public",
+    "net_train": "stability.nets.public",
+    "NetTrain": "stability.nets.public",
+    "run_sweep": "stability.sweep.runner",
+    "SweepSummary": "stability.sweep.runner",
+    "read_spec": "stability.sweep.specfile",
+    "SweepSpec": "stability.sweep.specfile",
+    "SweepStatus": "stability.sweep.store",
+}
 """Public name → the module that defines it (or re-exports it from its home in the analysis)."""
 
 __all__ = sorted(_HOMES)

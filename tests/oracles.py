@@ -4,17 +4,27 @@ Nothing here uses the characteristic polynomial, the boundary locus or the Schur
 
 * `state_radius` — the largest |eigenvalue| of the rule's block companion (state) matrix,
   read off the rule's step (`stability.dynamics.linear.LinearDynamics.state_matrix`);
-* `dense_max_lr` — the first lr where that radius reaches 1, by a geometric scan and bisection,
-  the way one would find it by hand;
+* `dense_max_lr` — the first lr where that radius (or another one, e.g. of a monodromy)
+  reaches 1, by a geometric scan and bisection (`first_crossing`), the way one would find it
+  by hand; `polynomial_radius` for polynomials typed from a paper;
 * `mp_roots_inside` — the number of roots of a sparse polynomial inside |ω| = 1 by the argument
-  principle in mpmath (adaptive sampling of the phase), for degrees up to thousands.
+  principle in mpmath (adaptive sampling of the phase), for degrees up to thousands;
+* `naive_optimum` — the optimal rate over a spectrum by dense λ × lr grids of the papers'
+  printed polynomials (no windows, no peaks, no brackets);
+* `bisect_sign`, `brackets` — plain bisection of a sign change, and whether a claimed root
+  sits within eps of one.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from stability.dynamics.linear import linearize
+from stability.quadratic import QuadraticModel
+from stability.rules.registry import get_spec
+from stability.spectrum import spectral_radius
 
 
 def state_radius(rule, model, lr: float) -> float:
@@ -22,21 +32,39 @@ def state_radius(rule, model, lr: float) -> float:
     return float(np.max(np.abs(np.linalg.eigvals(linearize(rule, model, lr).state_matrix()))))
 
 
-def dense_max_lr(rule, model, *, lo: float, hi: float, rtol: float = 1e-12) -> float:
-    """First lr in (lo, hi] with state-matrix radius ≥ 1 (stable at ``lo`` is asserted)."""
-    assert state_radius(rule, model, lo) < 1, "not stable at the lower end of the scan"
-    grid = np.geomspace(lo, hi, 120)
-    unstable = [lr for lr in grid if state_radius(rule, model, lr) >= 1]
+def first_crossing(measure, *, lo: float, hi: float, rtol: float = 1e-12, points: int = 120):
+    """First lr in (lo, hi] with ``measure(lr)`` ≥ 1, by a geometric scan and bisection.
+
+    ``measure(lo)`` < 1 is asserted (stable at the lower end), and some grid point ≥ 1.
+    """
+    assert measure(lo) < 1, "not stable at the lower end of the scan"
+    grid = np.geomspace(lo, hi, points)
+    unstable = [lr for lr in grid if measure(lr) >= 1]
     assert unstable, "no instability up to hi"
     b = unstable[0]
     a = grid[np.searchsorted(grid, b) - 1]
     while b - a > rtol * b:
         mid = 0.5 * (a + b)
-        if state_radius(rule, model, mid) >= 1:
+        if measure(mid) >= 1:
             b = mid
         else:
             a = mid
     return b
+
+
+def dense_max_lr(
+    rule, model, *, lo: float, hi: float, rtol: float = 1e-12, radius=state_radius
+) -> float:
+    """First lr in (lo, hi] with ``radius(rule, model, lr)`` ≥ 1 (stable at ``lo`` is asserted).
+
+    ``radius``: the state-matrix radius by default; any per-lr spectral radius (a monodromy's).
+    """
+    return first_crossing(lambda lr: radius(rule, model, lr), lo=lo, hi=hi, rtol=rtol)
+
+
+def polynomial_radius(coefficients) -> float:
+    """max |root| of a dense polynomial (highest degree first), by numpy's companion matrix."""
+    return float(np.max(np.abs(np.roots(coefficients))))
 
 
 def mp_poly(terms: dict[int, object]):
@@ -102,3 +130,50 @@ def sgd_terms(tau: int, lr_lam) -> dict[int, object]:
     terms[tau] = terms.get(tau, 0) - 1
     terms[0] = terms.get(0, 0) + lr_lam
     return terms
+
+
+def bisect_sign(f, a: float, b: float, *, tol: float = 1e-10) -> float:
+    """The point where ``f`` changes sign in [a, b], by plain bisection (f(a)·f(b) < 0)."""
+    fa, fb = f(a), f(b)
+    assert fa * fb < 0, f"no sign change in [{a}, {b}]: {fa}, {fb}"
+    while b - a > tol * max(abs(a), abs(b), 1.0):
+        mid = 0.5 * (a + b)
+        fm = f(mid)
+        if (fm < 0) == (fa < 0):
+            a, fa = mid, fm
+        else:
+            b = mid
+    return 0.5 * (a + b)
+
+
+def naive_optimum(name: str, kappa: float, **params) -> float:
+    """min over lr of max over λ of ρ: dense λ × lr grids of the paper's printed polynomial,
+    zoomed in four times around the best lr (no windows, no peaks, no brackets)."""
+    spec = get_spec(name)
+    rule, _ = spec.build(**params)
+    form = spec.closed_forms[0].polynomial
+    lam = np.geomspace(1.0, kappa, 200)
+    lo, hi, best = -9.0, 1.0, math.inf
+    for _ in range(6):
+        lrs = np.logspace(lo, hi, 100)
+        poly = form(rule, QuadraticModel(lam[None, :]), lrs[:, None]).normalized()
+        rates = spectral_radius(poly.dense()).max(axis=1)
+        i = int(np.argmin(rates))
+        best = min(best, rates[i])
+        lo, hi = math.log10(lrs[max(i - 2, 0)]), math.log10(lrs[min(i + 2, lrs.size - 1)])
+    return best
+
+
+def single_crossing(f, lo: float, hi: float, *, points: int = 400, tol: float = 1e-12) -> float:
+    """Where ``f`` turns from ≤ 0 to > 0 in [lo, hi]: a scan of ``points`` (asserting exactly
+    one sign change, negative first), then `bisect_sign`."""
+    grid = np.linspace(lo, hi, points)
+    signs = np.array([f(x) > 0 for x in grid])
+    assert not signs[0] and signs[-1] and np.count_nonzero(np.diff(signs)) == 1
+    i = int(np.argmax(signs))
+    return bisect_sign(f, grid[i - 1], grid[i], tol=tol)
+
+
+def brackets(f, x: float, eps: float) -> bool:
+    """Whether ``f`` changes sign between x − eps and x + eps: a root of f within eps of x."""
+    return f(x - eps) * f(x + eps) < 0

@@ -9,6 +9,7 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +18,10 @@ import stability as st
 from stability.cli.main import main
 from stability.result import Result
 from stability.trainer.data import synthetic_regression
+
+ROOT = Path(__file__).resolve().parents[1]
+NET = f"{ROOT / 'examples' / 'diabetes_linear.py'}:problem"
+SWEEP = str(ROOT / "examples" / "sweeps" / "momentum_small.toml")
 
 
 @pytest.fixture(scope="module")
@@ -62,21 +67,40 @@ def _cases(csv, tmp):
         (lambda: st.claims(["nesterov-equals-sc"], quick=True),
          ["claims", "--claim", "nesterov-equals-sc", "--quick"]),
         (lambda: st.repro(list_only=True), ["repro", "--list"]),
+        (lambda: st.noise("sgd", tau=1, batch=8, lr=0.05, steps=50, lyapunov_steps=200,
+                          lyapunov_runs=4, data=str(csv)),
+         ["noise", "sgd", "--tau", "1", "--batch", "8", "--lr", "0.05", "--steps", "50",
+          "--lyapunov-steps", "200", "--lyapunov-runs", "4", "--data", str(csv)]),
+        (lambda: st.tradeoff(batch=8, tau=1, rules=["sgd"], data=str(csv)),
+         ["tradeoff", "--batch", "8", "--tau", "1", "--rules", "sgd", "--data", str(csv)]),
+        (lambda: st.net_max_lr(NET, "sgd", stages=2, tau=1, k=3),
+         ["net", "max-lr", "--problem", NET, "--rule", "sgd", "--stages", "2", "--tau", "1",
+          "--k", "3"]),
+        (lambda: st.run_sweep(st.read_spec(SWEEP), tmp / "sweep", workers=1),
+         ["sweep", SWEEP, "--out", str(tmp / "sweep"), "--workers", "1"]),
     ]  # fmt: skip
 
 
+VARYING = {"seconds", "compute_seconds", "points_per_second", "workers", "scheduler",
+           "chunks_computed", "chunks_skipped"}  # fmt: skip
+"""Keys two runs may differ in: wall times, and what a resumed sweep found already done."""
+
+
 def _drop_timings(x):
-    """The JSON without wall times (two runs differ there)."""
+    """The JSON without what two runs may differ in (`VARYING`)."""
     if isinstance(x, dict):
-        return {k: _drop_timings(v) for k, v in x.items() if k != "seconds"}
+        return {k: _drop_timings(v) for k, v in x.items() if k not in VARYING}
     if isinstance(x, list):
         return [_drop_timings(v) for v in x]
     return x
 
 
-def test_every_command_has_its_function_with_the_json_keys_as_attributes(csv, tmp_path, capsys):
+def test_every_command_has_its_function_with_the_json_keys_as_attributes(
+    csv, tmp_path, capsys, monkeypatch
+):
     from stability.cli.commands import COMMANDS
 
+    monkeypatch.setenv("STABILITY_CACHE", str(tmp_path / "cache"))  # the fitted network
     cases = _cases(csv, tmp_path)
     commands = {argv[0] for _, argv in cases}
     assert commands == {c.__name__.rsplit(".", 1)[-1].replace("_", "-") for c in COMMANDS}

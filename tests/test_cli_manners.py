@@ -9,6 +9,7 @@ import re
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -16,9 +17,10 @@ from stability.cli.commands import COMMANDS
 from stability.cli.main import limit_blas_threads, main
 from stability.rules.registry import RULES
 
+ROOT = Path(__file__).resolve().parents[1]
 NAMES = [c.__name__.rsplit(".", 1)[-1].replace("_", "-") for c in COMMANDS]
 RULE_COMMANDS = ["poly", "radius", "max-lr", "bounds", "halflife", "heatmap", "t1-audit",
-                 "train", "validate", "coupled"]  # fmt: skip
+                 "train", "validate", "coupled", "noise"]  # fmt: skip
 
 
 def run(capsys, *argv):
@@ -54,7 +56,8 @@ def _flags(help_text: str) -> set[str]:
 def test_help_without_a_rule_points_to_the_rules(capsys, command):
     code, out, _ = run(capsys, command, "--help")
     own = {"train": {"--stages", "--microbatches"}, "validate": {"--stages", "--microbatches"},
-           "coupled": {"--stages", "--microbatches"}}.get(command, set())  # fmt: skip
+           "coupled": {"--stages", "--microbatches"}, "noise": {"--stages", "--microbatches"}
+           }.get(command, set())  # fmt: skip
     assert code == 0 and _flags(out) <= own  # pipeline flags are the command's own
     assert "stability rules RULE" in out and f"stability {command} RULE --help" in out
     assert len(out.splitlines()) < 80
@@ -91,6 +94,9 @@ def _examples(capsys) -> list[tuple[str, list[str]]]:
 @pytest.mark.parametrize("name", NAMES)
 def test_every_example_in_every_help_runs(capsys, tmp_path, monkeypatch, name):
     monkeypatch.chdir(tmp_path)  # examples write their files here
+    for folder in ("examples", "paper_repro"):  # what net, sweep and repro read, as in a checkout
+        (tmp_path / folder).symlink_to(ROOT / folder)
+    monkeypatch.setenv("STABILITY_CACHE", str(tmp_path / "cache"))
     for command, argv in _examples(capsys):
         if command != name:
             continue

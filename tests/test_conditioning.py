@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 import pytest
+from oracles import naive_optimum
 
 from stability.analysis.conditioning import (
     RateCurve,
@@ -25,8 +26,7 @@ from stability.analysis.conditioning import (
     window_rate,
 )
 from stability.cli.main import main
-from stability.quadratic import QuadraticModel
-from stability.rules.registry import build_rule, get_spec
+from stability.rules.registry import build_rule
 from stability.spectrum import spectral_radius
 
 LN2 = math.log(2.0)
@@ -59,24 +59,6 @@ def test_heavy_ball_optimum_is_polyak(kappa):
 
 
 # -- independent computations ----------------------------------------------------------------
-
-
-def naive_optimum(name: str, kappa: float, **params) -> float:
-    """min over lr of max over λ of ρ: dense λ × lr grids of the paper's printed polynomial,
-    zoomed in four times around the best lr (no windows, no peaks, no brackets)."""
-    spec = get_spec(name)
-    rule, _ = spec.build(**params)
-    form = spec.closed_forms[0].polynomial
-    lam = np.geomspace(1.0, kappa, 200)
-    lo, hi, best = -9.0, 1.0, math.inf
-    for _ in range(6):
-        lrs = np.logspace(lo, hi, 100)
-        poly = form(rule, QuadraticModel(lam[None, :]), lrs[:, None]).normalized()
-        rates = spectral_radius(poly.dense()).max(axis=1)
-        i = int(np.argmin(rates))
-        best = min(best, rates[i])
-        lo, hi = math.log10(lrs[max(i - 2, 0)]), math.log10(lrs[min(i + 2, lrs.size - 1)])
-    return best
 
 
 @pytest.mark.parametrize(

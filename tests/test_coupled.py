@@ -42,9 +42,6 @@ from stability.coupled.transfer import stage_transfer
 from stability.dynamics.linear import characteristic_polynomial
 from stability.rules.registry import RULES, build_rule
 
-CPUSMALL = "../shared/data/cpusmall_scale.csv"
-
-
 # -- stage transfer functions ------------------------------------------------------------------
 
 
@@ -334,11 +331,13 @@ def test_unstable_for_every_lr_is_zero():
 
 
 @pytest.fixture(scope="module")
-def cpusmall():
+def cpusmall(cpusmall_csv):
     from stability.agreement.validate import linreg_setup
     from stability.trainer.problems import ProblemOptions, build_problem
 
-    problem, _ = build_problem(ProblemOptions(data=CPUSMALL, standardize="none", bias=True))
+    problem, _ = build_problem(
+        ProblemOptions(data=str(cpusmall_csv), standardize="none", bias=True)
+    )
     return linreg_setup(problem)
 
 
@@ -396,14 +395,16 @@ def test_other_regression_data_prediction_is_the_measured_max_lr():
 
 
 @pytest.mark.slow
-def test_tiny_mlp_prediction_is_the_measured_max_lr():
+def test_tiny_mlp_prediction_is_the_measured_max_lr(cpusmall_csv):
     """Per-layer stages of a tiny MLP: measured H_f, H_b; prediction within 25 % (issue)."""
     from stability.agreement.coupled_runs import measure, problem_system, stage_pipeline
     from stability.agreement.validate import Protocol, mlp_setup
     from stability.trainer.problems import ProblemOptions, build_problem
 
     mlp, _ = build_problem(
-        ProblemOptions(problem="mlp", data=CPUSMALL, samples=64, hidden=(3, 3), standardize="all")
+        ProblemOptions(
+            problem="mlp", data=str(cpusmall_csv), samples=64, hidden=(3, 3), standardize="all"
+        )
     )
     setup = mlp_setup(mlp)
     built = problem_system(setup, stage_pipeline("pipemare", 3), "sgd", {})
@@ -425,10 +426,11 @@ def _cli(capsys, *argv):
     return code, out, err
 
 
-def test_cli_json_has_the_issue_keys(capsys):
+def test_cli_json_has_the_issue_keys(capsys, cpusmall_csv):
     code, out, err = _cli(
-        capsys, "coupled", "--problem", "linreg", "--data", CPUSMALL, "--standardize", "none",
-        "--bias", "--stages", "4", "--schedule", "pipemare", "--rule", "sgd", "--json",
+        capsys, "coupled", "--problem", "linreg", "--data", str(cpusmall_csv),
+        "--standardize", "none", "--bias", "--stages", "4", "--schedule", "pipemare",
+        "--rule", "sgd", "--json",
     )  # fmt: skip
     assert code == 0, err
     data = json.loads(out)
@@ -454,8 +456,8 @@ def test_cli_json_has_the_issue_keys(capsys):
         (["--rule", "sgd", "--stages", "2", "--taus", "1,2,3"], "taus"),
     ],
 )
-def test_cli_errors_are_one_line_exit_2(capsys, argv, message):
-    code, out, err = _cli(capsys, "coupled", "--data", CPUSMALL, *argv)
+def test_cli_errors_are_one_line_exit_2(capsys, argv, message, cpusmall_csv):
+    code, out, err = _cli(capsys, "coupled", "--data", str(cpusmall_csv), *argv)
     assert code == 2
     assert out == ""
     assert err.count("\n") == 1 and message in err

@@ -1,4 +1,9 @@
-"""Periodic dynamics (Floquet) and EA-Pipe: monodromy, per-step rate, max lr, CLI, trainer."""
+"""Periodic dynamics (Floquet) and EA-Pipe: monodromy, per-step rate, max lr, CLI, trainer.
+
+Independent references: for period 1 the characteristic-polynomial path (boundary locus,
+dominant root), which shares nothing with the monodromy but the rule's step; for EA-Pipe the
+per-step matrices of Alg. 1 written out by hand (tests/eapipe_reference.py) and the trainer.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,8 @@ import math
 
 import numpy as np
 import pytest
+from eapipe_reference import monodromy as alg1_monodromy
+from oracles import dense_max_lr
 
 from stability.agreement.validate import Protocol, linreg_setup, measure_max_lr, measure_rates
 from stability.analysis.boundary import max_lr
@@ -32,13 +39,21 @@ from stability.trainer.linreg import LinearRegression
     ],
 )
 def test_period_one_reduces_to_the_time_invariant_analysis(name, kw):
-    """For P = 1 the monodromy is the state matrix: same max lr, same rate."""
+    """For P = 1 the monodromy is the state matrix: its radius is the characteristic
+    polynomial's dominant root, and bisecting it gives the boundary-locus max lr."""
     rule, model = build_rule(name, **kw)
-    exact = max_lr(rule, model).max_lr
-    assert max_lr(rule, model).max_lr == pytest.approx(exact, rel=1e-9)
+    exact = max_lr(rule, model).max_lr  # boundary locus on the characteristic polynomial
+    on_monodromy = dense_max_lr(rule, model, lo=1e-3 * exact, hi=10 * exact, radius=floquet_radius)
+    assert on_monodromy == pytest.approx(exact, rel=1e-9)
     for lr in (0.3 * exact, 0.9 * exact):
         rate = float(floquet_radius(rule, model, lr))
         assert rate == pytest.approx(dominant_root_at(rule, model, lr).radius, rel=1e-9)
+
+
+def alg1_radius(rule: ElasticAveraging, lam: float, lr: float) -> float:
+    """ρ(M)^{1/P} of EA-Pipe Alg. 1's hand-written monodromy."""
+    M = alg1_monodromy(rule.replicas, rule.tau, rule.elastic, rule.sync_period, lam, lr)
+    return float(np.max(np.abs(np.linalg.eigvals(M)))) ** (1 / rule.period)
 
 
 def test_mixing_matrix_is_doubly_stochastic_and_the_monodromy_at_lr_zero():
@@ -83,13 +98,16 @@ def test_periodic_rules_in_the_core_entry_points(capsys):
     with pytest.raises(ValueError, match="periodic rule \\(period 8\\)"):
         characteristic_polynomial(rule, model)
     dom = dominant_root_at(rule, model, 0.2)
-    assert dom.radius == pytest.approx(float(floquet_radius(rule, model, 0.2)), rel=1e-12)
+    assert dom.radius == pytest.approx(alg1_radius(rule, 1.0, 0.2), rel=1e-12)
     assert abs(dom.root) == pytest.approx(dom.radius, rel=1e-12)
     result = max_lr(rule, model)
     assert result.method == "Floquet bisection (certified)"
-    below = floquet_radius(rule, model, result.max_lr * (1 - 1e-6))
-    above = floquet_radius(rule, model, result.max_lr * (1 + 1e-6))
-    assert below < 1 <= above
+    exact = dense_max_lr(
+        rule, model, lo=1e-3, hi=10.0, radius=lambda r, m, lr: alg1_radius(r, 1.0, lr)
+    )
+    assert result.max_lr == pytest.approx(exact, rel=1e-9)
+    assert alg1_radius(rule, 1.0, result.max_lr * (1 - 1e-6)) < 1
+    assert alg1_radius(rule, 1.0, result.max_lr * (1 + 1e-6)) > 1
     assert main(["radius", "ea", "--tau", "3", "--sync-period", "2", "--lr", "0.2", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["spectral_radius"] == pytest.approx(dom.radius, rel=1e-12)
@@ -99,12 +117,23 @@ def test_periodic_rules_in_the_core_entry_points(capsys):
     assert err.count("\n") == 1 and "no time-invariant characteristic polynomial" in err
 
 
-def test_monodromy_polynomial_has_the_multipliers_as_roots():
-    rule, model = build_rule("ea", tau=2, replicas=3, elastic=0.4, sync_period=2)
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"replicas": 3, "sync_period": 2},
+        {"replicas": 2, "sync_period": 2},
+        {"replicas": 1, "sync_period": 3},
+    ],
+)
+def test_monodromy_polynomial_has_the_alg_1_multipliers_as_roots(kw):
+    """Roots of det(μI − M) = the nonzero multipliers of Alg. 1's monodromy (stale or not)."""
+    rule, model = build_rule("ea", tau=2, elastic=0.4, **kw)
     poly = monodromy_polynomial(rule, model, 0.3)
     roots = np.sort_complex(np.roots(poly.normalized().dense()))
-    mu = np.sort_complex(floquet_multipliers(rule, model, 0.3))
-    np.testing.assert_allclose(roots, mu[np.abs(mu) > 1e-12], atol=1e-10)
+    M = alg1_monodromy(rule.replicas, 2, 0.4, rule.sync_period, 1.0, 0.3)
+    mu = np.linalg.eigvals(M)
+    mu = np.sort_complex(mu[np.abs(mu) > 1e-9 * np.max(np.abs(mu))])
+    np.testing.assert_allclose(roots, mu, atol=1e-10)
 
 
 @pytest.mark.parametrize(

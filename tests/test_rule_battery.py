@@ -3,16 +3,25 @@
 For every registered rule, at ≥ 1000 hypothesis parameter points per property:
 
 * the characteristic polynomial derived from the rule's step equals each closed form the
-  papers print (up to ω^k);
+  papers print (up to ω^k), and for PipeMare's rules (SGD, momentum, discrepancy, T2,
+  recompute) the polynomial derived independently with sympy from the paper's recurrences
+  (tests/pipemare_reference.py) at *every* point, momentum included: every point compares
+  the derived polynomial with at least one independent one;
 * the spectral radius of the state matrix equals the growth rate of a direct simulation of
-  the rule's step;
+  the rule's step (the simulations of all points run batched, tests/battery.py);
 * τ = 0 reduces to the undelayed method (textbook GD, heavy ball, Nesterov polynomials);
 * grid (vectorised) evaluation equals point-by-point evaluation.
 
 Periodic rules (``period`` > 1, e.g. EA-Pipe) have no characteristic polynomial: the same
-checks run on their Floquet monodromy matrix (`stability.dynamics.monodromy`): its characteristic
-polynomial equals the closed forms, ρ(M)^{1/P} equals the simulated growth per step, and the
-batched evaluation equals the pointwise one.
+checks run on their Floquet monodromy matrix (`stability.dynamics.monodromy`): its multipliers
+equal those of EA-Pipe's Alg. 1 written out step by step (tests/eapipe_reference.py) at every
+point and its characteristic polynomial the App. A closed form where that applies,
+ρ(M)^{1/P} equals the simulated growth per step, and the batched evaluation equals the
+pointwise one.
+
+The mutation tests at the end show that the battery catches the two conventions that are
+easy to get wrong: T2 reading its accumulator at δ_t instead of δ_{t−τb}, and recompute
+without its Φ term.
 """
 
 from __future__ import annotations
@@ -21,14 +30,19 @@ import math
 
 import numpy as np
 import pytest
+from battery import draw_examples, simulated_log_rates
+from eapipe_reference import monodromy as alg1_monodromy
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from polytools import assert_same_up_to_omega, simulated_log_rate
+from pipemare_reference import PIPEMARE_RULES, reference_coefficients
+from polytools import assert_same_up_to_omega
 from strategies import PERIODIC, rule_points
 
 from stability.dynamics.linear import characteristic_polynomial, linearize
 from stability.dynamics.monodromy import monodromy_polynomial
 from stability.polynomial import SparsePoly
+from stability.quadratic import QuadraticModel
+from stability.rules.delayed_momentum import DelayedMomentum
 from stability.rules.registry import RULES
 from stability.spectrum import floquet_multipliers, floquet_radius, spectral_radius
 
@@ -41,10 +55,9 @@ def test_every_rule_has_sources_and_a_closed_form():
         assert spec.closed_forms, spec.name
 
 
-@settings(max_examples=1000)
-@given(point=rule_points(), lr=LR)
-def test_derived_polynomial_equals_closed_forms(point, lr):
-    name, params = point
+def check_polynomial(name: str, params: dict, lr: float) -> int:
+    """Derived polynomial = every applicable closed form and, for PipeMare's rules, the sympy
+    derivation from the recurrences; returns how many independent polynomials were compared."""
     spec = RULES[name]
     rule, model = spec.build(**params)
     derived = characteristic_polynomial(rule, model).at(lr)
@@ -53,28 +66,73 @@ def test_derived_polynomial_equals_closed_forms(point, lr):
         if form.applies(rule):
             assert_same_up_to_omega(derived, form.polynomial(rule, model, lr))
             checked += 1
-    # the closed form of the momentum-free variants applies whenever momentum is 0
-    if params.get("momentum", 0.0) == 0.0:
-        assert checked >= 1
+    if name in PIPEMARE_RULES:
+        defaults = {p.name: p.default for p in spec.params}
+        assert_same_up_to_omega(derived, reference_coefficients(name, params, lr, defaults))
+        checked += 1
+    return checked
 
 
 @settings(max_examples=1000)
-@given(point=rule_points(max_delay=4), lr=LR)
-def test_state_matrix_radius_equals_simulated_growth(point, lr):
-    name, params = point
-    rule, model = RULES[name].build(**params)
-    eig = np.linalg.eigvals(linearize(rule, model, lr).state_matrix())
-    mods = np.sort(np.abs(eig))[::-1]
+@given(point=rule_points(), lr=LR)
+def test_derived_polynomial_equals_closed_forms(point, lr):
+    assert check_polynomial(*point, lr) >= 1  # every point meets an independent polynomial
+
+
+WITH_MOMENTUM = rule_points(names=["discrepancy", "t2", "recompute"]).filter(
+    lambda point: point[1]["momentum"] > 0
+)
+
+
+@settings(max_examples=300)
+@given(point=WITH_MOMENTUM, lr=LR)
+def test_pipemare_rules_with_momentum_equal_the_recurrence_derivation(point, lr):
+    """Momentum ≠ 0, where PipeMare prints no closed form: only the sympy derivation checks."""
+    assert check_polynomial(*point, lr) == 1
+
+
+def check_growth(moduli: np.ndarray, measured: float, period: int = 1) -> None:
+    """The measured log growth per step of a simulation is log ρ, ρ the largest of the
+    per-step ``moduli`` of the eigenvalues (state matrix, or Floquet multipliers^{1/P})."""
+    mods = np.sort(moduli)[::-1]
     rho = mods[0]
     if rho < 1e-3:
-        return  # nilpotent-like dynamics: nothing to measure
-    measured = simulated_log_rate(rule, model, lr)
+        # nilpotent-like: rounding (relative eps per step) sets the measured rate, at most
+        # what a nilpotent map of this size (x_{t+S·P} = 0) leaves of eps: log(eps)/(S·P)
+        rounding = math.log(np.finfo(float).eps) / (mods.size * period)
+        assert measured <= max(math.log(1e-3), rounding) + 0.01, (measured, rho)
+        return
     # tolerance follows the conditioning: the gap to the next distinct modulus sets how fast
     # the dominant mode takes over; oscillation of a complex pair adds O(1/window)
     distinct = mods[np.abs(mods - rho) > 1e-6 * rho]
     gap = math.log(rho) - math.log(distinct[0]) if distinct.size and distinct[0] > 0 else math.inf
     tol = 0.01 + (0.05 if gap < 0.02 else 0.0)
     assert abs(measured - math.log(rho)) <= tol, (measured, math.log(rho), gap)
+
+
+def failures_of(check, cases) -> list:
+    """The cases (argument tuples) for which ``check(*case)`` fails, with the message."""
+    failed = []
+    for case in cases:
+        try:
+            check(*case)
+        except AssertionError as err:
+            failed.append((*case, str(err)))
+    return failed
+
+
+def _state_growth(point, lr, measured):
+    rule, model = RULES[point[0]].build(**point[1])
+    check_growth(np.abs(np.linalg.eigvals(linearize(rule, model, lr).state_matrix())), measured)
+
+
+def test_state_matrix_radius_equals_simulated_growth():
+    """1000 points of every time-invariant rule; their simulations run batched."""
+    points = draw_examples(st.tuples(rule_points(max_delay=4), LR), 1000)
+    assert len(points) == 1000
+    rates = simulated_log_rates(points)
+    failed = failures_of(_state_growth, [(*p, r) for p, r in zip(points, rates, strict=True)])
+    assert not failed, f"{len(failed)} of {len(points)} points: {failed[:5]}"
 
 
 def _undelayed(name: str, m: float, el: float) -> SparsePoly:
@@ -151,16 +209,33 @@ def test_array_parameters_build_a_grid(name):
 # -- periodic rules (Floquet): the same checks on the monodromy matrix -------------------------
 
 
+def assert_same_multipliers(mu: np.ndarray, reference: np.ndarray) -> None:
+    """The multipliers with |μ| > 1e-6·ρ agree one to one, to 1e-9·max(ρ, 1)."""
+    rho = float(np.max(np.abs(reference)))
+    assert float(np.max(np.abs(mu))) == pytest.approx(rho, rel=1e-10)
+    left = list(reference[np.abs(reference) > 1e-6 * rho])
+    ours = mu[np.abs(mu) > 1e-6 * rho]
+    assert len(ours) == len(left), (mu, reference)
+    for z in ours:  # nearest unmatched reference multiplier
+        j = int(np.argmin(np.abs(np.array(left) - z)))
+        assert abs(left.pop(j) - z) <= 1e-9 * max(rho, 1.0), (mu, reference)
+
+
 @settings(max_examples=300)
 @given(point=rule_points(names=sorted(PERIODIC), max_delay=4), lr=LR)
-def test_periodic_monodromy_equals_closed_forms(point, lr):
-    """det(μI − M) of the derived monodromy equals each closed form (EA-Pipe App. A)."""
+def test_periodic_monodromy_equals_alg_1_and_closed_forms(point, lr):
+    """The derived monodromy's multipliers equal those of EA-Pipe Alg. 1 written out step by
+    step (every point, stale or not), and det(μI − M) each closed form (EA-Pipe App. A)."""
     name, params = point
     spec = RULES[name]
     rule, model = spec.build(**params)
+    mu = floquet_multipliers(rule, model, lr)
+    alg1 = alg1_monodromy(
+        rule.replicas, rule.tau, rule.elastic, rule.sync_period, float(model.lam), lr
+    )
+    assert_same_multipliers(mu, np.linalg.eigvals(alg1))
     derived = monodromy_polynomial(rule, model, lr).dense()
     # coefficient k is ±e_k(μ); its rounding follows e_k(|μ|) (coefficients from eigenvalues)
-    mu = floquet_multipliers(rule, model, lr)
     scale = np.poly(-np.abs(mu))
     for form in spec.closed_forms:
         if form.applies(rule):
@@ -169,23 +244,20 @@ def test_periodic_monodromy_equals_closed_forms(point, lr):
             assert np.all(np.abs(derived - closed) <= tol), (derived, closed)
 
 
-@settings(max_examples=300)
-@given(point=rule_points(names=sorted(PERIODIC), max_delay=4), lr=LR)
-def test_periodic_step_radius_equals_simulated_growth(point, lr):
-    """ρ(M)^{1/P} equals the growth rate per step of a direct simulation of the rule's step."""
-    name, params = point
-    rule, model = RULES[name].build(**params)
-    mods = np.sort(np.abs(floquet_multipliers(rule, model, lr)))[::-1] ** (1 / rule.period)
-    rho = mods[0]
-    if rho < 1e-3:
-        return
-    # a window of whole periods: the norm's swings within a period cancel
-    window = rule.period * math.ceil(600 / rule.period)
-    measured = simulated_log_rate(rule, model, lr, window=window)
-    distinct = mods[np.abs(mods - rho) > 1e-6 * rho]
-    gap = math.log(rho) - math.log(distinct[0]) if distinct.size and distinct[0] > 0 else math.inf
-    tol = 0.01 + (0.05 if gap < 0.02 else 0.0)
-    assert abs(measured - math.log(rho)) <= tol, (measured, math.log(rho), gap)
+def _periodic_growth(point, lr, measured):
+    rule, model = RULES[point[0]].build(**point[1])
+    mu = np.abs(floquet_multipliers(rule, model, lr))
+    check_growth(mu ** (1 / rule.period), measured, rule.period)
+
+
+def test_periodic_step_radius_equals_simulated_growth():
+    """ρ(M)^{1/P} equals the growth rate per step of a direct simulation of the rule's step
+    (300 points, simulations batched, windows of whole periods)."""
+    points = draw_examples(st.tuples(rule_points(names=sorted(PERIODIC), max_delay=4), LR), 300)
+    assert len(points) == 300
+    rates = simulated_log_rates(points, window=600)
+    failed = failures_of(_periodic_growth, [(*p, r) for p, r in zip(points, rates, strict=True)])
+    assert not failed, f"{len(failed)} of {len(points)} points: {failed[:5]}"
 
 
 @settings(max_examples=300)
@@ -198,3 +270,64 @@ def test_periodic_grid_evaluation_equals_pointwise(point, lrs):
     grid = floquet_radius(rule, model, np.array(lrs))
     single = [floquet_radius(rule, model, lr) for lr in lrs]
     np.testing.assert_allclose(grid, single, rtol=1e-12, atol=1e-14)
+
+
+# -- mutations: the battery fails on the conventions that are easy to get wrong ----------------
+
+
+def _t2_reads_delta_now(self, x, lag, correct):
+    """The mutation: u = w_{t−lag} − (τf − lag)·δ_t (δ read now, not at the pass)."""
+    w = x("w", lag)
+    if self.gamma is None or not correct:
+        return w
+    return w - (self.tau_fwd - lag) * x("delta")
+
+
+def _gradient_without_recompute(self, u_fwd, u_bkwd, u_recomp):
+    """The mutation: App. D.1's gradient with its recompute term −Φ·u_recomp dropped."""
+    return (self.lam + self.delta) * u_fwd - (self.delta - self.phi) * u_bkwd
+
+
+MUTATIONS = {
+    # name: (class, attribute, replacement, rule, size of the change at a point (0: none))
+    "T2 reads δ_t": (
+        DelayedMomentum,
+        "_corrected",
+        _t2_reads_delta_now,
+        "t2",
+        lambda p, lr: lr * abs(p.get("delta", 0.0)) * (p["tau_bkwd"] > 0),
+    ),
+    "recompute without Φ": (
+        QuadraticModel,
+        "__call__",
+        _gradient_without_recompute,
+        "recompute",
+        lambda p, lr: lr * abs(p.get("phi", 0.0)),
+    ),
+}
+
+
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_the_battery_fails_on_a_mutated_rule(monkeypatch, mutation):
+    """Acceptance (issue 17): with the mutation the polynomial checks fail exactly at the
+    points where it changes the dynamics (all of them where the change exceeds rounding),
+    including points with momentum, where PipeMare prints no closed form; the battery's test
+    bodies fail on them.  Without the mutation the same points pass."""
+    owner, attr, wrong, name, size = MUTATIONS[mutation]
+    points = draw_examples(st.tuples(rule_points(names=[name]), LR), 300)
+    cases = [(name, params, lr) for (_, params), lr in points]
+    assert failures_of(check_polynomial, cases) == []
+    monkeypatch.setattr(owner, attr, wrong)
+    failed = [case[:3] for case in failures_of(check_polynomial, cases)]
+    changed = [c for c in cases if size(c[1], c[2]) > 0]
+    clear = [c for c in changed if size(c[1], c[2]) > 1e-6]
+    assert len(clear) >= 15
+    assert all(c in changed for c in failed) and all(c in failed for c in clear)
+    with_momentum = [c for c in failed if c[1]["momentum"] > 0]
+    assert with_momentum
+    for test, (_, params, lr) in (
+        (test_derived_polynomial_equals_closed_forms, failed[0]),
+        (test_pipemare_rules_with_momentum_equal_the_recurrence_derivation, with_momentum[0]),
+    ):
+        with pytest.raises(AssertionError):
+            test.hypothesis.inner_test(point=(name, params), lr=lr)

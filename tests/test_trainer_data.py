@@ -1,9 +1,8 @@
-"""Data loading: CSV / svmlight readers, bad-data errors, the cpusmall lookup, preprocessing,
-and the synthetic data set with a prescribed Hessian spectrum."""
+"""Data loading: CSV / svmlight / npz readers, bad-data errors, the shipped cpusmall copy
+(bit for bit the CSV of ../shared), the lookup order --data > $STABILITY_DATA > shipped,
+preprocessing, and the synthetic data set with a prescribed Hessian spectrum."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,8 +15,6 @@ from stability.trainer.data import (
     synthetic_regression,
 )
 
-CPUSMALL = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "cpusmall_scale.csv"
-
 
 def write(tmp_path, name, text):
     path = tmp_path / name
@@ -25,11 +22,11 @@ def write(tmp_path, name, text):
     return path
 
 
-def test_cpusmall_csv_is_read_as_stored():
-    X, y = read_csv(CPUSMALL)
+def test_cpusmall_csv_is_read_as_stored(cpusmall_csv):
+    X, y = read_csv(cpusmall_csv)
     assert X.shape == (8192, 12) and y.shape == (8192,)
     assert y[0] == 90.0 and X[0, 0] == -0.993496 and X[0, 11] == 0.651101
-    data = load_regression(CPUSMALL, standardize="none")
+    data = load_regression(cpusmall_csv, standardize="none")
     np.testing.assert_array_equal(data.X, X)
 
 
@@ -77,9 +74,14 @@ def test_bad_data_is_one_line_naming_file_and_row(tmp_path, name, text, reader, 
     assert str(path) in message and "\n" not in message
 
 
-def test_missing_file_names_it(tmp_path):
-    with pytest.raises(ValueError, match=r"data file .*nope\.csv not found"):
+def test_missing_file_names_it_and_the_other_sources(tmp_path, monkeypatch):
+    monkeypatch.delenv("STABILITY_DATA", raising=False)
+    with pytest.raises(ValueError) as err:
         load_regression(tmp_path / "nope.csv")
+    message = str(err.value)
+    assert message.startswith(f"data file {tmp_path / 'nope.csv'} not found")
+    assert "\n" not in message
+    assert "$STABILITY_DATA (not set)" in message and str(D.SHIPPED) in message
 
 
 def test_standardize_options(tmp_path):
@@ -101,33 +103,64 @@ def test_standardize_options(tmp_path):
         load_regression(path, standardize="zscore")
 
 
-def test_cpusmall_lookup_order_and_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setenv("STABILITY_DATA", str(tmp_path / "data"))
-    cands = D.cpusmall_candidates()
-    assert cands[0] == tmp_path / "data" / "cpusmall_scale.csv"
-    assert cands[-1] == tmp_path / "cache" / "stability" / "cpusmall_scale"
-    assert any(p.parts[-3:] == ("shared", "data", "cpusmall_scale.csv") for p in cands[1:-1])
-    # nothing anywhere (repository copy hidden): no download allowed → one-line error
-    monkeypatch.setattr(D, "CPUSMALL_CSV", Path("does-not-exist.csv"))
-    with pytest.raises(ValueError, match="cpusmall not found"):
-        D.cpusmall_path(download=False)
-    # a cached svmlight copy is found and read
-    cached = cands[-1]
-    cached.parent.mkdir(parents=True)
-    cached.write_text("3 1:0.5 2:-1\n4 1:1 2:0\n")
-    data = load_regression("cpusmall", standardize="none", download=False)
-    assert data.source == str(cached) and data.X.tolist() == [[0.5, -1], [1, 0]]
-    # the explicit environment location wins
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "cpusmall_scale.csv").write_text("1,2\n3,4\n")
-    assert load_regression(None, standardize="none").y.tolist() == [1, 3]
+def test_shipped_copy_is_the_csv_bit_for_bit(cpusmall_csv):
+    """The package's compressed copy holds exactly the float64 values of the CSV."""
+    X, y = read_csv(cpusmall_csv)
+    Xs, ys = D.read_npz(D.SHIPPED)
+    assert Xs.dtype == ys.dtype == np.float64 and Xs.shape == X.shape and ys.shape == y.shape
+    assert Xs.tobytes() == X.tobytes() and ys.tobytes() == y.tobytes()
+    assert 100_000 < D.SHIPPED.stat().st_size < 500_000  # compressed: a few hundred KB
 
 
-def test_download_failure_is_a_one_line_error(tmp_path):
-    with pytest.raises(ValueError, match="could not download cpusmall"):
-        D.fetch_cpusmall(tmp_path / "x", url="file:///nonexistent/cpusmall")
-    assert not (tmp_path / "x").exists()
+def test_lookup_order_data_then_environment_then_shipped(tmp_path, monkeypatch):
+    monkeypatch.delenv("STABILITY_DATA", raising=False)
+    shipped = load_regression(standardize="none")
+    assert shipped.source == str(D.SHIPPED) and shipped.X.shape == (8192, 12)
+    assert load_regression("cpusmall", standardize="none").source == str(D.SHIPPED)
+    # $STABILITY_DATA: a folder holding cpusmall_scale.csv (or the svmlight file), or a file
+    folder = tmp_path / "data"
+    folder.mkdir()
+    monkeypatch.setenv("STABILITY_DATA", str(folder))
+    (folder / "cpusmall_scale").write_text("3 1:0.5 2:-1\n4 1:1 2:0\n")
+    data = load_regression(standardize="none")
+    assert data.source == str(folder / "cpusmall_scale") and data.X.tolist() == [[0.5, -1], [1, 0]]
+    (folder / "cpusmall_scale.csv").write_text("1,2\n3,4\n")
+    assert load_regression(standardize="none").y.tolist() == [1, 3]
+    monkeypatch.setenv("STABILITY_DATA", str(folder / "cpusmall_scale"))
+    assert load_regression(standardize="none").y.tolist() == [3, 4]
+    # a path (--data) wins over $STABILITY_DATA; "cpusmall" names the shipped copy
+    other = write(tmp_path, "other.csv", "7,8\n9,10\n")
+    assert load_regression(other, standardize="none").y.tolist() == [7, 9]
+    assert load_regression("cpusmall", standardize="none").source == str(D.SHIPPED)
+
+
+def test_unusable_environment_is_an_error_naming_the_paths(tmp_path, monkeypatch):
+    monkeypatch.setenv("STABILITY_DATA", str(tmp_path))
+    with pytest.raises(ValueError) as err:
+        load_regression()
+    message = str(err.value)
+    assert "\n" not in message and f"$STABILITY_DATA={tmp_path}" in message
+    for name in ("cpusmall_scale.csv", "cpusmall_scale"):
+        assert str(tmp_path / name) in message
+    assert str(D.SHIPPED) in message
+
+
+def test_missing_shipped_copy_is_an_error_naming_it(tmp_path, monkeypatch):
+    monkeypatch.delenv("STABILITY_DATA", raising=False)
+    monkeypatch.setattr(D, "SHIPPED", tmp_path / "cpusmall.npz")
+    with pytest.raises(ValueError, match=r"data not found: the shipped copy .*cpusmall\.npz is "
+                       r"missing and \$STABILITY_DATA is not set"):  # fmt: skip
+        load_regression()
+
+
+def test_bad_npz_is_a_one_line_error(tmp_path):
+    path = tmp_path / "bad.npz"
+    np.savez(path, target=np.zeros(3), features=np.zeros((2, 4)))
+    with pytest.raises(ValueError, match=r"bad\.npz: 'features' must be \(p, n\)"):
+        load_regression(path)
+    np.savez(path, y=np.zeros(3))
+    with pytest.raises(ValueError, match=r"bad\.npz: not an \.npz data archive"):
+        load_regression(path)
 
 
 def test_synthetic_regression_has_the_prescribed_spectrum():

@@ -232,3 +232,61 @@ def test_bad_arguments():
         train(prob, rule, [0.1], steps=0)
     with pytest.raises(ValueError, match="track entries"):
         train(prob, rule, [0.1], steps=3, track=("speed",))
+
+
+def test_iid_batches_are_distinct_and_uniform_over_subsets():
+    """Every B-subset of n = 7 equally likely (chi-square over the C(7,3) = 35 subsets)."""
+    from math import comb
+
+    from stability.trainer.engine import BatchStreams
+
+    draws = BatchStreams(7, 3, 5, "iid", 2).take(35_000).reshape(-1, 3)
+    assert np.all(np.diff(draws, axis=1) > 0)  # distinct (rows are sorted)
+    codes = (1 << draws).sum(axis=1)
+    counts = np.bincount(codes, minlength=128)[np.bincount(codes, minlength=128) > 0]
+    assert counts.size == comb(7, 3)
+    expected = draws.shape[0] / comb(7, 3)
+    chi2 = float(np.sum((counts - expected) ** 2 / expected))
+    assert chi2 < 70  # 34 degrees of freedom: P(χ² > 70) ≈ 3e-4
+    big = BatchStreams(10, 5, 1, "iid", 1).take(2000).reshape(-1, 5)  # B² > n: random keys
+    assert all(len(set(r)) == 5 for r in big)
+    np.testing.assert_allclose(np.bincount(big.ravel(), minlength=10) / big.size, 0.1, atol=0.01)
+
+
+@pytest.mark.parametrize("sampling", ["iid", "reshuffle"])
+def test_runs_share_batches_exactly_when_they_share_a_stream(linreg, sampling):
+    rule, _ = build_rule("momentum", tau=1, momentum=0.5)
+    lr = [0.05, 0.05, 0.05, 0.05]
+    res = train(linreg, rule, lr, steps=40, batch=8, sampling=sampling, streams=[0, 1, 0, 2])
+    w = res.final_weights
+    np.testing.assert_array_equal(w[0], w[2])
+    assert not np.allclose(w[0], w[1]) and not np.allclose(w[1], w[3])
+    alone = train(linreg, rule, [0.05, 0.05], steps=40, batch=8, sampling=sampling, streams=[0, 1])
+    assert not np.allclose(alone.final_weights[0], alone.final_weights[1])
+    shared = train(linreg, rule, lr, steps=40, batch=8, sampling=sampling)  # one stream
+    assert np.all(shared.final_weights == shared.final_weights[0])
+
+
+def test_per_run_batches_are_each_runs_own_minibatch_gradient(linreg):
+    """A run's trajectory with its own stream equals the History reference fed that
+    stream's batches (read back from `BatchStreams` with the same seed)."""
+    from stability.trainer.engine import BatchStreams
+
+    rule, _ = build_rule("sgd", tau=2)
+    res = train(linreg, rule, [0.03, 0.03], steps=30, batch=5, seed=7, sampling="iid",
+                streams=[1, 0])  # fmt: skip
+    idx = BatchStreams(linreg.samples, 5, 7, "iid", 2).take(256)  # the engine's chunk
+    for run, stream in enumerate([1, 0]):
+        hist = History.constant(rule, np.zeros(linreg.dim))
+        for t in range(30):
+            H, b = linreg.batch_moments(idx[t, stream][None])
+            hist = step(rule, hist, lambda u, *_, H=H[0], b=b[0]: H @ u - b, 0.03)
+        np.testing.assert_allclose(res.final_weights[run], hist.weights, rtol=1e-12)
+
+
+def test_stream_arguments_are_checked(linreg):
+    rule, _ = build_rule("sgd", tau=0)
+    with pytest.raises(ValueError, match="streams must be 2 integers"):
+        train(linreg, rule, [0.1, 0.1], steps=2, batch=4, streams=[0])
+    with pytest.raises(ValueError, match="sampling must be one of"):
+        train(linreg, rule, [0.1], steps=2, batch=4, sampling="bootstrap")

@@ -82,10 +82,12 @@ def test_bisection_finds_a_known_threshold():
 
 
 @pytest.mark.slow
-def test_cpusmall_full_batch_max_lr_within_1_percent_and_rates_within_2_percent():
+def test_cpusmall_full_batch_max_lr_within_1_percent_and_rates_within_2_percent(cpusmall_csv):
     """The acceptance table on cpusmall (a sample of its rows; the README (trainer section) has
     all 24 and the ill-conditioned unstandardized variant)."""
-    setup = linreg_setup(LinearRegression.from_dataset(load_regression(standardize="features")))
+    setup = linreg_setup(
+        LinearRegression.from_dataset(load_regression(cpusmall_csv, standardize="features"))
+    )
     protocol = Protocol(steps=10_000, rate_steps=10_000, rel_tol=2e-3, span=1.25)
     cases = [("sgd", 4), ("momentum", 16), ("nesterov", 1), ("lwp+sc", 0), ("sc", 1)]
     for name, tau in cases:

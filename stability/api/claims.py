@@ -15,10 +15,15 @@ class Claims(Result):
     """The claims checked and whether they all hold."""
 
     claims: tuple[dict[str, Any], ...] = output(
-        "each claim: id, source, the statement as checked, holds, the numbers behind it"
+        "each claim: id, source, the statement as checked, grade (holds, direction_only, "
+        "partial_range, fails), size, range where it holds, the numbers behind it "
+        "(keys on docs/claims.md)"
     )
     all_hold: bool = output("every claim checked holds")
     quick: bool = output("checked on the coarser quick grids")
+    lexicon: tuple[dict[str, str], ...] = output(
+        "the size words of the claims' wording and what each was read to mean"
+    )
 
 
 def claims(ids: Sequence[str] | None = None, *, quick: bool = False) -> Claims:
@@ -29,10 +34,15 @@ def claims(ids: Sequence[str] | None = None, *, quick: bool = False) -> Claims:
     >>> st.claims(["nesterov-equals-sc"], quick=True).all_hold
     True
     """
-    from stability.claims import check_claims
+    from stability.claims import check_claims, lexicon_table
 
     checked = check_claims(None if ids is None else list(ids), quick=quick)
-    return Claims(tuple(c.as_dict() for c in checked), all(c.holds for c in checked), bool(quick))
+    return Claims(
+        tuple(c.as_dict() for c in checked),
+        all(c.holds for c in checked),
+        bool(quick),
+        tuple(lexicon_table()),
+    )
 
 
 __all__ = ["Claims", "claims"]

@@ -1,9 +1,12 @@
-"""The papers' stability claims, each checked numerically, with the verdict and its numbers.
+"""The papers' stability claims, each checked numerically and graded: which way, how much, where.
 
-A claim is a function returning a `Claim`: the statement exactly as checked (the papers'
-wording is often looser: the statement says which grid and which parameters), whether it
-``holds`` there, and ``numbers`` (JSON-ready) that show why.  Claims never force a verdict: a
-claim that holds only in part reports ``holds: false`` and where it fails.
+A claim is a function returning a `Claim` (`stability.claims.claim`): the statement exactly as
+checked (the papers' wording is often looser: the statement says which grid and which
+parameters), split into its ``direction``, its ``size`` (read through the normative lexicon,
+`stability.claims.lexicon`) and its ``scope``; the graded verdict ``grade`` (``holds``,
+``direction_only``, ``partial_range`` with the computed ``range_where_it_holds``, ``fails``),
+the optima the paper names against the computed ones, and ``numbers`` (JSON-ready) that show
+why.  Claims never force a verdict.
 
 `CLAIMS` lists them in the order of the papers; `check_claims` evaluates some or all.  Every
 claim has keyword parameters for its grids (defaults: the papers' ranges); `QUICK` holds
@@ -17,7 +20,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from stability.claims import kosson, pipemare
-from stability.claims.claim import Claim
+from stability.claims.claim import Claim, Grade, Optimum, Range, Size
+from stability.claims.lexicon import LEXICON, Qualifier, lexicon_table
 
 
 def _registry() -> dict[str, Callable[..., Claim]]:
@@ -44,4 +48,16 @@ def check_claims(ids: Iterable[str] | None = None, *, quick: bool = False) -> li
     return [registry[i](**grids.get(i, {})) for i in ids]
 
 
-__all__ = ["Claim", "check_claims", "claim_ids", "quick_parameters"]
+__all__ = [
+    "LEXICON",
+    "Claim",
+    "Grade",
+    "Optimum",
+    "Qualifier",
+    "Range",
+    "Size",
+    "check_claims",
+    "claim_ids",
+    "lexicon_table",
+    "quick_parameters",
+]

@@ -1,35 +1,43 @@
-"""`make run`: the main job — quick versions of every figure, then where the files are.
+"""`make run`: the main job — a tour of the toolkit on its embedded defaults, offline.
 
 1. the exact maximal stable step size of every registered rule at a few delays (the table
    behind PipeMare Lemma 1-3 and Kosson Sec. 3.4), printed and written to
-   ``figures/max_lr_table.json`` (exact: the same in every run);
-2. every reproduction of ``paper_repro/`` in quick mode (``stability repro NAME --quick``);
-3. the acceptance heatmap: delayed heavy ball, τ = 1, 256 × 256 points over lr × momentum.
+   ``<out-dir>/max_lr_table.json`` (exact: the same in every run);
+2. the acceptance heatmap: delayed heavy ball, τ = 1, 256 × 256 points over lr × momentum;
+3. theory vs the reference trainer on cpusmall (the copy shipped with the package): delayed
+   SGD at τ = 4, predicted and measured max stable lr;
+4. every reproduction of ``paper_repro/`` in quick mode (``stability repro --all --quick``).
 
-Steps 2 and 3 write to ``figures/quick/`` (git-ignored), so they never overwrite the
-committed full-mode figures in ``figures/`` (``stability repro --all`` regenerates those).
+Steps 1-3 need only the installed package.  Step 4 runs the checkout's scripts, found in
+``paper_repro/`` of the working directory (or ``--repro-dir``); elsewhere it is skipped with
+a one-line note.  Everything goes to ``--out-dir`` (default ``out/run``, git-ignored in the
+checkout), never over the committed full-mode figures in ``figures/``, which only
+``make figures`` (or an explicit ``--out-dir figures``) rewrites.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
+from pathlib import Path
 
 from stability.analysis.boundary import max_lr
-from stability.cli.commands.repro import REPRO_DIR, available
+from stability.api.repro import DEFAULT_REPRO_DIR, available
 from stability.cli.main import main as cli
 from stability.files import write_json
 from stability.rules.registry import RULES
 
 DELAYS = (0, 1, 4, 16, 64)
-FIGURES = REPRO_DIR.parent / "figures"
-QUICK = FIGURES / "quick"
+OUT_DIR = Path("out") / "run"
 HEATMAP = (
     "heatmap momentum --tau 1 --x lr:1e-3:10:256:log --y momentum:0:0.999:256 --bounds --out"
 ).split()
+VALIDATE = "validate --rules sgd --taus 4 --steps 5000 --rate-doublings 0".split()
 
 
 def max_lr_table() -> dict:
+    """Exact max lr (λ = 1) of every registered rule at the delays of `DELAYS`."""
     rows = []
     for name, spec in RULES.items():
         for tau in DELAYS:
@@ -49,31 +57,76 @@ def max_lr_table() -> dict:
     return {"lam": 1.0, "rows": rows}
 
 
-def main() -> int:
-    start = time.perf_counter()
+def write_table(out_dir: Path) -> Path:
+    """Print the max-lr table and write ``max_lr_table.json`` in ``out_dir``."""
     table = max_lr_table()
     print(f"{'rule':<13}{'delays':<22}{'max stable lr (λ = 1)':>24}")
     for row in table["rows"]:
         delays = ", ".join(f"{k}={v}" for k, v in row.items() if k.startswith("tau"))
         value = "stable for all lr" if row["max_lr"] is None else f"{row['max_lr']:.10g}"
         print(f"{row['rule']:<13}{delays:<22}{value:>24}")
-    written = [write_json(FIGURES / "max_lr_table.json", table)]
+    return write_json(out_dir / "max_lr_table.json", table)
 
-    names = available()
-    print(f"\n{len(names)} reproductions of paper_repro/ in quick mode (~1 min) ...", flush=True)
-    if cli(["repro", "--all", "--quick", "--out-dir", str(QUICK)]) != 0:
-        return 1
-    written += [QUICK / f"{name}.{ext}" for name in names for ext in ("png", "json")]
-    heatmap_png = QUICK / "heatmap_momentum_tau1.png"
+
+def arguments(argv) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m stability.cli.main_job", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--out-dir", type=Path, default=OUT_DIR, help=f"where to write (default {OUT_DIR})"
+    )
+    parser.add_argument(
+        "--repro-dir",
+        type=Path,
+        default=DEFAULT_REPRO_DIR,
+        help=f"the reproduction scripts (default {DEFAULT_REPRO_DIR}/ of the working directory)",
+    )
+    parser.add_argument(
+        "--table-only", action="store_true", help="write the max-lr table only (make figures)"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = arguments(argv)
+    start = time.perf_counter()
+    out = args.out_dir
+    written = [write_table(out)]
+    if args.table_only:
+        print(f"wrote {written[0]}")
+        return 0
+
+    heatmap_png = out / "heatmap_momentum_tau1.png"
+    print("\nheatmap: delayed heavy ball, τ = 1, 256 × 256 points ...", flush=True)
     if cli([*HEATMAP, str(heatmap_png)]) != 0:
         return 1
     written.append(heatmap_png)
 
-    print(f"\n{len(written)} files written in {time.perf_counter() - start:.0f} s:")
+    print("\ntheory vs trainer on cpusmall (shipped copy): sgd, τ = 4 ...", flush=True)
+    if cli(VALIDATE) != 0:
+        return 1
+
+    if args.repro_dir.is_dir():
+        names = available(args.repro_dir)
+        print(
+            f"\n{len(names)} reproductions of {args.repro_dir}/ in quick mode (~1.5 min) ...",
+            flush=True,
+        )
+        repro = out / "repro"
+        argv = ["repro", "--all", "--quick", "--repro-dir", str(args.repro_dir)]
+        if cli([*argv, "--out-dir", str(repro)]) != 0:
+            return 1
+        written += [repro / f"{name}.{ext}" for name in names for ext in ("png", "json")]
+    else:
+        print(
+            f"\nreproductions skipped: no {args.repro_dir}/ in {Path.cwd()} (they are scripts "
+            "of a source checkout; run from its root or pass --repro-dir)"
+        )
+
+    print(f"\n{len(written)} files written in {time.perf_counter() - start:.0f} s, in {out}:")
     for path in written:
         print(f"  {path}")
-    print(f"quick-mode figures are in {QUICK} (git-ignored); the committed full-mode figures")
-    print(f"in {FIGURES} are regenerated by `stability repro --all`")
+    print("the committed full-mode figures in figures/ are rewritten only by `make figures`")
     return 0
 
 

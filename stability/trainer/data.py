@@ -1,13 +1,15 @@
 """Regression data: CSV and LIBSVM/svmlight readers, the cpusmall default, preprocessing, and a
 synthetic data set with a prescribed Hessian spectrum.
 
-Formats (detected from the first data line, or given as ``fmt``):
+Formats (detected from the suffix and the first data line, or given as ``fmt``):
 
 * **CSV** (``"csv"``): comma-separated numbers, the target in column 0, one row per sample, the
   same number of columns on every row.  A first line in which *every* cell is non-numeric is
   a header and skipped; any other non-numeric cell is an error.
 * **svmlight** (``"svmlight"``, the LIBSVM format): ``target index:value ...`` with 1-based,
   strictly increasing indices, absent entries 0, ``# comments`` ignored.
+* **npz** (``"npz"``, a file ending in ``.npz``): float arrays ``target`` (n,) and
+  ``features`` (p, n), one row per feature — the format of the shipped copy.
 
 Every problem with the file raises `ValueError` with one line naming the file and the row
 (1-based line number): missing file, empty file, non-numeric cell, NaN or infinite value,
@@ -24,10 +26,13 @@ Preprocessing (``standardize``):
 
 ``bias=True`` appends a column of ones (an intercept) after preprocessing.
 
-The default data set (``path=None`` or ``"cpusmall"``) is LIBSVM's cpusmall_scale, looked up in
-order: ``$STABILITY_DATA`` → ``../shared/data/cpusmall_scale.csv`` relative to the repository
-and to the working directory → the user cache (``$XDG_CACHE_HOME/stability`` or
-``~/.cache/stability``) → downloaded from the LIBSVM page into that cache.
+The default data set (``path=None``) is LIBSVM's cpusmall_scale, taken from, in order:
+``$STABILITY_DATA`` (a data file, or a folder holding ``cpusmall_scale.csv`` or the svmlight
+``cpusmall_scale``) → the copy shipped with the package, ``stability/data/cpusmall.npz`` (the
+same float64 values as the CSV; provenance and licence in the README beside it).  A ``path``
+(``--data`` on the command line) comes before both; ``"cpusmall"`` names the shipped copy.
+Nothing is ever downloaded.  When a source is missing the error names every path tried and
+``$STABILITY_DATA``.
 
 API::
 
@@ -41,20 +46,21 @@ from __future__ import annotations
 
 import math
 import os
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from stability.checks import check_choice
-from stability.files import atomic_write
 
 STANDARDIZE = ("none", "features", "all")
-FORMATS = ("csv", "svmlight")
+FORMATS = ("csv", "svmlight", "npz")
 CPUSMALL = "cpusmall"
-CPUSMALL_URL = "https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/regression/cpusmall_scale"
-CPUSMALL_CSV = Path("..") / "shared" / "data" / "cpusmall_scale.csv"
+SHIPPED = Path(__file__).resolve().parents[1] / "data" / "cpusmall.npz"
+"""The package's own copy of cpusmall_scale (``scripts/pack_cpusmall.py`` made it)."""
+ENVIRONMENT = "STABILITY_DATA"
+ENV_NAMES = ("cpusmall_scale.csv", "cpusmall_scale")
+"""File names looked for in a ``$STABILITY_DATA`` folder, in order."""
 
 
 @dataclass(frozen=True)
@@ -187,7 +193,10 @@ def read_svmlight(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def detect_format(path: str | Path) -> str:
-    """``"svmlight"`` if the first data line has an ``index:value`` token, else ``"csv"``."""
+    """``"npz"`` for a ``.npz`` file; else ``"svmlight"`` if the first data line has an
+    ``index:value`` token, else ``"csv"``."""
+    if Path(path).suffix == ".npz":
+        return "npz"
     _, first = _data_lines(Path(path))[0]
     return "svmlight" if ":" in first else "csv"
 
@@ -195,47 +204,72 @@ def detect_format(path: str | Path) -> str:
 # -- the default data set ---------------------------------------------------------------------
 
 
-def cache_dir() -> Path:
-    """The user cache for downloaded data: ``$XDG_CACHE_HOME/stability`` or ~/.cache/stability."""
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "stability"
+def _environment() -> str:
+    value = os.environ.get(ENVIRONMENT)
+    return f"${ENVIRONMENT}={value}" if value else f"${ENVIRONMENT} is not set"
 
 
-def cpusmall_candidates() -> list[Path]:
-    """Where cpusmall is looked for, in order (module doc); the cache file comes last."""
-    out = []
-    if os.environ.get("STABILITY_DATA"):
-        out.append(Path(os.environ["STABILITY_DATA"]) / "cpusmall_scale.csv")
-    repo = Path(__file__).resolve().parents[2]
-    out += [repo / CPUSMALL_CSV, Path.cwd() / CPUSMALL_CSV]
-    out.append(cache_dir() / "cpusmall_scale")
-    return out
-
-
-def fetch_cpusmall(target: Path, url: str = CPUSMALL_URL) -> Path:
-    """Download LIBSVM's cpusmall_scale (svmlight format) to ``target`` atomically."""
+def read_npz(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """``(X, y)`` from an ``.npz`` with float arrays ``target`` (n,) and ``features`` (p, n)."""
+    path = Path(path)
     try:
-        with urllib.request.urlopen(url, timeout=60) as response:
-            payload = response.read()
-    except OSError as err:
-        raise ValueError(f"could not download cpusmall from {url}: {err}") from None
-    atomic_write(target, lambda fh: fh.write(payload), binary=True)
-    return target
+        with np.load(path, allow_pickle=False) as archive:
+            y, features = archive["target"], archive["features"]
+    except (OSError, KeyError, ValueError):
+        raise ValueError(f"{path}: not an .npz data archive with 'target' and 'features'") from None
+    if features.ndim != 2 or y.ndim != 1 or features.shape[1] != y.size:
+        raise ValueError(f"{path}: 'features' must be (p, n) and 'target' (n,)")
+    X = np.ascontiguousarray(features.T, dtype=float)
+    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
+        raise ValueError(f"{path}: NaN or infinite values")
+    return X, np.asarray(y, dtype=float)
 
 
-def cpusmall_path(*, download: bool = True) -> Path:
-    """The first existing cpusmall file of `cpusmall_candidates`, downloading if none exists."""
-    candidates = cpusmall_candidates()
-    for path in candidates:
-        if path.is_file():
-            return path
-    if not download:
+def default_data_path() -> Path:
+    """The default data set: ``$STABILITY_DATA`` if set, else the shipped cpusmall (module doc).
+
+    Raises `ValueError` naming every path tried and ``$STABILITY_DATA`` when the source
+    it selects is missing (an unusable ``$STABILITY_DATA`` is an error, never skipped).
+    """
+    value = os.environ.get(ENVIRONMENT)
+    if value:
+        root = Path(value)
+        tried = [root] if not root.is_dir() else [root / name for name in ENV_NAMES]
+        for path in tried:
+            if path.is_file():
+                return path
         raise ValueError(
-            "cpusmall not found (looked in "
-            + ", ".join(str(p) for p in candidates)
-            + "); pass a path or allow the download"
+            f"data not found: ${ENVIRONMENT}={value} but none of "
+            + ", ".join(str(p) for p in tried)
+            + f" exists (unset ${ENVIRONMENT} to use the shipped copy {SHIPPED})"
         )
-    return fetch_cpusmall(candidates[-1])
+    return shipped_path()
+
+
+def shipped_path() -> Path:
+    """The shipped cpusmall copy; a one-line `ValueError` if the installation lacks it."""
+    if not SHIPPED.is_file():
+        raise ValueError(
+            f"data not found: the shipped copy {SHIPPED} is missing and {_environment()} "
+            "(reinstall the package, or pass a data file)"
+        )
+    return SHIPPED
+
+
+def resolve_data_path(path: str | Path | None) -> Path:
+    """Where the data of ``path`` are: ``--data`` > ``$STABILITY_DATA`` > the shipped copy."""
+    if path is None:
+        return default_data_path()
+    if str(path) == CPUSMALL:
+        return shipped_path()
+    path = Path(path)
+    if not path.is_file():
+        state = os.environ.get(ENVIRONMENT) or "not set"
+        raise ValueError(
+            f"data file {path} not found (looked at {path.resolve()}; with no path the data "
+            f"come from ${ENVIRONMENT} ({state}) or the shipped copy {SHIPPED})"
+        )
+    return path
 
 
 # -- preprocessing ---------------------------------------------------------------------------
@@ -270,26 +304,26 @@ def load_regression(
     standardize: str = "features",
     bias: bool = False,
     fmt: str | None = None,
-    download: bool = True,
 ) -> Dataset:
     """Read a regression data set and preprocess it (module doc).
 
-    ``path``: a CSV or svmlight file; ``None`` or ``"cpusmall"``: the default cpusmall lookup.
-    ``fmt``: ``"csv"`` or ``"svmlight"`` (default: detected).  ``download``: allow fetching
-    cpusmall from the LIBSVM page when no local copy exists.
+    ``path``: a CSV, svmlight or ``.npz`` file; ``None``: ``$STABILITY_DATA`` or the shipped
+    cpusmall; ``"cpusmall"``: the shipped copy.  ``fmt``: ``"csv"``, ``"svmlight"`` or
+    ``"npz"`` (default: detected).
     """
     check_choice("standardize", standardize, STANDARDIZE)
-    if path is None or str(path) == CPUSMALL:
-        path = cpusmall_path(download=download)
-    path = Path(path)
+    path = resolve_data_path(path)
     fmt = detect_format(path) if fmt is None else check_choice("fmt", fmt, FORMATS)
-    X, y = read_svmlight(path) if fmt == "svmlight" else read_csv(path)
+    X, y = READERS[fmt](path)
     X, y, dropped = preprocess(X, y, standardize)
     if bias:
         X = np.hstack([X, np.ones((X.shape[0], 1))])
     return Dataset(
         np.ascontiguousarray(X), np.ascontiguousarray(y), str(path), standardize, bias, dropped
     )
+
+
+READERS = {"csv": read_csv, "svmlight": read_svmlight, "npz": read_npz}
 
 
 # -- synthetic -------------------------------------------------------------------------------
@@ -322,17 +356,18 @@ def synthetic_regression(
 
 
 __all__ = [
-    "CPUSMALL_URL",
+    "ENVIRONMENT",
+    "SHIPPED",
     "STANDARDIZE",
     "Dataset",
-    "cache_dir",
-    "cpusmall_candidates",
-    "cpusmall_path",
+    "default_data_path",
     "detect_format",
-    "fetch_cpusmall",
     "load_regression",
     "preprocess",
     "read_csv",
+    "read_npz",
     "read_svmlight",
+    "resolve_data_path",
+    "shipped_path",
     "synthetic_regression",
 ]

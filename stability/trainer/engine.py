@@ -13,9 +13,20 @@ against the (R, p) state: ``lr`` has shape (R, 1) (times a per-parameter factor 
 rule fields may be arrays of shape (p,), (R, 1) or (R, p).  The trainer never re-implements a
 rule: the same `DelayedMomentum` object is linearized by `stability.dynamics.linear`.
 
-Minibatches (``batch`` = B) are drawn from a seeded stream shared by all runs (random
-reshuffling: a new permutation of the samples each epoch, consecutive batches of B, the
-incomplete last batch dropped).  ``batch=None`` is full-batch, deterministic training.
+Minibatches (``batch`` = B) are drawn from seeded batch streams (`BatchStreams`) in one of two
+``sampling`` modes:
+
+* ``"reshuffle"`` (random reshuffling, the default): a new permutation of the samples each
+  epoch, consecutive batches of B, the incomplete last batch dropped;
+* ``"iid"``: B distinct indices drawn uniformly at every step, independently across steps
+  (the sampling the exact minibatch theory of `stability.noise` covers).
+
+``streams=None`` (the default) gives all runs one shared stream — the same batches for every
+run, common random numbers for comparing step sizes.  ``streams`` = an integer array (R,)
+gives run r the stream ``streams[r]``: runs with equal ids share their batches, runs with
+different ids draw independently (R independent samples of training; two runs sharing a
+stream differ by a solution of the homogeneous system).  ``batch=None`` is full-batch,
+deterministic training.
 
 Divergence: every ``check_every`` steps the loss of each run is computed; a run whose loss is
 non-finite or exceeds ``divergence`` × its initial loss is marked (step, loss) and frozen —
@@ -151,24 +162,69 @@ class TrainResult:
         return self.diverged_step >= 0
 
 
-class BatchStream:
-    """Seeded minibatch indices shared by all runs: a fresh permutation each epoch."""
+SAMPLING = ("reshuffle", "iid")
 
-    def __init__(self, samples: int, batch: int, seed: int):
+
+class BatchStreams:
+    """``count`` seeded streams of minibatch indices (module doc), drawn from one generator.
+
+    ``take(steps)`` returns the indices (steps, count, B).  Stream s is reproducible from
+    (``seed``, ``count``, s); streams are independent of each other.
+
+    * ``"reshuffle"``: each stream draws a fresh permutation of the samples each epoch and
+      cuts it into ``samples // batch`` consecutive batches;
+    * ``"iid"``: every row is B distinct indices, uniform over the B-subsets (B independent
+      uniform draws, a row with a repeated index redrawn: exact rejection sampling; when
+      repeats are likely, B² > samples, the B smallest of uniform random keys instead).  The
+      indices of a batch are returned sorted (the order within a batch carries nothing).
+    """
+
+    def __init__(self, samples: int, batch: int, seed: int, sampling: str, count: int):
         if not 1 <= batch <= samples:
             raise ValueError(f"batch must be an integer in [1, {samples}], got {batch}")
-        self.samples, self.batch = samples, batch
+        if sampling not in SAMPLING:
+            raise ValueError(f"sampling must be one of {', '.join(SAMPLING)}, got {sampling!r}")
+        if count < 1:
+            raise ValueError(f"the number of batch streams must be ≥ 1, got {count}")
+        self.samples, self.batch, self.sampling, self.count = samples, batch, sampling, count
         self.rng = np.random.default_rng(seed)
         self.per_epoch = samples // batch
-        self._epoch = self._new_epoch()
+        self._epoch = self._new_epoch() if sampling == "reshuffle" else None
         self._next = 0
 
     def _new_epoch(self) -> np.ndarray:
-        perm = self.rng.permutation(self.samples)
-        return perm[: self.per_epoch * self.batch].reshape(self.per_epoch, self.batch)
+        perms = np.stack([self.rng.permutation(self.samples) for _ in range(self.count)])
+        cut = perms[:, : self.per_epoch * self.batch]
+        return cut.reshape(self.count, self.per_epoch, self.batch).transpose(1, 0, 2)
+
+    def _sorted_draws(self, count: int) -> np.ndarray:
+        """``count`` rows of B uniform indices, each row sorted (a batch is a set)."""
+        rows = self.rng.integers(self.samples, size=(count, self.batch), dtype=np.int32)
+        rows.sort(axis=1)
+        return rows
+
+    def _iid(self, steps: int) -> np.ndarray:
+        n, B = self.samples, self.batch
+        if B * B > n:
+            block = max(1, (1 << 22) // n)  # rows of random keys per draw
+            keys = (
+                self.rng.random((min(block, steps * self.count - i), n))
+                for i in range(0, steps * self.count, block)
+            )
+            rows = np.sort(np.concatenate([np.argpartition(k, B - 1)[:, :B] for k in keys]), axis=1)
+        else:
+            rows = self._sorted_draws(steps * self.count)
+            redraw = np.arange(rows.shape[0])
+            while redraw.size:
+                repeated = np.any(rows[redraw, 1:] == rows[redraw, :-1], axis=1)
+                redraw = redraw[repeated]
+                rows[redraw] = self._sorted_draws(redraw.size)
+        return rows.reshape(steps, self.count, B)
 
     def take(self, steps: int) -> np.ndarray:
-        """Indices (steps, B) of the next ``steps`` minibatches."""
+        """Indices (steps, count, B) of the next ``steps`` minibatches of every stream."""
+        if self.sampling == "iid":
+            return self._iid(steps)
         out = []
         while steps > 0:
             if self._next == self.per_epoch:
@@ -180,24 +236,65 @@ class BatchStream:
         return np.concatenate(out)
 
 
+class BatchStream:
+    """One seeded stream of minibatch indices (`BatchStreams` with one stream)."""
+
+    def __init__(self, samples: int, batch: int, seed: int, sampling: str = "reshuffle"):
+        self._streams = BatchStreams(samples, batch, seed, sampling, 1)
+
+    def take(self, steps: int) -> np.ndarray:
+        """Indices (steps, B) of the next ``steps`` minibatches."""
+        return self._streams.take(steps)[:, 0]
+
+
 class _Oracles:
-    """The gradient oracle of each step: full batch, or minibatch oracles built in chunks."""
+    """The gradient oracle of each step: full batch, shared minibatches (one oracle per step
+    for all runs), or per-run minibatches from independent streams (module doc)."""
 
     CHUNK = 256
+    RUN_INDICES = 1 << 22  # per-run indices kept per chunk (steps × runs × B)
 
-    def __init__(self, problem, batch: int | None, seed: int):
+    def __init__(self, problem, batch: int | None, seed: int, sampling: str, streams):
         self.problem = problem
-        self.stream = None if batch is None else BatchStream(problem.samples, batch, seed)
-        self._chunk: list = []
+        self.run_streams = None if streams is None else np.asarray(streams, dtype=np.int64)
+        self.stream = None
+        if batch is not None:
+            count = 1 if self.run_streams is None else int(self.run_streams.max()) + 1
+            self.stream = BatchStreams(problem.samples, batch, seed, sampling, count)
+        elif sampling not in SAMPLING:
+            raise ValueError(f"sampling must be one of {', '.join(SAMPLING)}, got {sampling!r}")
+        if self.run_streams is not None and batch is not None:
+            if not hasattr(problem, "run_batch_oracle"):
+                raise ValueError(
+                    "independent batch streams need per-run minibatch gradients "
+                    "(linear regression); use streams=None (one shared stream)"
+                )
+            size = self.run_streams.size * batch
+            self.chunk = max(1, min(self.CHUNK, self.RUN_INDICES // size))
+        else:
+            self.chunk = self.CHUNK
+        self._chunk: Any = []
         self._pos = 0
 
     def next(self):
         if self.stream is None:
             return self.problem.oracle
         if self._pos == len(self._chunk):
-            self._chunk, self._pos = self.problem.batch_oracles(self.stream.take(self.CHUNK)), 0
+            indices = self.stream.take(self.chunk)
+            if self.run_streams is None:
+                self._chunk = self.problem.batch_oracles(indices[:, 0])
+            else:
+                self._chunk = indices  # per run: the oracle is built at each step
+            self._pos = 0
         self._pos += 1
-        return self._chunk[self._pos - 1]
+        if self.run_streams is None:
+            return self._chunk[self._pos - 1]
+        return self.problem.run_batch_oracle(self._chunk[self._pos - 1][self.run_streams])
+
+    def take(self, keep: np.ndarray) -> None:
+        """Keep only the runs ``keep``; the other runs' streams go on unchanged."""
+        if self.run_streams is not None:
+            self.run_streams = self.run_streams[keep]
 
 
 def _phases(plan: Rule | Sequence[Phase]) -> list[Phase]:
@@ -223,6 +320,8 @@ def train(
     seed: int = 0,
     w0: Any = None,
     w_star: Any = None,
+    sampling: str = "reshuffle",
+    streams: Any = None,
     divergence: float = 1e6,
     loss_offset: float = 0.0,
     check_every: int = 10,
@@ -233,8 +332,9 @@ def train(
     """Train R = len(lr) runs of ``plan`` (a rule or phases) on ``problem`` for ``steps`` steps.
 
     ``lr``: step sizes, shape (R,).  ``w0``: initial weights (p,) or (R, p) (default: the
-    problem's ``initial_weights(seed)``).  ``w_star``: the point the ``"error"`` track measures
-    from (default: the problem's ``minimizer``).  Divergence compares the excess loss
+    problem's ``initial_weights(seed)``).  ``sampling`` and ``streams``: how minibatches are
+    drawn and which runs share them (module doc).  ``w_star``: the point the ``"error"`` track
+    measures from (default: the problem's ``minimizer``).  Divergence compares the excess loss
     f − ``loss_offset`` with ``divergence`` × its initial value (offset 0: the loss itself; the
     minimum loss for runs started next to a minimizer).  Rule fields with a run axis must be
     2-D, (R, 1) or (R, p).  ``record_every``: loss-curve spacing (default: about 200 points).
@@ -275,7 +375,11 @@ def train(
     active = np.arange(R)  # original index of each live run
     lr_live = lr[:, None]
     live_phases = phases
-    oracles = _Oracles(problem, batch, seed)
+    if streams is not None:
+        streams = np.asarray(streams)
+        if streams.shape != (R,) or streams.dtype.kind not in "iu" or np.any(streams < 0):
+            raise ValueError(f"streams must be {R} integers ≥ 0 (one stream id per run)")
+    oracles = _Oracles(problem, batch, seed, sampling, streams)
 
     phase_index, phase_start = 0, 0
     with np.errstate(all="ignore"):
@@ -326,6 +430,7 @@ def train(
                     if active.size == 0:
                         break
                     x.take(keep)
+                    oracles.take(keep)
                     lr_live = lr_live[keep]
                     live_phases = [take_runs(ph, keep, runs) for ph in live_phases]
                     acc = {name: a[keep] for name, a in acc.items()}
@@ -354,4 +459,14 @@ def train(
     )
 
 
-__all__ = ["TRACKS", "BatchStream", "Phase", "RingHistory", "TrainResult", "take_runs", "train"]
+__all__ = [
+    "SAMPLING",
+    "TRACKS",
+    "BatchStream",
+    "BatchStreams",
+    "Phase",
+    "RingHistory",
+    "TrainResult",
+    "take_runs",
+    "train",
+]

@@ -6,10 +6,11 @@ The Hessian is constant, so the delayed dynamics of any rule with scalar hyperpa
 into independent modes along H's eigenvectors, one per eigenvalue λ_k, each the scalar model of
 PipeMare Sec. 3.1 / Kosson eq. 19: the predictions of `stability.agreement.predict` are exact here.
 
-Minibatch gradients use the batch moments H_B = X_Bᵀ X_B / B and b_B = X_Bᵀ y_B / B, computed
-for a chunk of steps at once and shared by all runs (the same samples for every run of a
-batched computation, as the protocol fixes).  ∇f_B(w) = H_B·w − b_B is X_Bᵀ(X_B w − y_B)/B
-regrouped: a (p × p) product per run instead of (B × p).
+Minibatch gradients shared by all runs (one batch stream) use the batch moments
+H_B = X_Bᵀ X_B / B and b_B = X_Bᵀ y_B / B, computed for a chunk of steps at once:
+∇f_B(w) = H_B·w − b_B is X_Bᵀ(X_B w − y_B)/B regrouped, a (p × p) product per run instead of
+(B × p).  With a batch per run (independent streams, `run_batch_oracle`) there is nothing to
+share, and the gradient is computed as X_Bᵀ(X_B w − y_B)/B directly.
 
 The model has one layer, so the gradient reads only the forward weights: the backward and
 recompute weights of a rule's passes do not enter (Δ = Φ = 0 in PipeMare's eq. 5 model).
@@ -128,6 +129,13 @@ class LinearRegression:
         H, b = self.batch_moments(indices)
         return [_MomentOracle(H[c], b[c]) for c in range(indices.shape[0])]
 
+    def run_batch_oracle(self, indices: np.ndarray) -> Oracle:
+        """The gradient oracle of one step with a minibatch per run: ``indices`` (R, B), run r
+        gets ∇f_{B_r}(u_r) = X_{B_r}ᵀ(X_{B_r} u_r − y_{B_r})/B (independent batch streams)."""
+        flat = indices.ravel()
+        X = self.X.take(flat, axis=0).reshape(*indices.shape, self.dim)
+        return _RunBatchOracle(X, self.y.take(flat).reshape(indices.shape))
+
     def stage_sizes(self, stages: int) -> np.ndarray:
         """Parameter blocks of P pipeline stages: contiguous, as even as possible."""
         return split_evenly(self.dim, stages)
@@ -145,6 +153,18 @@ class _MomentOracle:
 
     def __call__(self, u_fwd, u_bkwd=None, u_recomp=None):
         return u_fwd @ self.H - self.b
+
+
+@dataclass(frozen=True, eq=False)
+class _RunBatchOracle:
+    """∇f_{B_r}(u_r) = X_rᵀ(X_r u_r − y_r)/B for each run r: X (R, B, p), y (R, B)."""
+
+    X: np.ndarray
+    y: np.ndarray
+
+    def __call__(self, u_fwd, u_bkwd=None, u_recomp=None):
+        residual = (self.X @ u_fwd[:, :, None])[:, :, 0] - self.y
+        return (residual[:, None, :] @ self.X)[:, 0] / self.y.shape[-1]
 
 
 __all__ = ["LinearRegression"]

@@ -17,9 +17,11 @@ def register(sub) -> None:
         "claims",
         usage="[--claim ID ...] [--quick] [--json]",
         help="check the papers' stability claims (PipeMare Lemmas 2-3, Figs. 6/10/16; Kosson)",
-        description="Checks each claim numerically and prints whether it holds, the statement "
-        "exactly as checked (grids, parameters) and the numbers behind the verdict.  The full "
-        "grids take about a minute; --quick uses coarser ones.",
+        description="Checks each claim numerically and grades it (holds, direction_only, "
+        "partial_range with the computed range where it holds, fails), with the statement "
+        "exactly as checked (grids, parameters), the measured size its wording refers to "
+        "(read through the lexicon of size words, listed in the JSON) and the numbers behind "
+        "the verdict.  The full grids take about a minute; --quick uses coarser ones.",
         examples=EXAMPLES,
     )
     p.add_argument(
@@ -44,8 +46,9 @@ def report(result) -> str:
 
     lines = []
     for c in result.claims:
-        lines.append(f"{'holds' if c['holds'] else 'FAILS':<6} {c['id']}  [{c['source']}]")
+        lines.append(f"{c['grade']:<14} {c['id']}  [{c['source']}]")
         lines.append(f"       {c['statement']}")
+        lines.append(f"       verdict: {c['summary']}")
         for key, number in c["numbers"].items():
             lines.append(f"       {key}: {value(number, 6)}")
     verdict = "every claim holds" if result.all_hold else "not every claim holds"

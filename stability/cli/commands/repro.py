@@ -2,12 +2,16 @@
 
 Each script runs in its own process with this interpreter and writes ``<out-dir>/<name>.png``
 and ``<name>.json`` (`stability.api.repro`); the report lists the files written and every
-claim's verdict.
+claim's graded verdict.  The scripts are those of the source checkout in the working
+directory (``--repro-dir`` elsewhere); outputs go to ``out/repro/`` unless ``--out-dir``
+says otherwise (``--out-dir figures`` rewrites the committed figures).
 """
 
 from __future__ import annotations
 
-from stability.api.repro import REPRO_DIR, available
+from pathlib import Path
+
+from stability.api.repro import DEFAULT_OUT_DIR, DEFAULT_REPRO_DIR
 from stability.cli.args import add_command, add_output_arguments, output_dir_arg
 
 API = "repro"
@@ -19,10 +23,11 @@ def register(sub) -> None:
         sub,
         "repro",
         usage="NAME ... | --all | --list [--quick] [--out-dir DIR] [--json]",
-        help="run the paper reproductions (figures/<name>.png and .json)",
+        help="run the paper reproductions (<out-dir>/<name>.png and .json)",
         description="Run reproduction scripts of paper_repro/ by NAME (or --all); each writes "
         "<out-dir>/<name>.png and <name>.json with the numbers, the paper's claims and "
-        "whether they hold.  --list shows the names.",
+        "whether they hold.  --list shows the names.  The scripts are those of the source "
+        "checkout in the working directory.",
         examples=EXAMPLES,
     )
     p.add_argument("names", nargs="*", metavar="NAME", help="scripts to run")
@@ -32,8 +37,14 @@ def register(sub) -> None:
     p.add_argument(
         "--out-dir",
         type=output_dir_arg("--out-dir"),
-        default=None,
-        help="default: the repo's figures/",
+        default=DEFAULT_OUT_DIR,
+        help=f"default: {DEFAULT_OUT_DIR}/ (the committed figures: --out-dir figures)",
+    )
+    p.add_argument(
+        "--repro-dir",
+        type=Path,
+        default=DEFAULT_REPRO_DIR,
+        help=f"the scripts (default: {DEFAULT_REPRO_DIR}/ of the working directory)",
     )
     add_output_arguments(p)
     p.set_defaults(run=run, report=report)
@@ -49,6 +60,7 @@ def run(args):
             all=args.all,
             quick=args.quick,
             out_dir=args.out_dir,
+            repro_dir=args.repro_dir,
             list_only=args.list,
             progress=progress,
         )
@@ -59,14 +71,11 @@ def report(result) -> str:
         return "\n".join(result.available)
     lines = []
     for r in result.results:
-        verdict = "holds" if r.holds else "DOES NOT HOLD"
+        failing = sum(not c["holds"] for c in r.claims)
+        verdict = "holds" if r.holds else f"DOES NOT HOLD ({failing} of {len(r.claims)})"
         lines.append(f"{r.name}: {verdict} ({r.seconds:.1f} s)")
-        lines += [f"  wrote {r.png}", f"  wrote {r.json}"]
-        for c in r.claims:
-            lines.append(f"  {'holds' if c['holds'] else 'FAILS':<6} {c['claim']}")
+        lines += [f"  {c['grade']:<15}{c['id']}" for c in r.claims]
+        lines.append(f"  wrote {r.png}, {Path(r.json).name}")
     verdict = "every claim holds" if result.all_hold else "not every claim holds"
     lines.append(f"{len(result.results)} reproductions in {result.out_dir}: {verdict}")
     return "\n".join(lines)
-
-
-__all__ = ["REPRO_DIR", "available", "register"]

@@ -1,0 +1,92 @@
+"""MkDocs hooks: pages whose content is generated from one source at build time.
+
+* ``<!-- api-reference -->`` (docs/reference/api.md) becomes one mkdocstrings block per name
+  of ``stability.__all__``, read from its home module (``stability._HOMES``): the API page
+  lists exactly the public names, with their docstrings.
+* ``<!-- reproductions -->`` (docs/reproductions.md) becomes the list of the committed
+  full-mode reproductions, read from ``figures/<name>.json``, with the ids of their claims
+  (graded once, on docs/claims.md).
+* ``<!-- cli-help -->`` and ``<!-- json-reference -->`` (docs/reference/) become every
+  command's ``--help`` text and the JSON keys of every public result type (``Result.schema``):
+  generated from the parsers and the result types at every build, so they cannot go stale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def api_reference() -> str:
+    import stability
+
+    blocks = []
+    for name in stability.__all__:
+        blocks.append(f"::: {stability._HOMES[name]}.{name}\n")
+    return "\n".join(blocks)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def reproductions() -> str:
+    lines = ["| script | reproduces | its claims (graded on [The papers' claims](claims.md)) |",
+             "|---|---|---|"]  # fmt: skip
+    for path in sorted((ROOT / "figures").glob("*.json")):
+        record = json.loads(path.read_text())
+        if "claims" not in record or "name" not in record:
+            continue  # not a reproduction (max_lr_table.json, claims.json)
+        ids = ", ".join(f"`{c['id']}`" for c in record["claims"])
+        lines.append(f"| `{record['name']}` | {_cell(record['source'])} | {ids} |")
+    return "\n".join(lines)
+
+
+def cli_help() -> str:
+    from stability.cli.main import make_parser
+
+    parser = make_parser()
+    parts = ["## stability", "", "```", parser.format_help().rstrip(), "```", ""]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                parts += [f"## stability {name}", "", "```", sub.format_help().rstrip(), "```", ""]
+    return "\n".join(parts)
+
+
+def json_reference() -> str:
+    import stability
+    from stability.result import Result
+
+    parts = []
+    for name in stability.__all__:
+        value = getattr(stability, name)
+        if (
+            isinstance(value, type)
+            and issubclass(value, Result)
+            and dataclasses.is_dataclass(value)
+        ):
+            parts += [f"## {name}", "", "| key | type | unit | meaning |", "|---|---|---|---|"]
+            for e in value.schema():
+                parts.append(f"| `{e.name}` | `{_cell(e.type)}` | {e.unit} | {_cell(e.doc)} |")
+            parts.append("")
+    return "\n".join(parts)
+
+
+MARKERS = {
+    "<!-- api-reference -->": api_reference,
+    "<!-- reproductions -->": reproductions,
+    "<!-- cli-help -->": cli_help,
+    "<!-- json-reference -->": json_reference,
+}
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    for marker, make in MARKERS.items():
+        if marker in markdown:
+            markdown = markdown.replace(marker, make())
+    return markdown

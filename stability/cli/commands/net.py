@@ -1,0 +1,228 @@
+"""``stability net curvature|max-lr|train --problem FILE.py:FUNC ...``: a user's PyTorch model
+(`stability.nets.public`: ``st.net_curvature``, ``st.net_max_lr``, ``st.net_train``).
+
+* ``curvature [--k K] [--stages P]``: top Hessian eigenvalues, overall and per stage;
+* ``max-lr --rule R [rule flags] [--stages P --schedule S --microbatches N | --tau T] [--k K]
+  [--measure]``: the coupled per-stage max lr on the network's curvature beside the scalar
+  bound, and with ``--measure`` the simulator's bracket;
+* ``train --rule R [rule flags] --lr X --steps N [--batch B] [delays]``: a delayed run.
+
+Needs PyTorch (``pip install stability[torch]``); without it each subcommand says so on one line
+and exits with code 2.  See docs/nets.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from stability.cli.args import (
+    HelpFormatter,
+    Parser,
+    add_command,
+    add_output_arguments,
+    add_rule_arguments,
+    examples_epilog,
+    float_arg,
+    int_arg,
+)
+
+API = "net_max_lr"
+EXAMPLES = (
+    "net curvature --problem examples/diabetes_linear.py:problem --stages 2 --k 3",
+    "net max-lr --problem examples/diabetes_linear.py:problem --rule momentum --momentum 0.5 "
+    "--stages 2 --tau 2 --k 3 --json",
+)
+SUBCOMMAND_EXAMPLES = {
+    "curvature": EXAMPLES[0],
+    "max-lr": EXAMPLES[1],
+    "train": "net train --problem examples/diabetes_linear.py:problem --rule sgd --stages 2 "
+    "--tau 1 --lr 0.1 --steps 50",
+}
+MAX_STEPS = 1_000_000
+"""Largest number of simulator steps accepted on the command line."""
+SCHEDULES = ("pipemare", "pipedream", "gpipe", "pb", "uniform")
+NOT_RULE_FLAGS = ("tau", "stages", "microbatches", "lam")
+"""Rule parameters the network sets itself: the delays come from the pipeline flags, the
+curvature from the model (so ``--lam`` is not a flag here)."""
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    from stability.checks import MAX_DELAY
+
+    p.add_argument(
+        "--problem",
+        required=True,
+        metavar="FILE.py:FUNC",
+        help="a Python file and the function in it that returns the problem dict",
+    )
+    p.add_argument(
+        "--stages",
+        type=int_arg("--stages", 1, MAX_DELAY),
+        default=None,
+        help="pipeline stages P (default: the problem's, else 1)",
+    )
+
+
+def _rule(p: argparse.ArgumentParser) -> None:
+    from stability.checks import MAX_DELAY
+
+    add_rule_arguments(p, rule="--rule", exclude=NOT_RULE_FLAGS)
+    g = p.add_argument_group("per-stage delays (weight stashing)")
+    g.add_argument(
+        "--schedule",
+        choices=SCHEDULES,
+        default=None,
+        help="per-stage delays of this schedule over --stages P, --microbatches N (default "
+        "pipemare); or a uniform --tau",
+    )
+    g.add_argument("--microbatches", type=int_arg("--microbatches", 1, MAX_DELAY), default=None)
+    g.add_argument(
+        "--tau", type=int_arg("--tau", 0, MAX_DELAY), default=None, help="uniform delay τ"
+    )
+
+
+def _subcommand(net, name: str, help: str):  # noqa: A002 - argparse's name
+    return net.add_parser(
+        name,
+        help=help,
+        description=help,
+        usage=f"stability net {name} --problem FILE.py:FUNC [options]",
+        epilog=examples_epilog([SUBCOMMAND_EXAMPLES[name]]),
+        formatter_class=HelpFormatter,
+    )
+
+
+def register(sub) -> None:
+    p = add_command(
+        sub,
+        "net",
+        usage="curvature|max-lr|train --problem FILE.py:FUNC [options] [--json]",
+        help="a PyTorch model: curvature per stage, predicted max lr, delayed-pipeline simulator",
+        description="A user's PyTorch model split into pipeline stages: its top Hessian "
+        "eigenvalues (curvature), the max stable lr of a rule with per-stage delays on that "
+        "curvature (max-lr, --measure: bracketed by simulation), or a delayed training run "
+        "(train).  `stability net SUBCOMMAND --help` lists each one's flags.",
+        examples=EXAMPLES,
+    )
+    net = p.add_subparsers(dest="net_command", metavar="SUBCOMMAND", parser_class=Parser)
+    net.required = True
+
+    c = _subcommand(net, "curvature", "top Hessian eigenvalues, overall and per stage")
+    _common(c)
+    c.add_argument("--k", type=int_arg("--k", 1, 1000), default=10, help="eigenvalues")
+    add_output_arguments(c)
+    c.set_defaults(run=run_curvature, report=report_curvature)
+
+    m = _subcommand(net, "max-lr", "predicted (and measured) max stable lr per stage delays")
+    _common(m)
+    _rule(m)
+    m.add_argument("--k", type=int_arg("--k", 1, 1000), default=20, help="rank of the curvature")
+    m.add_argument("--measure", action="store_true", help="bracket the max lr by simulation")
+    m.add_argument(
+        "--measure-steps",
+        type=int_arg("--measure-steps", 100, MAX_STEPS),
+        default=None,
+        help="steps per simulator run (default 2000)",
+    )
+    add_output_arguments(m)
+    m.set_defaults(run=run_max_lr, report=report_max_lr)
+
+    t = _subcommand(net, "train", "train the model with per-stage delays (the simulator)")
+    _common(t)
+    _rule(t)
+    t.add_argument("--lr", type=float_arg("--lr"), required=True, help="step size > 0")
+    t.add_argument("--steps", type=int_arg("--steps", 1, MAX_STEPS), required=True)
+    t.add_argument("--batch", type=int_arg("--batch", 1), default=None, help="minibatch size")
+    t.add_argument("--seed", type=int_arg("--seed"), default=0, help="minibatch stream seed")
+    t.add_argument("--divergence", type=float_arg("--divergence"), default=1e6)
+    t.add_argument("--curve-points", type=int_arg("--curve-points", 2, 100_000), default=200)
+    add_output_arguments(t)
+    t.set_defaults(run=run_train, report=report_train)
+
+
+def _public():
+    from stability.nets import require_torch
+
+    require_torch()
+    import stability.nets.public as public
+
+    return public
+
+
+def _delays(args) -> dict:
+    return {
+        "stages": args.stages,
+        "schedule": args.schedule,
+        "microbatches": args.microbatches,
+        "tau": args.tau,
+    }
+
+
+def run_curvature(args):
+    return _public().net_curvature(args.problem, k=args.k, stages=args.stages)
+
+
+def run_max_lr(args):
+    from stability.cli.args import rule_values
+
+    public = _public()
+    protocol = None
+    if args.measure_steps is not None:
+        from stability.nets.bracket import NetProtocol
+
+        protocol = NetProtocol(steps=args.measure_steps)
+    return public.net_max_lr(
+        args.problem,
+        args.rule,
+        k=args.k,
+        measure=args.measure,
+        protocol=protocol,
+        **_delays(args),
+        **rule_values(args),
+    )
+
+
+def run_train(args):
+    from stability.cli.args import rule_values
+
+    return _public().net_train(
+        args.problem,
+        args.rule,
+        lr=args.lr,
+        steps=args.steps,
+        batch=args.batch,
+        seed=args.seed,
+        divergence=args.divergence,
+        curve_points=args.curve_points,
+        **_delays(args),
+        **rule_values(args),
+    )
+
+
+def report_curvature(result) -> str:
+    from stability.cli.report import lines
+
+    return "\n".join(lines(result))
+
+
+def report_max_lr(result) -> str:
+    from stability.cli.report import lines
+
+    keys = ["rule", "max_lr", "scalar_bound", "crossing_angle", "critical_stage", "schedule",
+            "stage_taus", "stage_sizes", "rank", "truncation_change", "eigenvalues", "method",
+            "rate_lr", "predicted_rate"]  # fmt: skip
+    if result.measured_bracket is not None:
+        keys += ["measured_max_lr", "measured_bracket", "measured_rate"]
+    return "\n".join(lines(result, keys))
+
+
+def report_train(result) -> str:
+    from stability.cli.report import lines, number
+
+    out = lines(result, ["rule", "diverged", "diverged_step", "final_loss", "measured_rate",
+                         "schedule", "stage_taus", "stage_sizes"])  # fmt: skip
+    if result.loss_curve:
+        (first_step, first), (last_step, last) = result.loss_curve[0], result.loss_curve[-1]
+        out.append(f"loss {number(first, 6)} at step {first_step} → {number(last, 6)} at step "
+                   f"{last_step}")  # fmt: skip
+    return "\n".join(out)

@@ -1,0 +1,29 @@
+"""PyTorch networks: a user's model, its curvature per pipeline stage, predictions, a simulator.
+
+* `stability.nets.problem` — a *problem*: a Python file whose function returns the model, the
+  loss, the full batch and optionally the pipeline stages; the flat parameter vector.
+* `stability.nets.curvature` — Hessian-vector products (``torch.func``, forward-over-reverse)
+  and Lanczos: top eigenpairs overall and per stage, the negative end of the spectrum.
+* `stability.nets.lowrank` — the network's curvature as a small `CoupledSystem` (top-k
+  eigenpairs projected onto the stages), for the coupled per-stage analysis.
+* `stability.nets.simulator` — delayed-pipeline training of the model, each stage running the
+  very rule objects of the analysis on a ring buffer of parameter versions.
+* `stability.nets.bracket` — the simulator's measured max stable lr and rates.
+* `stability.nets.public` — ``net_curvature``, ``net_max_lr``, ``net_train`` (the
+  ``stability net`` commands; results whose attributes are the JSON keys).
+
+Everything here imports torch; this ``__init__`` does not, so ``import stability`` and every
+other command keep working without it (`require_torch`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+INSTALL_HINT = "pip install stability[torch]"
+
+
+def require_torch() -> None:
+    """Raise a one-line `ValueError` if PyTorch is not installed."""
+    if importlib.util.find_spec("torch") is None:
+        raise ValueError(f"this command needs PyTorch, which is not installed: {INSTALL_HINT}")

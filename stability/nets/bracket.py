@@ -1,0 +1,142 @@
+r"""The simulator's measured max stable step size and rate of a network (`NetProtocol`).
+
+**Start.**  Every run starts at w₀ = w* + ε·v₁, v₁ the top Hessian eigenvector (unit) and
+ε = ``perturbation``·√p (a root-mean-square move of ``perturbation`` per parameter), with a
+constant history (every past version equal to w₀), and runs the tilted gradient
+∇f(u) − ∇f(w*) (`stability.nets.simulator`): w* is then an exact stationary point with the
+network's Hessian, so the small gradient left by an inexact minimum cannot drift the runs.
+
+**Verdict** (the linear threshold, not the escape from a catapult).  A run of ``steps`` steps is
+unstable if ‖w_t − w*‖ exceeds ``growth`` × ‖w₀ − w*‖ (10³·ε by default) or becomes
+non-finite, or — for runs so close to the threshold that the growth is too slow to show within
+``steps`` — if the measured log-rate of the increments ‖w_t − w_{t−1}‖ is > 0
+(`stability.trainer.measure.log_rate`, the criterion of the reference trainer), measured over
+the steps *before* ‖w_t − w*‖ first exceeds ``linear`` × ε: beyond that a network's curvature
+along v₁ changes with the amplitude, and an unstable oscillation can saturate (the catapult)
+and look stable to a rate taken later.  Increments see the critical mode undamped and the slow
+modes of small curvature damped by lr·λ.
+
+**Bracket.**  `stability.trainer.measure.bisect_max_lr`: ``per_round`` step sizes at a time
+(one batched simulation), log-spaced over [guess/span, span·guess] around the prediction, then
+linearly inside the bracket until its relative width is ≤ ``rel_tol``.
+
+**Rate.**  At a step size below the threshold, the measured ln ρ̂ is the slope of
+log ‖w_t − w_{t−1}‖ from the same start (the same estimator) over the first `RATE_DECADES`
+decades of its decay: the decay of the dynamics the start excites — the top eigen-direction
+under the stages' delays, whose rate the prediction gives (`stability.nets.prediction`).  Later
+the directions of small curvature λ, excited through the stage coupling, take over at their
+own rate ≈ −lr·λ, which no delay limits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from stability.nets.problem import NetProblem
+from stability.nets.simulator import simulate
+from stability.rules.base import Rule
+from stability.trainer.measure import MaxLrMeasurement, bisect_max_lr, log_rate
+
+RATE_DECADES = 3.0
+"""Decades of ‖w_t − w_{t−1}‖ over which the rate is measured (module doc)."""
+
+
+@dataclass(frozen=True)
+class NetProtocol:
+    """The measurement protocol (module doc); reported as ``protocol``."""
+
+    steps: int = 2000
+    perturbation: float = 1e-6
+    growth: float = 1e3
+    linear: float = 30.0
+    per_round: int = 8
+    span: float = 1.25
+    rel_tol: float = 0.008
+    check_every: int = 10
+    rate_steps: int = 1500
+
+    def __post_init__(self):
+        if self.steps < 100 or self.rate_steps < 100:
+            raise ValueError("steps must be ≥ 100")
+        if not 0 < self.rel_tol <= 0.01:
+            raise ValueError(f"rel_tol must be in (0, 0.01], got {self.rel_tol}")
+
+    def describe(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["start"] = "w* + perturbation·√p·v1 (v1: unit top Hessian eigenvector), constant history"
+        d["rate"] = f"slope of log ‖w_t − w_(t−1)‖ over its first {RATE_DECADES:g} decades"
+        d["gradient"] = "full batch, tilted: ∇f(u) − ∇f(w*) (w* an exact stationary point)"
+        d["stability_test"] = (
+            "unstable if ‖w − w*‖ > growth × ‖w0 − w*‖ (or non-finite) within steps, or the "
+            "log-rate of ‖w_t − w_(t−1)‖ (last half of the steps before ‖w − w*‖ first exceeds "
+            "linear × ‖w0 − w*‖) is > 0"
+        )
+        return d
+
+
+def start_point(problem: NetProblem, v1: np.ndarray, perturbation: float) -> torch.Tensor:
+    """w* + ε·v₁ with ε = ``perturbation``·√p (module doc)."""
+    v = torch.as_tensor(np.asarray(v1, dtype=float))
+    eps = perturbation * problem.dim**0.5
+    return problem.w_star.detach() + eps * v / torch.linalg.vector_norm(v)
+
+
+def _runs(problem, rules, lrs, protocol, v1, steps, lr_scales):
+    return simulate(
+        problem,
+        rules,
+        lrs,
+        steps=steps,
+        w0=start_point(problem, v1, protocol.perturbation),
+        lr_scales=lr_scales,
+        tilt=True,
+        criterion="distance",
+        divergence=protocol.growth,
+        check_every=protocol.check_every,
+        track=("increment", "error"),
+    )
+
+
+def measure_max_lr(
+    problem: NetProblem,
+    rules: tuple[Rule, ...],
+    v1: np.ndarray,
+    guess: float,
+    protocol: NetProtocol,
+    lr_scales: tuple[float, ...] = (),
+) -> MaxLrMeasurement:
+    """The simulator's max stable lr of the stage ``rules`` (module doc)."""
+
+    eps2 = float(torch.sum((start_point(problem, v1, protocol.perturbation) - problem.w_star) ** 2))
+
+    def verdict(lrs: np.ndarray) -> np.ndarray:
+        res = _runs(problem, rules, lrs, protocol, v1, protocol.steps, lr_scales)
+        increments = res.energies["increment"].copy()
+        beyond = res.energies["error"] > protocol.linear**2 * eps2
+        increments[np.maximum.accumulate(beyond, axis=1)] = np.nan
+        return res.diverged | (log_rate(increments, 1) > 0)
+
+    return bisect_max_lr(
+        verdict, guess, per_round=protocol.per_round, rel_tol=protocol.rel_tol, span=protocol.span
+    )
+
+
+def measure_log_rate(
+    problem: NetProblem,
+    rules: tuple[Rule, ...],
+    v1: np.ndarray,
+    lrs,
+    protocol: NetProtocol,
+    lr_scales: tuple[float, ...] = (),
+) -> np.ndarray:
+    """Measured ln ρ̂ of the increments at each step size (module doc); NaN if diverged."""
+    res = _runs(problem, rules, lrs, protocol, v1, protocol.rate_steps, lr_scales)
+    rate = log_rate(res.energies["increment"], 1, decades=RATE_DECADES)
+    return np.where(res.diverged, np.nan, rate)
+
+
+__all__ = ["NetProtocol", "measure_log_rate", "measure_max_lr", "start_point"]

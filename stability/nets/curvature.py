@@ -1,0 +1,216 @@
+r"""The Hessian of a network's loss from Hessian-vector products: Lanczos, overall and per stage.
+
+At the model's weights w* (`stability.nets.problem.NetProblem.w_star`) the Hessian ∇²f is
+never formed: `HessianOperator` applies it to a vector by forward-over-reverse differentiation,
+
+    ∇²f(w*)·v = d/dε ∇f(w* + εv) |_{ε=0}     (``torch.func.jvp`` of ``torch.func.grad``),
+
+one Hessian-vector product (HVP) costing about two gradient evaluations, and `lanczos` runs the
+implicitly restarted Lanczos method (ARPACK, ``scipy.sparse.linalg.eigsh``) on it:
+
+* the **top-k eigenpairs** (largest algebraic, ``which="LA"``) of ∇²f — the curvature the
+  coupled analysis needs (`stability.nets.lowrank`);
+* the **per-stage curvature**: the top eigenvalues of each diagonal block H_ii (stage i alone,
+  the others frozen), from HVPs with vectors supported on stage i, read on stage i;
+* the **negative end** (``which="SA"``): a network is rarely at an exact minimum, and the
+  eigenvalues below −`NEGATIVE_TOL`·λ_max (saddle directions) are reported, never folded into
+  the stability analysis (`stability.nets.lowrank` keeps the positive curvature only).
+
+ARPACK stops when every wanted Ritz value has a residual ‖Hx − θx‖ ≤ tol·|θ|; with
+``tol=1e-10`` the eigenvalues agree with a dense ``torch.func.hessian`` to ~1e-12·λ_max on small
+models (tests/test_nets_curvature.py).  Blocks of at most `DENSE_BLOCK` parameters are formed
+densely (n HVPs, then ``numpy.linalg.eigh``): Lanczos needs k < n and gains nothing there.
+
+The reference PyHessian uses — power iteration with deflation, one eigenvalue at a time — is
+compared in benchmarks/bench_nets.py (HVP counts and times to the same tolerance).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+
+from stability.nets.problem import NetProblem
+
+NEGATIVE_TOL = 1e-9
+"""Eigenvalues below −NEGATIVE_TOL·λ_max count as negative (saddle directions)."""
+
+DENSE_BLOCK = 64
+"""Blocks (or whole models) of at most this many parameters are diagonalized densely."""
+
+DENSE_HESSIAN_MAX = 4000
+"""Largest model `dense_hessian` forms (p² floats)."""
+
+LANCZOS_TOL = 1e-10
+
+
+class HessianOperator(LinearOperator):
+    """v ↦ ∇²f(w*)·v as a scipy `LinearOperator` on float64 arrays, counting HVPs.
+
+    ``block``: a slice of the flat vector (a stage): the operator is then the diagonal block
+    H_ii (v padded with zeros outside the block, the product read on it).
+    """
+
+    def __init__(self, problem: NetProblem, block: slice | None = None):
+        self.problem = problem
+        self.block = block
+        n = problem.dim if block is None else block.stop - block.start
+        super().__init__(dtype=np.float64, shape=(n, n))
+        self.hvps = 0
+        self._w = problem.w_star.detach()
+
+    def _matvec(self, v):
+        v = np.asarray(v, dtype=np.float64).reshape(-1)
+        self.hvps += 1
+        if self.block is None:
+            full = torch.from_numpy(v.copy())
+        else:
+            full = torch.zeros(self.problem.dim, dtype=torch.float64)
+            full[self.block] = torch.from_numpy(v)
+        out = self.problem.hvp(self._w, full).detach()
+        return (out if self.block is None else out[self.block]).numpy().copy()
+
+    def _rmatvec(self, v):  # symmetric
+        return self._matvec(v)
+
+
+@dataclass(frozen=True)
+class Eigenpairs:
+    """Eigenvalues (sorted descending) and unit eigenvectors (columns) of one operator."""
+
+    values: np.ndarray
+    vectors: np.ndarray
+    hvps: int
+    method: str
+
+
+def _dense(op: HessianOperator) -> np.ndarray:
+    n = op.shape[0]
+    H = np.column_stack([op.matvec(e) for e in np.eye(n)])
+    return 0.5 * (H + H.T)
+
+
+def lanczos(
+    op: HessianOperator,
+    k: int,
+    *,
+    which: str = "LA",
+    seed: int = 0,
+    tol: float = LANCZOS_TOL,
+    maxiter: int | None = None,
+) -> Eigenpairs:
+    """The ``k`` extreme eigenpairs of ``op`` (``which``: ``"LA"`` largest, ``"SA"``
+    smallest algebraic), by ARPACK's Lanczos from a seeded start vector.
+
+    Operators of at most `DENSE_BLOCK` rows are formed densely.  With ``maxiter`` the pairs
+    that converged are returned (possibly fewer than k).
+    """
+    n = op.shape[0]
+    k = int(min(k, n))
+    before = op.hvps
+    if n <= DENSE_BLOCK:
+        lam, vecs = np.linalg.eigh(_dense(op))
+        order = np.argsort(lam)[::-1] if which == "LA" else np.argsort(lam)
+        order = order[:k]
+        return Eigenpairs(lam[order], vecs[:, order], op.hvps - before, "dense (n HVPs, eigh)")
+    v0 = np.random.default_rng(seed).standard_normal(n)
+    ncv = min(n, max(2 * k + 1, 20))
+    try:
+        lam, vecs = eigsh(op, k=k, which=which, tol=tol, v0=v0, ncv=ncv, maxiter=maxiter)
+    except ArpackNoConvergence as err:
+        lam, vecs = err.eigenvalues, err.eigenvectors
+    order = np.argsort(lam)[::-1]
+    return Eigenpairs(
+        lam[order], vecs[:, order], op.hvps - before, f"Lanczos (ARPACK eigsh, tol={tol:g})"
+    )
+
+
+@dataclass(frozen=True)
+class Curvature:
+    """A network's curvature at w*: the top-k eigenpairs of ∇²f, per-stage top eigenvalues,
+    the negative eigenvalues found, and the cost (HVPs, seconds)."""
+
+    eigenvalues: np.ndarray
+    eigenvectors: np.ndarray
+    stage_eigenvalues: tuple[np.ndarray, ...]
+    negative_eigenvalues: np.ndarray
+    stage_sizes: tuple[int, ...]
+    hvps: int
+    seconds: float
+    method: str
+
+    @property
+    def lam_max(self) -> float:
+        return float(self.eigenvalues[0])
+
+
+def curvature(
+    problem: NetProblem,
+    k: int = 10,
+    *,
+    stage_k: int | None = None,
+    negative_k: int = 5,
+    negative_maxiter: int = 30,
+    seed: int = 0,
+) -> Curvature:
+    """Top-``k`` eigenpairs of ∇²f(w*), the top ``stage_k`` (default k) of each stage's
+    diagonal block, and up to ``negative_k`` negative eigenvalues (module doc).
+
+    The negative end is searched with at most ``negative_maxiter`` ARPACK restarts (near zero
+    a network's spectrum is dense and Lanczos converges slowly there); eigenvalues that did not
+    converge in that budget are not reported (0: skip the search).
+    """
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k must be an integer ≥ 1, got {k!r}")
+    start = time.perf_counter()
+    op = HessianOperator(problem)
+    top = lanczos(op, k, seed=seed)
+    hvps = top.hvps
+    stage_vals = []
+    for block in problem.blocks:
+        stage_op = HessianOperator(problem, block)
+        pairs = lanczos(stage_op, stage_k or k, seed=seed)
+        hvps += pairs.hvps
+        stage_vals.append(pairs.values)
+    negative = np.zeros(0)
+    if negative_k and negative_maxiter:
+        low = lanczos(op, negative_k, which="SA", seed=seed + 1, tol=1e-8, maxiter=negative_maxiter)
+        hvps += low.hvps
+        cut = -NEGATIVE_TOL * max(float(top.values[0]), 0.0)
+        negative = np.sort(low.values[low.values < cut])
+    return Curvature(
+        eigenvalues=top.values,
+        eigenvectors=top.vectors,
+        stage_eigenvalues=tuple(stage_vals),
+        negative_eigenvalues=negative,
+        stage_sizes=problem.stage_sizes,
+        hvps=hvps,
+        seconds=time.perf_counter() - start,
+        method=f"{top.method} on {problem.hvp_mode} HVPs (torch.func)",
+    )
+
+
+def dense_hessian(problem: NetProblem) -> np.ndarray:
+    """∇²f(w*) formed by ``torch.func.hessian`` (the reference for small models)."""
+    if problem.dim > DENSE_HESSIAN_MAX:
+        raise ValueError(
+            f"the dense Hessian needs p ≤ {DENSE_HESSIAN_MAX} parameters, got {problem.dim}"
+        )
+    H = torch.func.hessian(problem.loss)(problem.w_star.detach()).detach().numpy()
+    return 0.5 * (H + H.T)
+
+
+__all__ = [
+    "DENSE_BLOCK",
+    "NEGATIVE_TOL",
+    "Curvature",
+    "Eigenpairs",
+    "HessianOperator",
+    "curvature",
+    "dense_hessian",
+    "lanczos",
+]

@@ -1,0 +1,142 @@
+r"""Predicted max stable step size and rate of a network under per-stage delays.
+
+The stages' delays come from a pipeline schedule (`stability.pipeline`: PipeMare Table 1,
+τ_fwd,i = ⌈(2(P−i)+1)/N⌉ for ``pipemare``) or a uniform τ; the simulator runs weight stashing,
+so every stage's backward delay equals its forward delay (`net_pipeline`).  Each stage gets its
+own instance of the registry rule (`stability.coupled.system.stage_rules`: SC_D and LWP_D with
+D = τ_i, Kosson eq. 7, 12), and the coupled system is built on the network's rank-k curvature
+(`stability.nets.lowrank`).  `predict` returns the exact coupled max lr of that system
+(frequency scan, `stability.coupled.scan`, certified on the block state matrix where it is
+small; the block-state-matrix bisection where the scan fails, `coupled_analysis`) beside the
+scalar bound at (λ_max, τ_max) (`stability.coupled.stage_bounds`), and the change of the max lr
+when the rank is halved (``truncation_change``, a measure of what the truncation leaves out).
+
+`predicted_log_rate` is ln ρ of the top eigen-direction under the stages' delays: the largest
+|ω| over the closed-loop roots of the rank-1 system λ₁v₁v₁ᵀ (its stage shares ‖v₁,ᵢ‖² decide
+how the stages' delays mix), leaving out the roots ω = 1 of its flat directions.  It is the
+rate at which the simulator's runs started along v₁ decay (`stability.nets.bracket`); the
+directions of small curvature decay later at ≈ −lr·λ, the slowest of all, and no delay limits
+them — their rate is not a property of the pipeline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from stability.coupled.summary import CoupledAnalysis, analyze
+from stability.coupled.system import DENSE_MAX_STATES, CoupledSystem, state_matrix
+from stability.nets.curvature import Curvature
+from stability.nets.lowrank import reduced_system
+from stability.nets.simulator import check_stashed
+from stability.pipeline import Pipeline
+from stability.rules.base import Rule
+
+DEFAULT_SCHEDULE = "pipemare"
+_FLAT = 1e-9  # |ω − 1| below this: a flat direction of the rank-k model
+
+
+def net_pipeline(
+    stages: int,
+    *,
+    schedule: str | None = None,
+    microbatches: int | None = None,
+    tau: int | None = None,
+) -> Pipeline:
+    """Per-stage delays with weight stashing (τ_bkwd,i = τ_fwd,i): a uniform ``tau`` or a
+    ``schedule`` (default pipemare) over ``stages`` stages and ``microbatches``."""
+    from stability.agreement.coupled_runs import stage_pipeline
+    from stability.checks import check_delay
+
+    if tau is not None:
+        if schedule not in (None, "uniform"):
+            raise ValueError("give a uniform --tau or a --schedule, not both")
+        tau = check_delay("tau", tau)
+        return Pipeline("uniform", stages, 1, np.full(stages, tau, dtype=np.int64), None)
+    base = stage_pipeline(schedule or DEFAULT_SCHEDULE, stages, microbatches or 1)
+    return Pipeline(base.schedule, base.stages, base.microbatches, base.tau_fwd, None)
+
+
+_NOT_PER_STAGE = ("lam", "delta", "phi", "tau", "tau_fwd", "tau_bkwd", "tau_recomp")
+
+
+def net_rules(rule: str, values: dict[str, Any], pipe: Pipeline) -> tuple[Rule, ...]:
+    """One instance of registry rule ``rule`` per stage, with that stage's delay; refused if
+    the simulator cannot run it with weight stashing (`check_stashed`)."""
+    from stability.coupled.system import stage_rules
+    from stability.rules.registry import get_spec
+
+    spec = get_spec(rule)
+    check_stashed(None, rule)
+    params = {k: v for k, v in values.items() if k in spec.param_names and k not in _NOT_PER_STAGE}
+    rules = stage_rules(rule, pipe.tau_fwd.tolist(), **params)
+    for r in rules:
+        check_stashed(r, rule)
+    return rules
+
+
+@dataclass(frozen=True)
+class NetPrediction:
+    """The coupled analysis of a network (`predict`): the analysis itself, the reduced system,
+    the rank used and the relative change of the max lr from rank k/2 to k (None if k < 4)."""
+
+    analysis: CoupledAnalysis
+    system: CoupledSystem
+    rank: int
+    truncation_change: float | None
+
+
+def predict(
+    curv: Curvature,
+    rules: tuple[Rule, ...],
+    *,
+    rank: int | None = None,
+) -> NetPrediction:
+    """Coupled max lr of the stage ``rules`` on the top-``rank`` curvature (default all
+    eigenpairs of ``curv``), with the change from rank/2 (module doc)."""
+    k = len(curv.eigenvalues) if rank is None else min(int(rank), len(curv.eigenvalues))
+
+    def system(n: int) -> CoupledSystem:
+        return reduced_system(
+            rules, curv.eigenvalues[:n], curv.eigenvectors[:, :n], curv.stage_sizes
+        )
+
+    full = system(k)
+    result = coupled_analysis(full)
+    change = None
+    if k >= 4 and result.max_lr:
+        half = coupled_analysis(system(k // 2)).max_lr
+        change = None if not half else (half - result.max_lr) / result.max_lr
+    return NetPrediction(result, full, k, change)
+
+
+def coupled_analysis(system: CoupledSystem) -> CoupledAnalysis:
+    """`analyze` by the frequency scan; where the scan cannot locate a crossing it counted
+    (rank-deficient reduced Hessians can defeat its branch following), the block state matrix
+    bisection, which is exact and affordable at the reduced system's size."""
+    try:
+        return analyze(system)
+    except ArithmeticError:
+        if system.state_size > DENSE_MAX_STATES:
+            raise
+        return analyze(system, method="dense")
+
+
+def predicted_log_rate(curv: Curvature, rules: tuple[Rule, ...], lr: float) -> float:
+    """ln ρ of the top eigen-direction under the stage ``rules`` at ``lr`` (module doc)."""
+    system = reduced_system(rules, curv.eigenvalues[:1], curv.eigenvectors[:, :1], curv.stage_sizes)
+    omega = np.linalg.eigvals(state_matrix(system, lr))
+    moving = omega[np.abs(omega - 1) > _FLAT]
+    return float(np.log(np.max(np.abs(moving))))
+
+
+__all__ = [
+    "DEFAULT_SCHEDULE",
+    "NetPrediction",
+    "net_pipeline",
+    "net_rules",
+    "predict",
+    "predicted_log_rate",
+]

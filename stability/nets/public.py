@@ -1,0 +1,283 @@
+r"""``st.net_curvature``, ``st.net_max_lr``, ``st.net_train``: the ``stability net`` commands.
+
+Each takes the problem as ``"FILE.py:FUNCTION"`` (or a `NetProblem`), the rule by name with its
+parameters as keywords named like the CLI flags, and returns a frozen `Result` whose attributes
+are the command's JSON keys.  Delays: a uniform ``tau`` (every stage), or a pipeline
+``schedule`` over the problem's stages (default ``pipemare``, PipeMare Table 1) with
+``microbatches``, always with weight stashing (`stability.nets.prediction.net_pipeline`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from stability.nets.bracket import NetProtocol, measure_log_rate, measure_max_lr
+from stability.nets.curvature import curvature
+from stability.nets.prediction import net_pipeline, net_rules, predict, predicted_log_rate
+from stability.nets.problem import NetProblem, load_problem
+from stability.nets.simulator import simulate
+from stability.result import Result, output
+from stability.trainer.measure import log_rate
+
+RATE_FRACTION = 0.5
+"""Rates are predicted and measured at this fraction of the predicted max lr."""
+
+
+def _problem(problem: str | NetProblem, stages: int | None) -> NetProblem:
+    if isinstance(problem, NetProblem):
+        if stages is not None and stages != len(problem.stage_sizes):
+            raise ValueError(f"stages: the problem has {len(problem.stage_sizes)} stages")
+        return problem
+    return load_problem(problem, stages=stages)
+
+
+def _check_int(name: str, value: Any, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(f"{name} must be an integer ≥ {low}, got {value!r}")
+    return int(value)
+
+
+def _rule_params(rule: str, params: dict[str, Any]) -> dict[str, Any]:
+    from stability.rules.registry import get_spec
+
+    names = get_spec(rule).param_names
+    for key in params:
+        if key not in names:
+            raise ValueError(
+                f"rule {rule!r} has no parameter {key!r} (its parameters: {', '.join(names)})"
+            )
+    return {k: v for k, v in params.items() if v is not None}
+
+
+# -- curvature ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NetCurvature(Result):
+    """The top of a network's Hessian spectrum at its weights, overall and per stage."""
+
+    eigenvalues: list = output("top-k eigenvalues of the loss Hessian, descending", "1/lr")
+    stage_eigenvalues: list = output("per stage: top eigenvalues of its diagonal block", "1/lr")
+    negative_eigenvalues: list = output(
+        "eigenvalues < −1e-9·λ_max found at the bottom of the spectrum (saddle directions)", "1/lr"
+    )
+    stage_sizes: list = output("parameters per stage, in pipeline order")
+    n_params: int = output("trainable parameters p")
+    hvps: int = output("Hessian-vector products used")
+    seconds: float = output("wall time of the eigen-solves", "s")
+    method: str = output("how the eigenvalues were computed")
+
+
+def net_curvature(
+    problem: str | NetProblem, *, k: int = 10, stages: int | None = None, negative: bool = True
+) -> NetCurvature:
+    """Top-``k`` eigenvalues of ∇²f at the model's weights, per stage, and negative ones.
+
+    Lanczos (ARPACK) on Hessian-vector products by forward-over-reverse differentiation
+    (`stability.nets.curvature`); ``negative=False`` skips the search at the bottom.
+    """
+    net = _problem(problem, stages)
+    k = _check_int("k", k, 1)
+    c = curvature(net, k, negative_k=5 if negative else 0)
+    return NetCurvature(
+        eigenvalues=c.eigenvalues.tolist(),
+        stage_eigenvalues=[v.tolist() for v in c.stage_eigenvalues],
+        negative_eigenvalues=c.negative_eigenvalues.tolist(),
+        stage_sizes=list(c.stage_sizes),
+        n_params=net.dim,
+        hvps=c.hvps,
+        seconds=c.seconds,
+        method=c.method,
+    )
+
+
+# -- max lr --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NetMaxLr(Result):
+    """Predicted (and measured) max stable step size of a network under per-stage delays."""
+
+    rule: str = output("the rule's registry name")
+    max_lr: float | None = output("coupled per-stage max stable lr on the rank-k curvature", "lr")
+    scalar_bound: float | None = output("the rule's max lr at (λ_max, largest stage delay)", "lr")
+    crossing_angle: float | None = output("θ of the critical root e^{iθ}", "rad")
+    critical_stage: int | None = output("stage (1 … P) carrying most of the critical mode")
+    eigenvalues: list = output("top eigenvalues used (rank k), descending", "1/lr")
+    negative_eigenvalues: list = output("negative eigenvalues found (left out, see docs)", "1/lr")
+    rank: int = output("k: eigenpairs of the curvature in the coupled analysis")
+    truncation_change: float | None = output("relative change of max_lr from rank k/2 to k")
+    schedule: str = output("pipemare, pipedream, pb, gpipe or uniform (weight stashing)")
+    stage_taus: list = output("forward (= backward, stashed) delay per stage")
+    stage_sizes: list = output("parameters per stage")
+    method: str = output("how max_lr was computed")
+    rate_lr: float | None = output("the lr of the rates: 0.5 × max_lr", "lr")
+    predicted_rate: float | None = output("ρ of the top eigen-direction at rate_lr (per step)")
+    measured_max_lr: float | None = output("simulator: midpoint of the bracket (--measure)", "lr")
+    measured_bracket: list | None = output("simulator: [stable, unstable] lr", "lr")
+    measured_rate: float | None = output("simulator: measured ρ at rate_lr (per step)")
+    protocol: dict | None = output("the measurement protocol")
+
+
+def net_max_lr(
+    problem: str | NetProblem,
+    rule: str,
+    *,
+    stages: int | None = None,
+    schedule: str | None = None,
+    microbatches: int | None = None,
+    tau: int | None = None,
+    k: int = 20,
+    measure: bool = False,
+    protocol: NetProtocol | None = None,
+    **params: Any,
+) -> NetMaxLr:
+    """Max stable lr of ``rule`` on a network split into pipeline stages, each with its delay.
+
+    The exact coupled per-stage analysis (`stability.coupled.scan`; PipeMare eq. 3-5 and
+    Kosson eq. 20-23 per stage, coupled through the Hessian) on the rank-``k`` curvature
+    (`stability.nets.lowrank`), beside the scalar bound (PipeMare Lemma 1-3 at (λ_max, τ_max));
+    with ``measure`` the simulator's bracket and rates (`stability.nets.bracket`).
+    """
+    net = _problem(problem, stages)
+    k = _check_int("k", k, 1)
+    pipe = net_pipeline(len(net.stage_sizes), schedule=schedule, microbatches=microbatches, tau=tau)
+    rules = net_rules(rule, _rule_params(rule, params), pipe)
+    curv = curvature(net, k, stage_k=1)
+    pred = predict(curv, rules)
+    a = pred.analysis
+    out: dict[str, Any] = {}
+    rate_lr = None if not a.max_lr else RATE_FRACTION * a.max_lr
+    if rate_lr is not None:
+        out["predicted_rate"] = math.exp(predicted_log_rate(curv, rules, rate_lr))
+    if measure:
+        if not a.max_lr:
+            raise ValueError("nothing to measure: the prediction has no finite max lr")
+        protocol = protocol or NetProtocol()
+        v1 = curv.eigenvectors[:, 0]
+        m = measure_max_lr(net, rules, v1, a.max_lr, protocol)
+        rate = float(measure_log_rate(net, rules, v1, [rate_lr], protocol)[0])
+        out.update(
+            measured_max_lr=m.max_lr,
+            measured_bracket=[m.stable, m.unstable],
+            measured_rate=math.exp(rate) if math.isfinite(rate) else None,
+            protocol=protocol.describe(),
+        )
+    return NetMaxLr(
+        rule=rule,
+        max_lr=a.max_lr,
+        scalar_bound=a.scalar_bound,
+        crossing_angle=a.crossing_angle,
+        critical_stage=a.critical_stage,
+        eigenvalues=curv.eigenvalues.tolist(),
+        negative_eigenvalues=curv.negative_eigenvalues.tolist(),
+        rank=pred.rank,
+        truncation_change=pred.truncation_change,
+        schedule=pipe.schedule,
+        stage_taus=pipe.tau_fwd.tolist(),
+        stage_sizes=list(net.stage_sizes),
+        method=f"{a.method}, on the rank-{pred.rank} curvature (Lanczos)",
+        rate_lr=rate_lr,
+        predicted_rate=out.get("predicted_rate"),
+        measured_max_lr=out.get("measured_max_lr"),
+        measured_bracket=out.get("measured_bracket"),
+        measured_rate=out.get("measured_rate"),
+        protocol=out.get("protocol"),
+    )
+
+
+# -- train ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NetTrain(Result):
+    """One simulator run of a rule on a network under per-stage delays."""
+
+    rule: str = output("the rule's registry name")
+    diverged: bool = output("the loss became non-finite or exceeded divergence × initial loss")
+    diverged_step: int | None = output("step at which divergence was detected")
+    final_loss: float | None = output("loss at the last step (null if diverged)")
+    loss_curve: list = output("[step, loss] pairs, subsampled; null after divergence")
+    measured_rate: float | None = output("ρ̂ of ‖w_t − w_(t−1)‖ over the last half (full batch)")
+    schedule: str = output("pipemare, pipedream, pb, gpipe or uniform (weight stashing)")
+    stage_taus: list = output("forward (= backward, stashed) delay per stage")
+    stage_sizes: list = output("parameters per stage")
+    protocol: dict = output("how the run was made and judged")
+
+
+def net_train(
+    problem: str | NetProblem,
+    rule: str,
+    *,
+    lr: float,
+    steps: int,
+    stages: int | None = None,
+    schedule: str | None = None,
+    microbatches: int | None = None,
+    tau: int | None = None,
+    batch: int | None = None,
+    seed: int = 0,
+    divergence: float = 1e6,
+    curve_points: int = 200,
+    **params: Any,
+) -> NetTrain:
+    """Train the network from its weights with ``rule`` under per-stage delays (the simulator,
+    `stability.nets.simulator`; the rule's own equations, e.g. PipeMare eq. 1, Kosson eq. 4-12)."""
+    from stability.checks import check_real
+
+    net = _problem(problem, stages)
+    check_real("lr", lr, low=0.0, low_open=True)
+    steps = _check_int("steps", steps, 1)
+    seed = _check_int("seed", seed, 0)
+    curve_points = _check_int("curve_points", curve_points, 2)
+    check_real("divergence", divergence, low=1.0, low_open=True)
+    if batch is not None:
+        batch = _check_int("batch", batch, 1)
+        if batch > net.samples:
+            raise ValueError(f"batch must be an integer in [1, {net.samples}], got {batch}")
+    pipe = net_pipeline(len(net.stage_sizes), schedule=schedule, microbatches=microbatches, tau=tau)
+    rules = net_rules(rule, _rule_params(rule, params), pipe)
+    every = max(1, steps // (curve_points - 1))
+    res = simulate(
+        net,
+        rules,
+        [float(lr)],
+        steps=steps,
+        batch=batch,
+        seed=seed,
+        divergence=divergence,
+        record_every=every,
+        track=("increment",),
+    )
+    diverged = bool(res.diverged[0])
+    rate = None
+    if batch is None and not diverged:
+        value = float(log_rate(res.energies["increment"], 1)[0])
+        rate = math.exp(value) if math.isfinite(value) else None
+    return NetTrain(
+        rule=rule,
+        diverged=diverged,
+        diverged_step=int(res.diverged_step[0]) if diverged else None,
+        final_loss=None if diverged else float(res.final_loss[0]),
+        loss_curve=[[int(s), float(v)] for s, v in zip(res.curve_steps, res.curve[0], strict=True)],
+        measured_rate=rate,
+        schedule=pipe.schedule,
+        stage_taus=pipe.tau_fwd.tolist(),
+        stage_sizes=list(net.stage_sizes),
+        protocol={
+            "start": "the problem's weights, constant history",
+            "batch": batch,
+            "seed": seed,
+            "steps": steps,
+            "divergence": f"loss non-finite or > {divergence:g} × initial loss",
+            "weights": "stashed: each stage's backward pass uses its forward weights",
+            "rate": "slope of log ‖w_t − w_(t−1)‖ over the last half of the run (full batch)",
+        },
+    )
+
+
+__all__ = ["NetCurvature", "NetMaxLr", "NetTrain", "net_curvature", "net_max_lr", "net_train"]

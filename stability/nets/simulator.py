@@ -1,0 +1,315 @@
+r"""Delayed-pipeline training of a PyTorch model, each stage running the analysis's own rule.
+
+A pipeline of P stages holds the flat parameter vector w ∈ ℝ^p as P contiguous blocks
+(`stability.nets.problem`).  Stage i runs its own rule object — the very objects the coupled
+analysis linearizes (`stability.coupled.system.stage_rules`, one per stage, with that stage's
+delays and delay-dependent defaults) — and every step is (`stability.rules.base`)::
+
+    p_i    = rule_i.passes(x_i, lr·c_i)                 # stage i's u_fwd, from its history
+    u      = [p_1.forward; …; p_P.forward]              # the weights one microbatch met
+    g      = ∇f(u)                                      # backpropagation through the model
+    new_i  = rule_i.update(x_i, g_i, lr·c_i)            # each stage updates its block
+
+with x_i a tap reader over a **ring buffer of parameter versions**: one tensor of shape
+(depth, R, p) per state variable (``w``, ``v``, …), depth = 1 + the deepest lag any stage reads,
+so memory is O(τ_max·p) per run; stage i reads its columns of the slot ``lag`` steps back — a
+view, no copy.  Rules use only + − × ÷ on tap values, so they run on torch tensors unchanged.
+R runs (one per step size) advance in lockstep; c_i are T1's per-stage factors (PipeMare eq. 4,
+1 by default).
+
+**Weight stashing.**  The gradient is computed at one vector u: each stage's backward pass uses
+the weights its forward pass used (PipeDream's stashing; PipeMare Sec. 2 with τ_bkwd = τ_fwd).
+Rules whose passes read *different* backward or recompute weights (``discrepancy``, ``t2``,
+``recompute``, or any rule whose probe says so, `check_stashed`) are refused: running them needs
+per-layer forward and backward weights, ``--backward current`` (issue 13).  The oracle is the
+one hook for that: it receives the stages' `Passes`.
+
+**Runs.**  Full batch, or minibatches of B rows drawn by the trainer's seeded stream (random
+reshuffling, `stability.trainer.engine.BatchStream`), shared by the R runs.  ``tilt`` subtracts
+the full-batch gradient at the reference point, g ↦ ∇f(u) − ∇f(w_ref): then w_ref is an exact
+stationary point with the same Hessian, and a constant force from an inexact minimum cannot
+move the runs (a constant force shifts the fixed point, never its stability).  Divergence:
+``criterion="distance"`` marks a run once ‖w_t − w_ref‖ exceeds ``divergence`` × its initial
+value, ``"loss"`` once f(w_t) exceeds ``divergence`` × f(w_0), either also on non-finite values;
+a diverged run is frozen (removed from the batch) and reads NaN afterwards.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch.func import vmap
+
+from stability.nets.problem import NetProblem
+from stability.rules.base import Passes, Rule, history_depth
+from stability.trainer.engine import BatchStream
+
+MAX_BUFFER = 250_000_000
+"""Largest ring buffer (floats: depth × runs × p × state variables) a simulation may hold."""
+
+INCONSISTENT_RULES = ("discrepancy", "t2", "recompute")
+"""Registry rules defined by inconsistent backward weights (refused until ``--backward``)."""
+
+
+class _Ring:
+    """Ring buffers (depth, R, p) per state variable, newest at ``head``."""
+
+    def __init__(self, variables: Sequence[str], depth: int, w0: torch.Tensor):
+        R, p = w0.shape
+        self.depth, self.head, self.t = depth, 0, 0
+        self.buffers = {}
+        for var in variables:
+            buf = torch.zeros((depth, R, p), dtype=torch.float64)
+            if var == "w":
+                buf[:] = w0
+            self.buffers[var] = buf
+
+    def read(self, var: str, lag, block: slice) -> torch.Tensor:
+        if not isinstance(lag, (int, np.integer)):
+            raise ValueError("the simulator runs per-stage rules with scalar (integer) delays")
+        return self.buffers[var][(self.head - int(lag)) % self.depth, :, block]
+
+    def push(self, blocks: Sequence[slice], news: Sequence[dict]) -> None:
+        """Advance one step: stage i's new values into its columns of the next slot."""
+        slot = (self.head + 1) % self.depth
+        for var, buf in self.buffers.items():
+            for block, new in zip(blocks, news, strict=True):
+                buf[slot, :, block] = new[var] if var in new else buf[self.head, :, block]
+        self.head, self.t = slot, self.t + 1
+
+    def take(self, keep: torch.Tensor) -> None:
+        for var in self.buffers:
+            self.buffers[var] = self.buffers[var][:, keep].contiguous()
+
+
+class StageTaps:
+    """Tap reader of one stage: ``x(var, lag)`` = its block of ``var`` ``lag`` steps ago."""
+
+    def __init__(self, ring: _Ring, block: slice):
+        self.ring, self.block = ring, block
+
+    @property
+    def t(self) -> int:
+        return self.ring.t
+
+    def __call__(self, var: str, lag=0) -> torch.Tensor:
+        return self.ring.read(var, lag, self.block)
+
+
+class _Probe:
+    """Tap reader returning a distinct number for every (var, lag)."""
+
+    t = 0
+
+    def __init__(self):
+        self.seen: dict[tuple[str, int], float] = {}
+
+    def __call__(self, var: str, lag=0) -> float:
+        key = (var, int(lag))
+        return self.seen.setdefault(key, 1.0 + math.pi * (len(self.seen) + 1) ** 1.5)
+
+
+def check_stashed(rule: Rule | None, name: str = "") -> None:
+    """Refuse rules whose backward or recompute weights differ from the forward ones (module
+    doc); also periodic rules (no single per-stage rule to compare with the analysis).
+    ``rule=None`` checks the registry name only."""
+    if name in INCONSISTENT_RULES:
+        raise ValueError(
+            f"rule {name!r} models backward weights that differ from the forward ones; the "
+            "simulator runs weight stashing (each stage's backward uses its forward weights) — "
+            "inconsistent weights need --backward current (issue 13)"
+        )
+    if rule is None:
+        return
+    if getattr(rule, "period", 1) != 1:
+        raise ValueError(
+            f"rule {name or type(rule).__name__!r} is periodic; the simulator and the coupled "
+            "analysis need time-invariant rules"
+        )
+    p = rule.passes(_Probe(), 0.1)
+    if not (p.backward == p.forward and p.recompute == p.forward):
+        raise ValueError(
+            f"rule {name or type(rule).__name__!r} reads different backward or recompute "
+            "weights; the simulator runs weight stashing only (issue 13 adds --backward current)"
+        )
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """Outcome of `simulate` for R runs (arrays indexed by run).
+
+    ``diverged_step``: step at which divergence was detected (−1: never); ``final_loss`` and
+    ``final_weights`` (R, p) (NaN for diverged runs); ``curve`` (R, K) losses at
+    ``curve_steps`` (NaN after divergence; empty without ``record_every``); ``energies[track]``
+    (R, steps) per-step squared norms (``"increment"``: ‖w_t − w_{t−1}‖², ``"error"``:
+    ‖w_t − w_ref‖²; NaN after divergence).
+    """
+
+    lr: np.ndarray
+    steps: int
+    diverged_step: np.ndarray
+    final_loss: np.ndarray
+    final_weights: np.ndarray
+    curve_steps: np.ndarray
+    curve: np.ndarray
+    energies: dict[str, np.ndarray]
+
+    @property
+    def diverged(self) -> np.ndarray:
+        return self.diverged_step >= 0
+
+
+def simulate(
+    problem: NetProblem,
+    rules: Sequence[Rule],
+    lr,
+    *,
+    steps: int,
+    w0: torch.Tensor | None = None,
+    w_ref: torch.Tensor | None = None,
+    lr_scales: Sequence[float] = (),
+    batch: int | None = None,
+    seed: int = 0,
+    tilt: bool = False,
+    criterion: str = "loss",
+    divergence: float = 1e6,
+    check_every: int = 10,
+    record_every: int | None = None,
+    track: Sequence[str] = (),
+) -> SimResult:
+    """Train R = len(lr) runs of the stage ``rules`` on ``problem`` for ``steps`` steps.
+
+    ``w0``: start, (p,) or (R, p) (default the problem's weights); ``w_ref``: the reference
+    point of ``tilt``, the distance criterion and the ``"error"`` track (default w*).  See the
+    module doc for the rest.
+    """
+    lr = np.asarray(lr, dtype=float).reshape(-1)
+    R, p = lr.size, problem.dim
+    if R == 0 or not np.all(np.isfinite(lr)) or np.any(lr <= 0):
+        raise ValueError("lr must be finite numbers > 0")
+    if steps < 1:
+        raise ValueError(f"steps must be ≥ 1, got {steps}")
+    if len(rules) != len(problem.blocks):
+        raise ValueError(f"one rule per stage: {len(problem.blocks)} stages, {len(rules)} rules")
+    if criterion not in ("loss", "distance"):
+        raise ValueError(f"criterion must be loss or distance, got {criterion!r}")
+    if tilt and batch is not None:
+        raise ValueError("tilt needs full-batch gradients")
+    scales = tuple(lr_scales) or (1.0,) * len(rules)
+    depth = max(history_depth(r) for r in rules)
+    variables = list(dict.fromkeys(v for r in rules for v in r.variables))
+    if depth * R * p * len(variables) > MAX_BUFFER:
+        raise ValueError(
+            f"the ring buffer would hold {depth * R * p * len(variables)} floats (depth {depth}, "
+            f"{R} runs, {p} parameters); at most {MAX_BUFFER}"
+        )
+    w_ref = problem.w_star.detach() if w_ref is None else w_ref.detach()
+    start = problem.w_star.detach() if w0 is None else w0.detach()
+    ring = _Ring(variables, depth, torch.broadcast_to(start, (R, p)).to(torch.float64))
+    blocks = problem.blocks
+    taps = [StageTaps(ring, b) for b in blocks]
+    lr_t = torch.tensor(lr, dtype=torch.float64)[:, None]
+    g_ref = problem.gradient(w_ref).detach() if tilt else None
+    stream = None if batch is None else BatchStream(problem.samples, batch, seed)
+
+    def loss_of(w: torch.Tensor) -> np.ndarray:
+        with torch.no_grad():
+            return np.array([float(problem.loss(w[r])) for r in range(w.shape[0])])
+
+    def distance(w: torch.Tensor) -> np.ndarray:
+        return torch.linalg.vector_norm(w - w_ref, dim=1).numpy()
+
+    w_start = ring.buffers["w"][ring.head]
+    reference = loss_of(w_start) if criterion == "loss" else distance(w_start)
+    curve_steps = np.arange(0, steps + 1, record_every) if record_every else np.zeros(0, int)
+    curve = np.full((R, curve_steps.size), np.nan)
+    if record_every:
+        curve[:, 0] = reference if criterion == "loss" else loss_of(w_start)
+    energies = {name: np.full((R, steps), np.nan) for name in track}
+    diverged_step = np.full(R, -1)
+    active = np.arange(R)
+    indices = None
+
+    for t in range(steps):
+        if stream is not None:
+            if indices is None or not len(indices):
+                indices = list(torch.from_numpy(stream.take(256)))
+            index = indices.pop(0)
+        else:
+            index = None
+        step_lr = [lr_t * c for c in scales]
+        passes = [rule.passes(x, a) for rule, x, a in zip(rules, taps, step_lr, strict=True)]
+        g = _oracle(problem, blocks, passes, index)
+        if g_ref is not None:
+            g = g - g_ref
+        news = [
+            rule.update(x, g[:, b], a)
+            for rule, x, b, a in zip(rules, taps, blocks, step_lr, strict=True)
+        ]
+        w_prev = ring.buffers["w"][ring.head].clone() if "increment" in track else None
+        ring.push(blocks, news)
+        w = ring.buffers["w"][ring.head]
+        done = t + 1
+        if "increment" in track:
+            energies["increment"][active, t] = ((w - w_prev) ** 2).sum(dim=1).numpy()
+        if "error" in track:
+            energies["error"][active, t] = ((w - w_ref) ** 2).sum(dim=1).numpy()
+        recording = bool(record_every) and done % record_every == 0
+        if done % check_every == 0 or recording or done == steps:
+            value = loss_of(w) if criterion == "loss" or recording else None
+            if recording:
+                curve[active, done // record_every] = value
+            measure = value if criterion == "loss" else distance(w)
+            bad = ~np.isfinite(measure) | (measure > divergence * reference[active])
+            if np.any(bad):
+                lost = active[bad]
+                diverged_step[lost] = done
+                keep = np.flatnonzero(~bad)
+                active = active[keep]
+                if active.size == 0:
+                    break
+                keep_t = torch.from_numpy(keep)
+                ring.take(keep_t)
+                lr_t = lr_t[keep_t]
+    final_loss = np.full(R, np.nan)
+    final_weights = np.full((R, p), np.nan)
+    if active.size:
+        final_loss[active] = loss_of(ring.buffers["w"][ring.head])
+        final_weights[active] = ring.buffers["w"][ring.head].numpy()
+    return SimResult(
+        lr, steps, diverged_step, final_loss, final_weights, curve_steps, curve, energies
+    )
+
+
+def _oracle(problem: NetProblem, blocks, passes: Sequence[Passes], index) -> torch.Tensor:
+    """∇f at the forward weights the stages' passes assembled (weight stashing: the backward
+    pass uses the same weights), one gradient per run — vectorized over the runs with
+    ``torch.func.vmap`` where the model allows it, else one run at a time."""
+    first = passes[0].forward
+    u = torch.empty((first.shape[0], problem.dim), dtype=torch.float64)
+    for block, ps in zip(blocks, passes, strict=True):
+        u[:, block] = ps.forward
+    if id(problem) not in _NO_VMAP:
+        try:
+            return vmap(lambda w: problem.gradient(w, index))(u).detach()
+        except (RuntimeError, NotImplementedError):
+            _NO_VMAP.add(id(problem))
+    return torch.stack([problem.gradient(u[r], index) for r in range(u.shape[0])]).detach()
+
+
+_NO_VMAP: set[int] = set()
+"""Problems whose model ``vmap`` cannot batch (they fall back to a loop over the runs)."""
+
+
+__all__ = [
+    "INCONSISTENT_RULES",
+    "MAX_BUFFER",
+    "SimResult",
+    "StageTaps",
+    "check_stashed",
+    "simulate",
+]

@@ -1,0 +1,235 @@
+r"""The reduced (small-gain) form of the second-moment map: threshold, floor and rate from d × d.
+
+Split the second-moment map of `stability.noise.second_moment` into its deterministic part and
+the part the random Hessian adds,
+
+    𝒯(S) = 𝒜₀(S) + B̃·N(Φ̃SΦ̃ᵀ)·B̃ᵀ,     𝒜₀(S) = Ā S Āᵀ,
+    N(P) = E[H_B P H_B] − HPH = p·(F(P) − HPH)       (positive: E[(H_B − H)P(H_B − H)]).
+
+For z > ρ(Ā)² the resolvent of 𝒜₀ is the positive series Σ_t z^{−t−1} Āᵗ(·)Āᵗᵀ, so 𝒯S = zS
+⇔ S = Σ_t z^{−t−1} Āᵗ B̃ N(P) B̃ᵀ Āᵗᵀ ⇔ P = 𝒢_z(N(P)) with the Gramian of the forward pass
+
+    𝒢_z(R) = Σ_{t≥0} z^{−t−1} h_t R h_tᵀ,      h_t = Φ̃ Āᵗ B̃   (d × d: the response of the
+                                                              forward weights to a gradient),
+
+and likewise 𝒲_z with w_t = (slot 0 of Āᵗ B̃) for the weights.  Both are positive maps on
+d × d matrices, decreasing in z.  Hence (the mean-square small-gain theorem):
+
+* **threshold**: mean-square stable ⇔ ρ(Ā) < 1 and ρ(𝒢₁∘N) < 1 (`ms_measure`);
+* **rate**: ρ(𝒯) = the z > ρ(Ā)² with ρ(𝒢_z∘N) = 1 (or ρ(Ā)² if there is none) (`ms_radius`);
+* **floor**: the stationary second moment solves S∞ = 𝒜₀(S∞) + B̃(N(P∞) + pΣ_ξ)B̃ᵀ, so
+  (I − 𝒢₁N)P∞ = 𝒢₁(pΣ_ξ), S∞^{ww} = 𝒲₁(N(P∞) + pΣ_ξ) and the floor is
+  lim E f − f* = ½ tr(H S∞^{ww}) (`stationary`).
+
+All are problems on the d(d+1)/2 symmetric d × d matrices (d = parameters), whatever the
+delay: 𝒢, 𝒲 and N preserve symmetry, so they are restricted to an orthonormal basis E of the
+symmetric matrices (the d² × d² eigenproblem is ~100× slower: its eigenvalues on the
+antisymmetric matrices come in repeated pairs).  N is a positive *map* but not a positive
+semidefinite matrix (⟨P, N(P)⟩ = E(xᵀPx)² − tr(PHPH) can be negative), so ρ(𝒢N) is a
+nonsymmetric eigenproblem; its largest modulus is the Perron root (real, positive).
+Two constructions of 𝒢, 𝒲:
+
+* **modal** (uniform delays): in H's eigenbasis H = VΛVᵀ the state matrix splits into
+  A_k = K + λ_k βφᵀ (s × s), h_t = V·diag(φᵀA_kᵗβ)·Vᵀ, and 𝒢_z(R) = V(G ∘ VᵀRV)Vᵀ with
+  G_kl = φᵀX_klφ, X_kl = Σ_t z^{−t−1} A_kᵗ ββᵀ A_lᵗᵀ — solved exactly for every pair (k, l)
+  at once by Smith's doubling X ← X + Â_k X Â_lᵀ, Â ← Â² (Â = A/√z): 2^j terms after j
+  squarings, O(d² s³) each;
+* **time domain** (per-stage rules, any state): h_t, w_t by stepping Āᵗ B̃ matrix-free and
+  summing until the impulse has decayed to 1e-12 of its peak.
+
+Each is the other's check in the tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from stability.noise.moments import SampleMoments
+from stability.noise.state import StateSpace
+
+MAX_SQUARINGS = 64
+"""Smith doubling stops after 2^64 terms: a mode that has not decayed by then counts as
+unstable (ρ(A)/√z within ~1e-19 of 1)."""
+MAX_IMPULSE_STEPS = 1_000_000
+"""The time-domain Gramian gives up (unstable) after this many steps."""
+
+
+@dataclass(frozen=True)
+class Gramians:
+    """𝒢_z and 𝒲_z as (d², d²) matrices on row-major vec R (``None``: z ≤ ρ(Ā)²)."""
+
+    forward: np.ndarray
+    weights: np.ndarray
+
+
+def _modal_gramians(state: StateSpace, hessian: np.ndarray, z: float) -> Gramians | None:
+    lam, V = np.linalg.eigh(hessian)
+    A = state.mode_matrices(lam) / np.sqrt(z)
+    beta, phi = state.beta[0], state.phi[0]
+    d = lam.size
+    X = np.broadcast_to(np.outer(beta, beta), (d, d, *A.shape[1:])).copy()
+    for _ in range(MAX_SQUARINGS):
+        size = np.max(np.abs(A))
+        if not size < 1e150:
+            return None
+        if size < 1e-10:
+            break
+        X = X + A[:, None] @ X @ A[None, :].transpose(0, 1, 3, 2)
+        A = A @ A
+    else:
+        return None
+    G = np.einsum("a,klab,b->kl", phi, X, phi) / z
+    W = X[:, :, 0, 0] / z
+    VV = np.kron(V, V)
+    return Gramians((VV * G.ravel()) @ VV.T, (VV * W.ravel()) @ VV.T)
+
+
+def _impulse_gramians(state: StateSpace, hessian: np.ndarray, z: float) -> Gramians | None:
+    d, s = state.dim, state.size
+    Y = np.zeros((d, d, s))  # Y[j] = Âᵗ B̃ e_j
+    Y[np.arange(d), np.arange(d)] = state.beta
+    G = np.zeros((d, d, d, d))
+    W = np.zeros((d, d, d, d))
+    peak, block, hs, ws = 0.0, 256, [], []
+    scale = 1.0 / np.sqrt(z)
+    for t in range(MAX_IMPULSE_STEPS):
+        hs.append(state.forward(Y).T)  # h_t[a, j]
+        ws.append(Y[:, :, 0].T)
+        if len(hs) == block:
+            h, w = np.array(hs), np.array(ws)
+            G += np.einsum("tab,tec->aebc", h, h)
+            W += np.einsum("tab,tec->aebc", w, w)
+            hs, ws = [], []
+        size = float(np.max(np.abs(Y)))
+        peak = max(peak, size)
+        if not size < 1e150:
+            return None
+        if size < 1e-12 * peak and t > s:
+            break
+        Y = state.apply(Y, hessian) * scale
+    else:
+        return None
+    if hs:
+        h, w = np.array(hs), np.array(ws)
+        G += np.einsum("tab,tec->aebc", h, h)
+        W += np.einsum("tab,tec->aebc", w, w)
+    return Gramians(G.reshape(d * d, d * d) / z, W.reshape(d * d, d * d) / z)
+
+
+def gramians(state: StateSpace, hessian: np.ndarray, z: float = 1.0) -> Gramians | None:
+    """𝒢_z, 𝒲_z (module doc): modal for uniform delays, time domain otherwise."""
+    if state.uniform:
+        return _modal_gramians(state, hessian, z)
+    return _impulse_gramians(state, hessian, z)
+
+
+def mean_radius(state: StateSpace, hessian: np.ndarray) -> float:
+    """ρ(Ā), the spectral radius of the mean dynamics (the full-batch state matrix)."""
+    if state.uniform:
+        modes = state.mode_matrices(np.linalg.eigvalsh(hessian))
+        return float(np.max(np.abs(np.linalg.eigvals(modes))))
+    return float(np.max(np.abs(np.linalg.eigvals(state.matrix(hessian)))))
+
+
+def symmetric_basis(d: int) -> np.ndarray:
+    """E (d², d(d+1)/2): orthonormal basis of the symmetric d × d matrices (row-major vec)."""
+    cols = []
+    for a in range(d):
+        for b in range(a, d):
+            e = np.zeros((d, d))
+            e[a, b] = e[b, a] = 1.0 if a == b else np.sqrt(0.5)
+            cols.append(e.ravel())
+    return np.array(cols).T
+
+
+@dataclass(frozen=True, eq=False)
+class NoiseMap:
+    """N restricted to the symmetric matrices: Ñ = EᵀNE (module doc)."""
+
+    basis: np.ndarray
+    matrix: np.ndarray
+
+    @classmethod
+    def of(cls, moments: SampleMoments) -> NoiseMap:
+        E = symmetric_basis(moments.dim)
+        return cls(E, E.T @ moments.noise_matrix() @ E)
+
+    def loop_radius(self, forward: np.ndarray) -> float:
+        """ρ(𝒢N) on symmetric matrices, 𝒢 = ``forward`` (d², d²)."""
+        M = self.basis.T @ forward @ self.basis @ self.matrix
+        return float(np.max(np.abs(np.linalg.eigvals(M))))
+
+
+def ms_measure(state: StateSpace, moments: SampleMoments, noise: NoiseMap | None = None) -> float:
+    """ρ(𝒢₁∘N): < 1 (with ρ(Ā) < 1) ⇔ mean-square stable; inf if ρ(Ā) ≥ 1."""
+    g = gramians(state, moments.hessian, 1.0)
+    if g is None:
+        return float("inf")
+    return (noise or NoiseMap.of(moments)).loop_radius(g.forward)
+
+
+def ms_radius(
+    state: StateSpace, moments: SampleMoments, noise: NoiseMap | None = None, *, rtol: float = 1e-12
+) -> float:
+    """ρ(𝒯), the mean-square rate per step (module doc); ≥ 1 reported as inf."""
+    from scipy.optimize import brentq
+
+    noise = noise or NoiseMap.of(moments)
+    floor = mean_radius(state, moments.hessian) ** 2
+    if floor >= 1:
+        return float("inf")
+
+    def excess(z: float) -> float:
+        g = gramians(state, moments.hessian, z)
+        value = float("inf") if g is None else noise.loop_radius(g.forward)
+        return (value - 1) / (value + 1) if np.isfinite(value) else 1.0
+
+    if excess(1.0) >= 0:
+        return float("inf")
+    low = floor * (1 + 1e-12) if floor > 0 else 1e-300
+    if excess(low) <= 0:
+        return floor
+    return float(brentq(excess, low, 1.0, xtol=1e-300, rtol=max(rtol, 4e-16)))
+
+
+@dataclass(frozen=True)
+class Stationary:
+    """The stationary second moments: P∞ (forward weights) and S∞^{ww} (weights), d × d,
+    and the floor ½ tr(H S∞^{ww}) = lim E f − f*."""
+
+    forward: np.ndarray
+    weights: np.ndarray
+    floor: float
+
+
+def stationary(
+    state: StateSpace, moments: SampleMoments, noise: NoiseMap | None = None
+) -> Stationary | None:
+    """The fixed point of the recursion (module doc); ``None`` if not mean-square stable."""
+    g = gramians(state, moments.hessian, 1.0)
+    noise = noise or NoiseMap.of(moments)
+    if g is None or noise.loop_radius(g.forward) >= 1:
+        return None
+    d, E = moments.dim, noise.basis
+    G, W = E.T @ g.forward @ E, E.T @ g.weights @ E
+    source = moments.p * (E.T @ moments.offset_covariance.ravel())
+    P = np.linalg.solve(np.eye(E.shape[1]) - G @ noise.matrix, G @ source)
+    Sww = (E @ (W @ (noise.matrix @ P + source))).reshape(d, d)
+    P = (E @ P).reshape(d, d)
+    Sww = 0.5 * (Sww + Sww.T)
+    return Stationary(P, Sww, 0.5 * float(np.sum(moments.hessian * Sww)))
+
+
+__all__ = [
+    "Gramians",
+    "NoiseMap",
+    "symmetric_basis",
+    "Stationary",
+    "gramians",
+    "mean_radius",
+    "ms_measure",
+    "ms_radius",
+    "stationary",
+]

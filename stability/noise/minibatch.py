@@ -1,0 +1,318 @@
+r"""``st.noise``: minibatch training of least squares predicted exactly (``stability noise``).
+
+For a rule (uniform delays, or per-stage delays of a pipeline schedule), a data set, a batch
+size B and a step size lr, with B distinct indices drawn uniformly at every step
+(``sampling="iid"``, what the theory covers):
+
+* ``full_batch_max_lr`` — the deterministic threshold (PipeMare Sec. 3.1 / Kosson eq. 19 per
+  eigenvalue of H; the coupled analysis for a schedule);
+* ``ms_max_lr`` — the exact mean-square threshold: ρ(𝒯) = 1 for the second-moment map
+  S ↦ E[A(H_B) S A(H_B)ᵀ] with E[H_B ⊗ H_B] = H ⊗ H + p(E[xxᵀ ⊗ xxᵀ] − H ⊗ H),
+  p = (n − B)/(B(n − 1)) (`stability.noise.second_moment`, `stability.noise.gramian`);
+* ``as_max_lr``, ``as_bracket`` — the almost-sure threshold (top Lyapunov exponent = 0,
+  `stability.noise.lyapunov`) with its confidence interval;
+* ``expected_loss`` — [[t, E f(w_t) − f*], ...] from the exact recursion, w₀ = 0;
+* ``floor`` — lim E f − f* (null unless mean-square stable); ``rate`` — the per-step factor
+  at which E f − f* approaches it, max(ρ(𝒯), ρ(Ā)).
+
+``measure=True`` adds ``measured`` from the reference trainer (`stability.noise.runs`): the
+mean and standard error of f − f* over ``runs`` independently seeded runs at the same times,
+the late-window mean (``floor``), the blow-up fraction of the trainer's level criterion, and
+the bracket where two runs sharing their batches drift apart (``as_bracket``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stability.api.resolve import resolve
+from stability.checks import check_choice, check_real
+from stability.result import Result, output
+
+MAX_PARAMETERS = 32
+"""Largest number of parameters d (the reduced problems are d(d+1)/2-dimensional)."""
+MAX_STATE = 4000
+"""Largest state d·s (parameters × slots per parameter)."""
+MAX_STEPS = 1_000_000
+"""Largest horizon of the exact recursion."""
+
+
+def default_times(steps: int) -> list[int]:
+    """0 and the 1-2-5 sequence up to ``steps`` (and ``steps`` itself)."""
+    out = {0, steps}
+    k = 1
+    while k <= steps:
+        out |= {m * k for m in (1, 2, 5) if m * k <= steps}
+        k *= 10
+    return sorted(out)
+
+
+@dataclass(frozen=True)
+class Noise(Result):
+    """Minibatch least squares: thresholds, expected loss and floor (module doc)."""
+
+    rule: str = output("the rule's registry name")
+    batch: int = output("minibatch size B")
+    lr: float = output("step size", "lr")
+    sampling: str = output("sampling of the measured runs (the theory is for iid)")
+    samples: int = output("data rows n")
+    parameters: int = output("parameters d")
+    sampling_factor: float = output("p = (n − B)/(B(n − 1))")
+    full_batch_max_lr: float | None = output("deterministic (B = n) max stable lr", "lr")
+    ms_max_lr: float | None = output("exact mean-square max stable lr", "lr")
+    as_max_lr: float | None = output("almost-sure max stable lr (Lyapunov exponent 0)", "lr")
+    as_bracket: list | None = output("confidence interval of as_max_lr (≈95 %)", "lr")
+    expected_loss: list = output("[[t, E f(w_t) − f*], ...] (exact recursion, w₀ = 0)", "loss")
+    floor: float | None = output("lim E f − f* (null if not mean-square stable)", "loss")
+    rate: float | None = output("per-step factor of E f − f* − floor (null if unstable)")
+    half_life: float | None = output("steps to halve E f − f* − floor: ln 2/−ln(rate)", "steps")
+    ms_radius: float | None = output("ρ(𝒯), spectral radius of the second-moment map")
+    mean_radius: float = output("ρ(Ā), spectral radius of the mean (full-batch) dynamics")
+    stages: list | None = output("per-stage forward delays (schedule), null for uniform")
+    measured: dict | None = output("the trainer's independent runs (null without measure)")
+    notes: list = output("what the numbers assume")
+
+
+def _problem(data: Any, standardize: str, bias: bool, samples: int | None):
+    from stability.trainer.data import Dataset
+    from stability.trainer.linreg import LinearRegression
+    from stability.trainer.problems import ProblemOptions, build_problem
+
+    if isinstance(data, LinearRegression):
+        return data
+    if isinstance(data, Dataset):
+        return LinearRegression.from_dataset(data)
+    options = ProblemOptions(
+        data=None if data is None else str(Path(data)),
+        standardize=standardize,
+        bias=bias,
+        samples=samples,
+    )
+    return build_problem(options)[0]
+
+
+@dataclass(frozen=True)
+class Setup:
+    """A rule on a problem: the state builder, the trainer's rule, the full-batch threshold."""
+
+    name: str
+    problem: Any
+    builder: Any
+    trainer_rule: Any
+    full_batch: float | None
+    stages: list | None
+
+
+def setup(rule: Any, problem, schedule: str | None, stages, microbatches, params) -> Setup:
+    """Resolve the rule (uniform, or per stage of ``schedule``) on ``problem``."""
+    from stability.noise.state import state_space, uniform_state
+    from stability.noise.threshold import uniform_full_batch
+
+    for key in ("lam", "delta", "phi"):
+        if params.get(key) is not None:
+            raise ValueError(f"{key} belongs to the scalar model; here H comes from the data")
+    d = problem.dim
+    if schedule is None:
+        for name, value in (("stages", stages), ("microbatches", microbatches)):
+            if value is not None:
+                raise ValueError(f"{name} needs a schedule (the pipeline it describes)")
+        r = resolve(rule, **params)
+        built = r.rule
+        fb = uniform_full_batch(built, problem.hessian_eigenvalues())
+        return Setup(r.name, problem, lambda lr: uniform_state(built, lr, d), built, fb, None)
+    from stability.agreement.coupled_runs import problem_system, stage_pipeline
+    from stability.agreement.validate import linreg_setup
+    from stability.coupled.scan import scan_max_lr
+    from stability.trainer.schedules import pipeline_rule
+
+    if not isinstance(rule, str):
+        raise ValueError("a schedule needs the rule by name")
+    if stages is None:
+        raise ValueError("stages must be given with a schedule (the number of pipeline stages)")
+    pipe = stage_pipeline(schedule, int(stages), int(microbatches or 1))
+    built = problem_system(linreg_setup(problem), pipe, rule, params)
+    system = built.system
+    trainer = pipeline_rule(rule, params, pipe, system.stage_sizes)
+    fb = scan_max_lr(system).max_lr
+    return Setup(
+        rule,
+        problem,
+        lambda lr: state_space(system.rules, lr, system.stage_sizes),
+        trainer,
+        fb,
+        pipe.tau_fwd.tolist(),
+    )
+
+
+def noise(
+    rule: Any,
+    *,
+    batch: int,
+    lr: float,
+    data: Any = None,
+    standardize: str = "features",
+    bias: bool = False,
+    samples: int | None = None,
+    steps: int = 1000,
+    at: Any = None,
+    sampling: str = "iid",
+    schedule: str | None = None,
+    stages: int | None = None,
+    microbatches: int | None = None,
+    measure: bool = False,
+    runs: int = 256,
+    window: tuple[int, int] | None = None,
+    seed: int = 0,
+    lyapunov_steps: int = 4000,
+    lyapunov_runs: int = 32,
+    pairs: int = 32,
+    pair_steps: int = 5000,
+    **params: Any,
+) -> Noise:
+    """Exact minibatch predictions (and with ``measure`` the trainer's runs), module doc.
+
+    ``rule``: a registry name (or rule value) with its ``params`` as for `stability.max_lr`;
+    ``data``: a CSV/svmlight path, ``None`` (cpusmall), a `Dataset` or a `LinearRegression`;
+    ``at``: the steps of ``expected_loss`` (default: the 1-2-5 sequence up to ``steps``);
+    ``schedule``/``stages``/``microbatches``: per-stage delays (`stability.pipeline`);
+    ``window``: [start, end) of the measured floor (default: the second half of ``steps``).
+
+    Implements the exact second-moment recursion of `stability.noise.second_moment`, the
+    mixture E[H_B ⊗ H_B] = H ⊗ H + p(E[xxᵀ ⊗ xxᵀ] − H ⊗ H) (Mulayoff & Michaeli 2023) and
+    the threshold rules of PipeMare Sec. 3.1 (Lemma 1 at B = n).
+    """
+    from stability.noise.gramian import NoiseMap, mean_radius, ms_radius, stationary
+    from stability.noise.lyapunov import almost_sure_max_lr
+    from stability.noise.moments import SampleMoments
+    from stability.noise.second_moment import SecondMoments
+    from stability.noise.threshold import ms_max_lr
+    from stability.trainer.engine import SAMPLING
+
+    check_choice("sampling", sampling, SAMPLING)
+    lr = check_real("lr", lr, low=0.0, low_open=True)
+    steps = _integer("steps", steps, 1, MAX_STEPS)
+    problem = _problem(data, standardize, bias, samples)
+    n, d = problem.samples, problem.dim
+    batch = _integer("batch", batch, 1, n)
+    if d > MAX_PARAMETERS:
+        raise ValueError(f"the data have {d} parameters; at most {MAX_PARAMETERS} are supported")
+    times = (
+        default_times(steps) if at is None else sorted({_integer("at", t, 0, steps) for t in at})
+    )
+    ctx = setup(rule, problem, schedule, stages, microbatches, params)
+    state = ctx.builder(lr)
+    if d * state.size > MAX_STATE:
+        raise ValueError(f"the state has {d * state.size} entries (> {MAX_STATE}): shorter delays")
+    moments = SampleMoments.of(problem, batch)
+    noise_map = NoiseMap.of(moments)
+    fb = ctx.full_batch
+    ms = None if fb is None else ms_max_lr(ctx.builder, moments, fb)
+    recursion = SecondMoments(state, moments)
+    curve = recursion.expected_loss(-problem.minimizer, times)
+    rho_mean = mean_radius(state, moments.hessian)
+    rho2 = ms_radius(state, moments, noise_map)
+    fixed = stationary(state, moments, noise_map)
+    coupled = moments.p > 0 and np.any(moments.cross(np.ones(d)))
+    rate = None
+    if np.isfinite(rho2) and rho2 < 1:
+        rate = max(rho2, rho_mean) if coupled else rho2
+    if moments.p == 0 or fb is None:
+        as_lr, bracket = fb, (None if fb is None else [fb, fb])
+    else:
+        found = almost_sure_max_lr(
+            ctx.builder,
+            problem.X,
+            batch,
+            0.5 * ms,
+            1.5 * fb,
+            steps=lyapunov_steps,
+            runs=lyapunov_runs,
+            seed=seed,
+        )
+        as_lr, bracket = found.max_lr, list(found.bracket)
+    measured = None
+    if measure:
+        measured = _measure(ctx, lr, batch, times, runs, sampling, window, steps, seed, as_lr)
+        measured["pairs"] = pairs
+    notes = [
+        "the theory is exact for iid sampling (B distinct indices per step, independent "
+        "across steps); reshuffled epochs are only measured",
+        "expected_loss and floor are E f − f* over the sampling, from w₀ = 0",
+        "as_bracket: ±2 standard errors of the Lyapunov exponent over "
+        f"{lyapunov_runs} paths of {lyapunov_steps} steps",
+    ]
+    return Noise(
+        rule=ctx.name,
+        batch=batch,
+        lr=lr,
+        sampling=sampling,
+        samples=n,
+        parameters=d,
+        sampling_factor=moments.p,
+        full_batch_max_lr=fb,
+        ms_max_lr=ms,
+        as_max_lr=as_lr,
+        as_bracket=bracket,
+        expected_loss=[[int(t), _finite(v)] for t, v in zip(times, curve, strict=True)],
+        floor=None if fixed is None else fixed.floor,
+        rate=rate,
+        half_life=None if rate is None or rate == 0 else float(np.log(2) / -np.log(rate)),
+        ms_radius=_finite(rho2),
+        mean_radius=rho_mean,
+        stages=ctx.stages,
+        measured=measured,
+        notes=notes,
+    )
+
+
+def _measure(ctx, lr, batch, times, runs, sampling, window, steps, seed, as_lr) -> dict:
+    from stability.noise.runs import measure_almost_sure, measure_loss
+
+    runs = _integer("runs", runs, 2, 1 << 20)
+    window = (steps // 2, steps) if window is None else tuple(int(w) for w in window)
+    if not 0 <= window[0] < window[1]:
+        raise ValueError(f"window must be [start, end) with 0 ≤ start < end, got {window}")
+    m = measure_loss(
+        ctx.problem,
+        ctx.trainer_rule,
+        lr,
+        batch,
+        times,
+        runs=runs,
+        sampling=sampling,
+        window=window,
+        seed=seed,
+    )
+    out = {
+        "runs": runs,
+        "expected_loss": [
+            [int(t), _finite(a), _finite(b)] for t, a, b in zip(times, m.mean, m.se, strict=True)
+        ],
+        "floor": [_finite(m.window_mean), _finite(m.window_se)],
+        "floor_window": list(window),
+        "blowup_fraction": m.blowups / runs,
+        "blowup_criterion": "loss > 1e6 × initial loss within the run (the trainer's test)",
+    }
+    if as_lr:
+        a = measure_almost_sure(
+            ctx.problem, ctx.trainer_rule, as_lr, batch, sampling=sampling, seed=seed
+        )
+        out["as_bracket"] = [a.stable, a.unstable]
+    return out
+
+
+def _integer(name: str, value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool) or int(value) != value or not low <= int(value) <= high:
+        raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
+    return int(value)
+
+
+def _finite(x: Any) -> float | None:
+    return float(x) if x is not None and np.isfinite(x) else None
+
+
+__all__ = ["MAX_PARAMETERS", "MAX_STATE", "MAX_STEPS", "Noise", "default_times", "noise", "setup"]

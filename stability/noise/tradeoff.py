@@ -1,0 +1,161 @@
+r"""``st.tradeoff``: speed against noise floor for each mitigation (``stability tradeoff``).
+
+For a delay τ and batch B on a least-squares problem, every rule is scanned over its step
+size (fractions of its own ``ms_max_lr``), its momentum and, where it has one, its LWP horizon.
+Each point gets
+
+* ``half_life`` — steps for E f − f* − floor to halve, ln 2 / −ln(rate) with the exact
+  mean-square rate max(ρ(𝒯), ρ(Ā)) (`stability.noise.gramian`): it includes the noise, unlike
+  the deterministic half-life of Kosson Sec. 3.4;
+* ``floor`` — lim E f − f* (`stability.noise.gramian.stationary`).
+
+A point is on a rule's Pareto front if no other point of that rule is both faster and lower.
+With ``target`` (an excess loss), each rule's fastest front point with floor < target gives
+``steps_to_target`` ≈ half_life·log₂((E f₀ − f* − floor)/(target − floor)) (the asymptotic
+rate from the start: an estimate), and ``fastest`` names the rule that gets there first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from stability.result import Result, output
+
+FRACTIONS = (0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 0.9)
+MOMENTA = (0.0, 0.5, 0.9, 0.99)
+
+
+@dataclass(frozen=True)
+class Tradeoff(Result):
+    """Pareto fronts of (half-life, floor) per rule (module doc)."""
+
+    batch: int = output("minibatch size B")
+    tau: int = output("delay τ", "steps")
+    rules: list = output("the rules compared")
+    fronts: dict = output("rule → [[half_life, floor, lr, momentum, horizon], ...] (front)")
+    points: dict = output("rule → every scanned point, same layout")
+    target: float | None = output("the target excess loss (null: none)", "loss")
+    steps_to_target: dict | None = output("rule → estimated steps to reach target", "steps")
+    fastest: str | None = output("the rule reaching target first (null: none can)")
+    figure: str | None = output("path of the figure written (null: none)")
+
+
+def pareto(points: list[list]) -> list[list]:
+    """Points not dominated in (half_life, floor), by increasing half-life."""
+    front, best = [], np.inf
+    for p in sorted(points, key=lambda q: (q[0], q[1])):
+        if p[1] < best:
+            front.append(p)
+            best = p[1]
+    return front
+
+
+def _scan(name, tau, problem, moments, noise_map, fractions, momenta):
+    from stability.noise.gramian import mean_radius, ms_radius, stationary
+    from stability.noise.minibatch import setup
+    from stability.noise.threshold import ms_max_lr
+    from stability.rules.registry import get_spec
+
+    names = get_spec(name).param_names
+    grid_m = momenta if "momentum" in names else (None,)
+    grid_h = (None,) if "horizon" not in names or tau == 0 else (0.5 * tau, tau, 2.0 * tau)
+    out = []
+    for m in grid_m:
+        for h in grid_h:
+            params = {"tau": tau} | ({} if m is None else {"momentum": m})
+            params |= {} if h is None else {"horizon": h}
+            ctx = setup(name, problem, None, None, None, params)
+            if ctx.full_batch is None:
+                continue
+            ms = ms_max_lr(ctx.builder, moments, ctx.full_batch)
+            for f in fractions:
+                lr = f * ms
+                state = ctx.builder(lr)
+                fixed = stationary(state, moments, noise_map)
+                rho = max(ms_radius(state, moments, noise_map), mean_radius(state, moments.hessian))
+                if fixed is None or not 0 < rho < 1:
+                    continue
+                out.append([float(np.log(2) / -np.log(rho)), fixed.floor, lr, m, h])
+    return out
+
+
+def tradeoff(
+    *,
+    batch: int,
+    tau: int,
+    rules: Any = ("sgd", "momentum", "lwp+sc"),
+    data: Any = None,
+    standardize: str = "features",
+    bias: bool = False,
+    samples: int | None = None,
+    fractions: Any = FRACTIONS,
+    momenta: Any = MOMENTA,
+    target: float | None = None,
+    out: Any = None,
+) -> Tradeoff:
+    """Speed-versus-floor fronts (module doc).  Exact mean-square rate and floor of
+    `stability.noise.second_moment` (E[H_B ⊗ H_B] = H ⊗ H + p(E[xxᵀ ⊗ xxᵀ] − H ⊗ H))."""
+    from stability.checks import check_delay, check_real
+    from stability.noise.gramian import NoiseMap
+    from stability.noise.minibatch import _integer, _problem
+    from stability.noise.moments import SampleMoments
+
+    tau = int(check_delay("tau", tau))
+    problem = _problem(data, standardize, bias, samples)
+    batch = _integer("batch", batch, 1, problem.samples)
+    rules = [rules] if isinstance(rules, str) else list(rules)
+    if not rules:
+        raise ValueError("rules must name at least one rule")
+    for f in fractions:
+        check_real("fractions", f, low=0.0, high=1.0, low_open=True, high_open=True)
+    if target is not None:
+        target = check_real("target", target, low=0.0, low_open=True)
+    moments = SampleMoments.of(problem, batch)
+    noise_map = NoiseMap.of(moments)
+    points = {r: _scan(r, tau, problem, moments, noise_map, fractions, momenta) for r in rules}
+    fronts = {r: pareto(p) for r, p in points.items()}
+    steps, fastest = None, None
+    if target is not None:
+        start = float(problem.loss(problem.initial_weights()) - problem.min_loss)
+        steps = {}
+        for r, front in fronts.items():
+            ok = [
+                p[0] * np.log2(max(start - p[1], 1e-300) / (target - p[1]))
+                for p in front
+                if p[1] < target
+            ]
+            steps[r] = float(min(ok)) if ok else None
+        reach = {r: s for r, s in steps.items() if s is not None}
+        fastest = min(reach, key=reach.get) if reach else None
+    figure = None
+    if out is not None:
+        figure = str(_figure(fronts, points, batch, tau, target, out))
+    return Tradeoff(batch, tau, rules, fronts, points, target, steps, fastest, figure)
+
+
+def _figure(fronts, points, batch, tau, target, out):
+    import matplotlib.pyplot as plt
+
+    from stability.plotting import save_figure
+
+    fig, ax = plt.subplots(figsize=(7, 4.8), layout="constrained")
+    for (rule, front), color in zip(fronts.items(), plt.cm.tab10.colors, strict=False):
+        pts = np.array([p[:2] for p in points[rule]]) if points[rule] else np.zeros((0, 2))
+        ax.scatter(pts[:, 0], pts[:, 1], s=8, color=color, alpha=0.35)
+        f = np.array([p[:2] for p in front]) if front else np.zeros((0, 2))
+        ax.plot(f[:, 0], f[:, 1], "o-", color=color, ms=4, label=f"{rule} (Pareto front)")
+    if target is not None:
+        ax.axhline(target, color="black", ls="--", lw=0.8, label="target")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("half-life of E f − f* (steps, log scale)")
+    ax.set_ylabel("noise floor lim E f − f* (log scale)")
+    ax.set_title(f"speed vs floor: τ = {tau}, B = {batch} (exact mean-square theory)", fontsize=10)
+    ax.legend(fontsize=8)
+    return save_figure(fig, out)
+
+
+__all__ = ["FRACTIONS", "MOMENTA", "Tradeoff", "pareto", "tradeoff"]

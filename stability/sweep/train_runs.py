@@ -1,0 +1,191 @@
+"""``train`` points of a sweep: reference-trainer runs, a chunk's runs in lockstep.
+
+Until the public ``st.train`` exists, a ``train`` point is what ``stability train`` computes
+for a rule with a uniform delay (no ``--schedule``, ``--t1``, ``--warmup-epochs``, ``--update``)
+— delayed training by the rule's own step (`stability.trainer.engine.train`, PipeMare eq. 1
+for ``sgd``) on the problem of ``--problem`` (`stability.trainer.problems.build_problem`, the
+CLI's defaults) from the problem's initial weights — and its outcome keys of
+``stability train --json``: ``diverged``, ``diverged_step``, ``diverged_loss``,
+``initial_loss``, ``final_loss`` (`TrainRun`).
+
+A chunk's runs that share the problem, ``steps``, ``batch``, ``seed`` and ``divergence``
+train in one lockstep computation (R runs as one array computation; the rule's parameters
+that differ between runs become (R, 1) arrays, as in ``paper_repro/pipemare_fig5b.py``), so
+a chunk costs about what one run costs.  Every run sees the same minibatch stream (the seed's)
+as it does alone.
+
+.. warning:: Two differences from ``stability train``, both in the last place only:
+   ``diverged_step`` is the first divergence check (every 10 steps, and the last step) that
+   trips — ``stability train`` also checks at its loss-curve points, so it can report a step
+   up to 9 earlier; and the lockstep products of R runs can round in the last bit differently
+   from one run's (final losses agree to ~1e-16 relative).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from stability.result import Result, output
+from stability.sweep.outcome import error_line
+
+TRAIN_OPTIONS: dict[str, tuple[str, str]] = {
+    "lr": ("real", "step size > 0 (required)"),
+    "steps": ("int", "training steps (default 10000)"),
+    "batch": ("int", "minibatch size (default: full batch)"),
+    "seed": ("int", "seed of the minibatch stream and of the MLP's initialization (default 0)"),
+    "divergence": ("real", "diverged: loss above this × the initial loss (default 1e6)"),
+    "problem": ("str", "linreg or mlp (default linreg)"),
+    "data": ("str", "CSV or LIBSVM file (default: cpusmall)"),
+    "standardize": ("str", "none, features or all (default: features for linreg, all for mlp)"),
+    "bias": ("bool", "append an intercept column (default false)"),
+    "samples": ("int", "train on a seeded random subset of this many rows"),
+    "hidden": ("ints", "MLP hidden widths (default [4, 4])"),
+    "activation": ("str", "MLP activation (default tanh)"),
+    "task": ("str", "MLP task: regression or classification (default regression)"),
+    "l2": ("real", "MLP loss regularization l2/2·‖w‖² (default 0.1)"),
+}
+"""The keywords of a ``train`` point besides the rule's parameters (the CLI's flags)."""
+
+_DEFAULTS = {"steps": 10_000, "batch": None, "seed": 0, "divergence": 1e6}
+_PROBLEM_KEYS = ("problem", "data", "standardize", "bias", "samples", "hidden", "activation",
+                 "task", "l2")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TrainRun(Result):
+    """The outcome of one reference-trainer run (the keys of ``stability train --json``)."""
+
+    diverged: bool = output("the loss exceeded divergence × its initial value (or overflowed)")
+    diverged_step: int | None = output("first divergence check that tripped; null: none", "step")
+    diverged_loss: float | None = output("loss at that check; null: none or non-finite", "loss")
+    initial_loss: float | None = output("loss at the initial weights", "loss")
+    final_loss: float | None = output("loss after the last step; null if diverged", "loss")
+
+
+def train_chunk(points: Sequence[tuple[str, dict[str, Any]]]) -> list[TrainRun | str]:
+    """A `TrainRun` or a one-line error for every ``(rule, keywords)`` point (module doc)."""
+    out: list[TrainRun | str | None] = [None] * len(points)
+    groups: dict[Any, list[tuple[int, dict[str, Any], float]]] = defaultdict(list)
+    for i, (rule, params) in enumerate(points):
+        try:
+            key, rule_values, lr = _split(rule, params)
+        except Exception as err:  # noqa: BLE001 - recorded with the point
+            out[i] = error_line(err)
+            continue
+        groups[key].append((i, rule_values, lr))
+    for key, members in groups.items():
+        for batch in _lockstep_batches(key, members):
+            try:
+                runs = _train(key, batch)
+            except Exception as err:  # noqa: BLE001 - recorded with each point
+                runs = [error_line(err)] * len(batch)
+            for (i, _, _), run in zip(batch, runs, strict=True):
+                out[i] = run
+    return out
+
+
+def _split(rule: str, params: dict[str, Any]) -> tuple[Any, dict[str, Any], float]:
+    """(group key, the rule's validated parameters, lr) of one point."""
+    from stability.checks import check_real
+    from stability.rules.registry import get_spec
+
+    options = {k: v for k, v in params.items() if k in TRAIN_OPTIONS}
+    rule_params = {k: v for k, v in params.items() if k not in TRAIN_OPTIONS}
+    if "lr" not in options:
+        raise ValueError("lr must be given")
+    lr = check_real("lr", options["lr"], low=0.0, low_open=True)
+    settings = {k: options.get(k, d) for k, d in _DEFAULTS.items()}
+    if settings["steps"] < 1:
+        raise ValueError(f"steps must be an integer ≥ 1, got {settings['steps']}")
+    if settings["seed"] < 0:
+        raise ValueError(f"seed must be an integer ≥ 0, got {settings['seed']}")
+    check_real("divergence", settings["divergence"], low=1.0, low_open=True)
+    resolved = get_spec(rule).resolve(**rule_params)  # a parameter the rule lacks raises here
+    problem = tuple((k, options[k]) for k in _PROBLEM_KEYS if k in options)
+    return (rule, problem, tuple(settings.items())), resolved, lr
+
+
+def _lockstep_batches(key, members):
+    """One batch of all the group's runs, if its rule builds with per-run parameter arrays;
+    otherwise one batch per distinct parameter set (only lr differs inside)."""
+    from stability.rules.registry import get_spec
+
+    rule = key[0]
+    try:
+        get_spec(rule).build(**_stacked([values for _, values, _ in members]))
+        return [members]
+    except Exception:  # noqa: BLE001 - a rule without array parameters: split the group
+        by_values = defaultdict(list)
+        for m in members:
+            by_values[repr(sorted(m[1].items()))].append(m)
+        return list(by_values.values())
+
+
+def _stacked(values: list[dict[str, Any]]) -> dict[str, Any]:
+    """Parameters equal across runs as they are; the others as (R, 1) arrays."""
+    out = {}
+    for name in values[0]:
+        column = [v[name] for v in values]
+        if all(c == column[0] for c in column):
+            out[name] = column[0]
+        elif any(c is None or isinstance(c, bool | str) for c in column):
+            raise TypeError(f"{name} differs between runs and is not a number")
+        else:
+            dtype = np.int64 if all(isinstance(c, int) for c in column) else float
+            out[name] = np.array(column, dtype=dtype).reshape(-1, 1)
+    return out
+
+
+def _train(key, batch) -> list[TrainRun]:
+    from stability.rules.registry import get_spec
+    from stability.trainer.engine import train
+
+    rule_name, problem_items, settings = key
+    problem = _problem(problem_items)
+    rule, _ = get_spec(rule_name).build(**_stacked([values for _, values, _ in batch]))
+    res = train(problem, rule, np.array([lr for _, _, lr in batch]), **dict(settings))
+    return [
+        TrainRun(
+            diverged=bool(res.diverged[r]),
+            diverged_step=int(res.diverged_step[r]) if res.diverged[r] else None,
+            diverged_loss=_finite(res.diverged_loss[r]),
+            initial_loss=_finite(res.initial_loss[r]),
+            final_loss=_finite(res.final_loss[r]),
+        )
+        for r in range(len(batch))
+    ]
+
+
+@functools.lru_cache(maxsize=4)
+def _problem(items: tuple[tuple[str, Any], ...]):
+    """The problem of ``stability train``'s problem flags (its defaults), built once per
+    process."""
+    from stability.trainer.problems import ProblemOptions, build_problem
+
+    given = dict(items)
+    kind = given.get("problem", "linreg")
+    mlp = kind == "mlp"
+    options = ProblemOptions(
+        problem=kind,
+        data=given.get("data"),
+        standardize=given.get("standardize") or ("all" if mlp else "features"),
+        bias=given.get("bias", False),
+        samples=given.get("samples"),
+        max_samples=128 if mlp else None,
+        hidden=tuple(given.get("hidden", (4, 4))),
+        activation=given.get("activation", "tanh"),
+        task=given.get("task", "regression"),
+        weight_decay=given.get("l2", 0.1),
+    )
+    return build_problem(options)[0]
+
+
+def _finite(x) -> float | None:
+    x = float(x)
+    return x if np.isfinite(x) else None

@@ -1,0 +1,398 @@
+"""stability.nets on tiny models: curvature vs dense autograd Hessians, the rank-k reduction vs
+the dense coupled system, the simulator vs the coupled system's own linear step, prediction vs
+measured bracket and rate, and the one-line errors of ``stability net``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+from stability.cli.main import main
+from stability.coupled.system import CoupledSystem, composed_step, coupled_system, dense_max_lr
+from stability.nets.bracket import NetProtocol, measure_log_rate, measure_max_lr
+from stability.nets.curvature import curvature, dense_hessian
+from stability.nets.fitting import near_minimum
+from stability.nets.lowrank import positive_part, reduced_system, stage_factors
+from stability.nets.prediction import net_pipeline, net_rules, predict, predicted_log_rate
+from stability.nets.problem import REVERSE_OVER_REVERSE, problem_from_dict, split_stages
+from stability.nets.public import net_train
+from stability.nets.simulator import check_stashed, simulate
+from stability.rules.delayed_momentum import DelayedMomentum
+
+TINY = textwrap.dedent(
+    """
+    import torch
+
+    def data():
+        g = torch.Generator().manual_seed(0)
+        X = torch.randn(48, 5, generator=g, dtype=torch.float64)
+        Y = torch.sin(X[:, :2]) + 0.1 * X[:, 2:4]
+        return X, Y
+
+    def build():
+        return torch.nn.Sequential(
+            torch.nn.Linear(5, 10), torch.nn.Tanh(), torch.nn.Linear(10, 2))
+
+    def loss(out, y):
+        return 0.5 * ((out - y) ** 2).sum(dim=1).mean()
+
+    def problem(fit=True):
+        from stability.nets.fitting import near_minimum
+        X, Y = data()
+        if fit:
+            model = near_minimum(build, loss, X, Y, name="tiny", iterations=400)
+        else:
+            torch.manual_seed(3)
+            model = build()
+        return {"model": model, "loss": loss, "inputs": X, "targets": Y}
+
+    def unfitted():
+        return problem(fit=False)
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_file(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("nets")
+    path = folder / "tiny.py"
+    path.write_text(TINY)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("STABILITY_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+def _module(path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tiny_problem", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_file, tmp_path_factory):
+    import os
+
+    os.environ["STABILITY_CACHE"] = str(tmp_path_factory.getbasetemp() / "cache")
+    return problem_from_dict(_module(tiny_file).problem(), stages=3)
+
+
+# -- curvature -----------------------------------------------------------------------------------
+
+
+def test_lanczos_eigenvalues_equal_dense_hessian(tiny):
+    assert tiny.dim == 82 and tiny.stage_sizes == (50, 10, 22)
+    H = dense_hessian(tiny)
+    exact = np.sort(np.linalg.eigvalsh(H))[::-1]
+    c = curvature(tiny, 6, negative_k=0)
+    assert np.max(np.abs(c.eigenvalues - exact[:6])) <= 1e-6 * exact[0]
+    assert c.hvps > 0 and "Lanczos" in c.method
+    for block, values in zip(tiny.blocks, c.stage_eigenvalues, strict=True):
+        block_exact = np.sort(np.linalg.eigvalsh(H[block, block]))[::-1]
+        assert np.max(np.abs(values - block_exact[: values.size])) <= 1e-6 * exact[0]
+
+
+def test_negative_eigenvalues_are_found_and_reported(tiny_file):
+    net = problem_from_dict(_module(tiny_file).unfitted(), stages=2)
+    exact = np.linalg.eigvalsh(dense_hessian(net))
+    assert exact[0] < -1e-3 * exact[-1]  # a random initialization is no minimum
+    c = curvature(net, 3, negative_k=2, negative_maxiter=500)
+    assert c.negative_eigenvalues.size >= 1
+    assert abs(c.negative_eigenvalues[0] - exact[0]) <= 1e-6 * exact[-1]
+
+
+def test_mse_loss_falls_back_to_reverse_over_reverse():
+    torch.manual_seed(0)
+    X, Y = torch.randn(20, 3, dtype=torch.float64), torch.randn(20, 1, dtype=torch.float64)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+    net = problem_from_dict({"model": model, "loss": torch.nn.MSELoss(), "inputs": X, "targets": Y})
+    assert net.hvp_mode == REVERSE_OVER_REVERSE
+    v = torch.randn(net.dim, dtype=torch.float64)
+    H = dense_hessian(net)
+    assert np.allclose(net.hvp(net.w_star, v).numpy(), H @ v.numpy(), rtol=0, atol=1e-12)
+
+
+def test_split_stages_contiguous_and_balanced():
+    names = [f"t{i}" for i in range(6)]
+    groups = split_stages(names, [10, 10, 40, 10, 10, 20], 3)
+    assert [n for g in groups for n in g] == names
+    assert groups == [["t0", "t1"], ["t2", "t3"], ["t4", "t5"]]  # cuts nearest 33 and 67
+    with pytest.raises(ValueError, match="at most the number of parameter tensors"):
+        split_stages(names, [1] * 6, 7)
+
+
+# -- the rank-k reduction ------------------------------------------------------------------------
+
+
+def test_reduced_hessian_keeps_spectrum_and_stage_blocks():
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((40, 30))
+    lam, V = positive_part(A.T @ A / 40)
+    k, sizes = 6, (12, 8, 10)
+    Hk = V[:, :k] * lam[:k] @ V[:, :k].T
+    Ht, r = stage_factors(lam[:k], V[:, :k], sizes)
+    assert r == (6, 6, 6)
+    assert np.allclose(np.sort(np.linalg.eigvalsh(Ht))[::-1][:k], lam[:k], atol=1e-12)
+    ends = np.cumsum((0, *sizes))
+    rends = np.cumsum((0, *r))
+    for i in range(3):
+        a = np.sort(np.linalg.eigvalsh(Hk[ends[i] : ends[i + 1], ends[i] : ends[i + 1]]))[::-1]
+        b = np.sort(np.linalg.eigvalsh(Ht[rends[i] : rends[i + 1], rends[i] : rends[i + 1]]))
+        assert np.allclose(a[:6], b[::-1], atol=1e-12)
+
+
+def test_reduced_system_has_the_max_lr_of_the_truncated_hessian():
+    """Exact reduction: the rank-k system equals the p×p coupled system on H_k."""
+    rng = np.random.default_rng(2)
+    A = rng.standard_normal((30, 24))
+    lam, V = positive_part(A.T @ A / 30)
+    k, sizes = 5, (8, 10, 6)
+    dense = coupled_system(
+        V[:, :k] * lam[:k] @ V[:, :k].T, stage_sizes=sizes, rule="sgd", tau_fwd=[3, 2, 1]
+    )
+    small = reduced_system(dense.rules, lam[:k], V[:, :k], sizes)
+    assert small.dim == 15 < dense.dim
+    a, b = dense_max_lr(dense).max_lr, dense_max_lr(small).max_lr
+    assert abs(a - b) <= 1e-9 * a
+
+
+# -- the simulator -------------------------------------------------------------------------------
+
+
+class _Blocks(torch.nn.Module):
+    """A linear model with three parameter tensors (three stages): y = Σ X_j·a_j."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Parameter(torch.zeros(2, dtype=torch.float64))
+        self.b = torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))
+        self.c = torch.nn.Parameter(torch.zeros(2, dtype=torch.float64))
+
+    def forward(self, X):
+        return X[:, :2] @ self.a + X[:, 2:5] @ self.b + X[:, 5:] @ self.c
+
+
+@pytest.mark.parametrize("rule, values", [("lwp+sc", {"momentum": 0.9}), ("sgd", {})])
+def test_simulator_equals_the_coupled_linear_step(rule, values):
+    """On least squares the simulator (torch gradients, ring buffer, per-stage rule objects)
+    must reproduce the coupled system's composed step (numpy, H = XᵀX/n) step for step."""
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(30, 7, generator=g, dtype=torch.float64)
+    y = X @ torch.randn(7, generator=g, dtype=torch.float64) + 0.3 * torch.randn(30, generator=g)
+    w_star = torch.linalg.lstsq(X, y[:, None]).solution[:, 0]
+    model = _Blocks()
+    with torch.no_grad():
+        model.a[:], model.b[:], model.c[:] = w_star[:2], w_star[2:5], w_star[5:]
+    net = problem_from_dict(
+        {
+            "model": model,
+            "loss": lambda o, t: 0.5 * ((o - t) ** 2).mean(),
+            "inputs": X,
+            "targets": y,
+            "stages": [["a"], ["b"], ["c"]],
+        }
+    )
+    pipe = net_pipeline(3, schedule="pipemare")
+    rules = net_rules(rule, values, pipe)
+    e0 = torch.linspace(-1, 1, 7, dtype=torch.float64) * 1e-2
+    lr, steps = 0.05, 40
+    res = simulate(net, rules, [lr], steps=steps, w0=net.w_star + e0, criterion="distance")
+    assert not res.diverged[0]
+    H = (X.T @ X / 30).numpy()
+    system = CoupledSystem(rules, (2, 3, 2), {"forward": H})
+    hist = []
+    for entry, block in zip(system.state_layout, system.blocks, strict=True):
+        hist.append(
+            {var: np.zeros((d, 1, block.stop - block.start)) for var, (_, d) in entry.items()}
+        )
+        hist[-1]["w"][:] = e0.numpy()[block]
+    for _ in range(steps):
+        hist = composed_step(system, hist, lr)
+    expected = np.concatenate([h["w"][0, 0] for h in hist])
+    final = res.final_weights[0] - net.w_star.numpy()
+    assert np.abs(expected).max() > 1e-4
+    assert np.allclose(final, expected, rtol=0, atol=1e-12)
+
+
+def test_inconsistent_rules_are_refused():
+    for name in ("discrepancy", "t2", "recompute"):
+        with pytest.raises(ValueError, match="--backward current"):
+            net_rules(name, {}, net_pipeline(2, tau=2))
+    with pytest.raises(ValueError, match="different backward"):
+        check_stashed(DelayedMomentum(tau_fwd=2, tau_bkwd=0))
+    check_stashed(DelayedMomentum(tau_fwd=2, horizon=2.0, sc_a=0.5, sc_b=1.0))
+
+
+# -- prediction vs simulation ----------------------------------------------------------------------
+
+
+def test_predicted_max_lr_and_rate_agree_with_the_simulator(tiny):
+    curv = curvature(tiny, 10, negative_k=0)
+    pipe = net_pipeline(3, schedule="pipemare")
+    rules = net_rules("momentum", {"momentum": 0.9}, pipe)
+    pred = predict(curv, rules)
+    lr = pred.analysis.max_lr
+    assert pred.truncation_change is not None and abs(pred.truncation_change) < 1e-3
+    protocol = NetProtocol(steps=1000, rate_steps=600)
+    v1 = curv.eigenvectors[:, 0]
+    m = measure_max_lr(tiny, rules, v1, lr, protocol)
+    assert m.relative_width <= 0.01
+    assert m.stable <= lr * 1.02 and m.unstable >= lr * 0.98
+    measured = measure_log_rate(tiny, rules, v1, [0.5 * lr], protocol)[0]
+    predicted = predicted_log_rate(curv, rules, 0.5 * lr)
+    assert abs(measured / predicted - 1) <= 0.05
+
+
+def test_net_train_reports_divergence_and_rates(tiny):
+    ok = net_train(tiny, "sgd", lr=0.01, steps=200, tau=1, curve_points=5)
+    assert not ok.diverged and ok.final_loss is not None and len(ok.loss_curve) == 5
+    assert ok.measured_rate is not None and ok.stage_taus == [1, 1, 1]
+    bad = net_train(tiny, "sgd", lr=50.0, steps=200, tau=1)
+    assert bad.diverged and bad.final_loss is None and bad.diverged_step > 0
+    mini = net_train(tiny, "momentum", lr=0.01, steps=50, batch=8, momentum=0.5)
+    assert mini.measured_rate is None and mini.to_json()["protocol"]["batch"] == 8
+
+
+def test_fitting_is_cached(tiny_file, tmp_path_factory):
+    module = _module(tiny_file)
+    X, Y = module.data()
+    first = near_minimum(module.build, module.loss, X, Y, name="tiny", iterations=400)
+    second = near_minimum(module.build, module.loss, X, Y, name="tiny", iterations=400)
+    for a, b in zip(first.parameters(), second.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+# -- the command line ----------------------------------------------------------------------------
+
+BAD = {
+    "missing": ("{folder}/nope.py:problem", "does not exist"),
+    "no_function": ("{tiny}:nothing", "has no function 'nothing'"),
+    "not_dict": ("{folder}/bad.py:not_dict", "must return a dict"),
+    "stage_name": ("{folder}/bad.py:bad_stage", "'0.nonsense', which is not a trainable"),
+    "non_finite": ("{folder}/bad.py:nan_loss", "not finite"),
+    "raises": ("{folder}/bad.py:raises", "raised RuntimeError: boom"),
+}
+
+BAD_FILE = textwrap.dedent(
+    """
+    import math
+    import torch
+    from tiny import problem
+
+    def not_dict():
+        return [1, 2]
+
+    def bad_stage():
+        d = problem(fit=False)
+        d["stages"] = [["0.weight", "0.nonsense"], ["0.bias", "2.weight", "2.bias"]]
+        return d
+
+    def nan_loss():
+        d = problem(fit=False)
+        d["inputs"] = d["inputs"] * math.nan
+        return d
+
+    def raises():
+        raise RuntimeError("boom\\nsecond line")
+    """
+)
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_problems_are_one_line_exit_2(case, tiny_file, capsys):
+    (tiny_file.parent / "bad.py").write_text(BAD_FILE)
+    spec, message = BAD[case]
+    spec = spec.format(folder=tiny_file.parent, tiny=tiny_file)
+    rc = main(["net", "curvature", "--problem", spec, "--k", "2"])
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and err.count("\n") == 1, err
+
+
+def test_cli_curvature_and_max_lr_json(tiny_file, capsys):
+    import json
+
+    assert (
+        main(
+            [
+                "net",
+                "curvature",
+                "--problem",
+                f"{tiny_file}:problem",
+                "--k",
+                "3",
+                "--stages",
+                "2",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    out = json.loads(capsys.readouterr().out)
+    for key in (
+        "eigenvalues",
+        "stage_eigenvalues",
+        "stage_sizes",
+        "n_params",
+        "hvps",
+        "seconds",
+        "method",
+        "negative_eigenvalues",
+    ):
+        assert key in out
+    assert len(out["eigenvalues"]) == 3 and len(out["stage_eigenvalues"]) == 2
+    assert (
+        main(
+            [
+                "net",
+                "max-lr",
+                "--problem",
+                f"{tiny_file}:problem",
+                "--rule",
+                "sgd",
+                "--stages",
+                "3",
+                "--tau",
+                "2",
+                "--k",
+                "4",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert out["stage_taus"] == [2, 2, 2] and out["max_lr"] > 0
+    # uniform delays decouple: the scalar bound at λ_max is exact
+    assert abs(out["scalar_bound"] / out["max_lr"] - 1) < 1e-8
+    assert out["measured_max_lr"] is None and 0 < out["predicted_rate"] < 1
+
+
+def test_missing_torch_is_one_line_exit_2(monkeypatch, capsys):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a)
+    )
+    rc = main(["net", "curvature", "--problem", "x.py:problem"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "pip install stability[torch]" in err and err.count("\n") == 1
+
+
+def test_help_and_other_commands_do_not_import_torch():
+    code = (
+        "import sys; from stability.cli.main import make_parser, main; make_parser(); "
+        "main(['max-lr', 'sgd', '--tau', '2', '--json']); print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().endswith("False")

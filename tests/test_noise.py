@@ -1,0 +1,267 @@
+"""Minibatch theory (stability.noise) against independent computations: the coupled block state
+matrix, exact enumeration of batch sequences, dense Kronecker matrices, closed forms, and the
+reference trainer's independent runs."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+from stability.coupled.system import CoupledSystem, stage_rules, state_matrix
+from stability.noise import gramian as gr
+from stability.noise.minibatch import noise
+from stability.noise.moments import SampleMoments, sampling_factor
+from stability.noise.second_moment import SecondMoments
+from stability.noise.state import state_space, uniform_state
+from stability.noise.threshold import ms_max_lr, uniform_full_batch
+from stability.rules.base import History, step
+from stability.rules.registry import build_rule
+from stability.trainer.engine import train
+from stability.trainer.linreg import LinearRegression
+
+RULES = [
+    ("sgd", {"tau": 0}),
+    ("momentum", {"tau": 1, "momentum": 0.8}),
+    ("lwp+sc", {"tau": 2, "momentum": 0.7}),
+    ("lwp-v+sc", {"tau": 1, "momentum": 0.5}),
+    ("t2", {"tau_fwd": 2, "tau_bkwd": 1, "momentum": 0.5}),
+]
+
+
+def tiny(n=6, d=2, seed=0, tails=False) -> LinearRegression:
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    if tails:
+        X *= np.exp(0.7 * rng.standard_normal(n))[:, None]
+    return LinearRegression(X, X @ rng.standard_normal(d) + rng.standard_normal(n))
+
+
+def test_sampling_factor():
+    assert sampling_factor(10, 1) == 1 and sampling_factor(10, 10) == 0
+    assert sampling_factor(9, 3) == pytest.approx(6 / 24)
+
+
+@pytest.mark.parametrize("name, params", RULES)
+def test_state_matrix_is_the_coupled_block_state_matrix(name, params):
+    """A(H) from probing equals the coupled analysis' block state matrix (its own probing of
+    the composed step), eigenvalue for eigenvalue, for a full Hessian and two stages."""
+    rule, _ = build_rule(name, **params)
+    rng = np.random.default_rng(1)
+    G = rng.standard_normal((3, 3))
+    H = G @ G.T
+    st = state_space([rule, rule], 0.07, [1, 2])
+    ref = state_matrix(CoupledSystem((rule, rule), (1, 2), {"forward": H}), 0.07)
+    ours = np.linalg.eigvals(st.matrix(H))
+    theirs = np.linalg.eigvals(ref)
+    big = lambda e: np.sort_complex(e[np.abs(e) > 1e-9])  # noqa: E731
+    np.testing.assert_allclose(big(ours), big(theirs), atol=1e-10)
+
+
+def _subset_average(problem, batch, f):
+    subsets = list(itertools.combinations(range(problem.samples), batch))
+    return sum(f(list(s)) for s in subsets) / len(subsets)
+
+
+@pytest.mark.parametrize("name, params", RULES[:3])
+def test_transition_is_the_dense_kronecker_average_over_every_batch(name, params):
+    """𝒯 (matrix-free, mixture formula) = the average of A(H_B) ⊗ A(H_B) over all C(6, 2)
+    batches, each A(H_B) the coupled block state matrix at that batch's Hessian."""
+    problem = tiny()
+    rule, _ = build_rule(name, **params)
+    st = uniform_state(rule, 0.3, 2)
+    sm = SecondMoments(st, SampleMoments.of(problem, 2))
+
+    def kron(idx):
+        H = problem.X[idx].T @ problem.X[idx] / 2
+        A = state_matrix(CoupledSystem((rule,), (2,), {"forward": H}), 0.3)
+        return np.kron(A, A)
+
+    dense_full = _subset_average(problem, 2, kron)
+    # the coupled layout orders (var, lag, parameter); ours (parameter, slot): permute
+    n = st.dim * st.size
+    perm = _coupled_order(rule, st)
+    rng = np.random.default_rng(2)
+    G = rng.standard_normal((n, n))
+    S = G @ G.T
+    ours = sm.transition(S.reshape(st.dim, st.size, st.dim, st.size)).reshape(n, n)
+    Sc = S[np.ix_(perm, perm)]
+    theirs = (dense_full @ Sc.ravel()).reshape(n, n)
+    inverse = np.argsort(perm)
+    np.testing.assert_allclose(ours, theirs[np.ix_(inverse, inverse)], atol=1e-11)
+
+
+def _coupled_order(rule, st):
+    """Our index (c·s + a) of each coupled-state row (var blocks, lag, parameter)."""
+    system = CoupledSystem((rule,), (st.dim,), {"forward": np.eye(st.dim)})
+    order = []
+    for var, (_, depth) in system.state_layout[0].items():
+        for lag in range(depth):
+            for c in range(st.dim):
+                order.append(c * st.size + st.slots.index((var, lag)))
+    return np.array(order)
+
+
+@pytest.mark.parametrize("name, params", RULES[:3])
+def test_expected_loss_is_exact_over_every_batch_sequence(name, params):
+    """E f(w_t) − f* (offset b_t, cross term, loss) equals the exact average of the rule's own
+    step over all 10³ sequences of three batches (n = 5, B = 2)."""
+    problem = tiny(n=5, d=2, seed=3)
+    rule, _ = build_rule(name, **params)
+    lr = 0.2
+    batches = list(itertools.combinations(range(5), 2))
+    hist = History.constant(rule, np.zeros((len(batches) ** 3, 2)))
+    seqs = np.array(list(itertools.product(range(len(batches)), repeat=3)))
+    exact = [float(np.mean(problem.loss(hist.weights)) - problem.min_loss)]
+    for t in range(3):
+        idx = np.array([batches[k] for k in seqs[:, t]])
+        Xb, yb = problem.X[idx], problem.y[idx]
+
+        def oracle(u, *_, Xb=Xb, yb=yb):
+            return np.einsum("rbi,rb->ri", Xb, np.einsum("rbi,ri->rb", Xb, u) - yb) / 2
+
+        hist = step(rule, hist, oracle, lr)
+        exact.append(float(np.mean(problem.loss(hist.weights)) - problem.min_loss))
+    sm = SecondMoments(uniform_state(rule, lr, 2), SampleMoments.of(problem, 2))
+    np.testing.assert_allclose(
+        sm.expected_loss(-problem.minimizer, [0, 1, 2, 3]), exact, rtol=1e-11
+    )
+
+
+def test_trainer_runs_agree_with_the_recursion_and_the_floor():
+    """Monte Carlo: 4,000 independent trainer runs (iid sampling) vs the exact recursion at
+    t = 3, 30 and the stationary floor vs the mean over steps [200, 400), within 4 SE."""
+    problem = tiny(n=40, d=3, seed=4, tails=True)
+    rule, _ = build_rule("momentum", tau=1, momentum=0.5)
+    mo = SampleMoments.of(problem, 4)
+    fb = uniform_full_batch(rule, problem.hessian_eigenvalues())
+    lr, R = 0.4 * ms_max_lr(lambda a: uniform_state(rule, a, 3), mo, fb), 4000
+    sm = SecondMoments(uniform_state(rule, lr, 3), mo)
+    res = train(problem, rule, np.full(R, lr), steps=400, batch=4, sampling="iid",
+                streams=np.arange(R), record_every=1, seed=1)  # fmt: skip
+    excess = res.curve - problem.min_loss
+    pred = sm.expected_loss(-problem.minimizer, [3, 30])
+    for t, p in zip([3, 30], pred, strict=True):
+        se = excess[:, t].std() / np.sqrt(R)
+        assert abs(p - excess[:, t].mean()) < 4 * se, (t, p, excess[:, t].mean(), se)
+    floor = gr.stationary(sm.state, sm.moments).floor
+    window = excess[:, 200:400].mean(axis=1)
+    assert abs(floor - window.mean()) < 4 * window.std() / np.sqrt(R)
+    assert sm.expected_loss(-problem.minimizer, [3000])[0] == pytest.approx(floor, rel=1e-9)
+
+
+def test_radius_arpack_dense_and_small_gain_agree(monkeypatch):
+    from stability.noise import second_moment as second
+
+    problem = tiny(n=30, d=3, seed=5, tails=True)
+    rule, _ = build_rule("lwp+sc", tau=2, momentum=0.9)
+    mo = SampleMoments.of(problem, 3)
+    fb = uniform_full_batch(rule, problem.hessian_eigenvalues())
+    st = uniform_state(rule, 0.5 * ms_max_lr(lambda a: uniform_state(rule, a, 3), mo, fb), 3)
+    sm = SecondMoments(st, mo)
+    n = (st.dim * st.size) ** 2
+    S = np.stack([sm.transition(e.reshape(3, st.size, 3, st.size)).ravel() for e in np.eye(n)])
+    sym = gr.symmetric_basis(3 * st.size)  # the map on symmetric matrices
+    dense = float(np.max(np.abs(np.linalg.eigvals(sym.T @ S.T @ sym))))
+    monkeypatch.setattr(second, "DENSE_RADIUS_MAX", 0)
+    assert sm.radius() == pytest.approx(dense, rel=1e-9)
+    assert gr.ms_radius(st, mo) == pytest.approx(dense, rel=1e-9)
+    assert dense < 1
+
+
+@pytest.mark.parametrize("name, params", RULES)
+def test_modal_and_time_domain_gramians_agree(name, params):
+    problem = tiny(n=30, d=3, seed=6)
+    rule, _ = build_rule(name, **params)
+    st = uniform_state(rule, 0.05, 3)
+    general = state_space([rule, rule], 0.05, [1, 2])
+    object.__setattr__(general, "uniform", False)
+    a, b = gr.gramians(st, problem.hessian, 0.99), gr.gramians(general, problem.hessian, 0.99)
+    np.testing.assert_allclose(a.forward, b.forward, rtol=1e-9, atol=1e-12 * abs(a.forward).max())
+    np.testing.assert_allclose(a.weights, b.weights, rtol=1e-9, atol=1e-12 * abs(a.weights).max())
+
+
+def test_sgd_without_delay_is_the_closed_form():
+    """SGD, τ = 0: ms threshold 1/ρ(𝓛⁻¹𝓜) with 𝓛 = H ⊕ H, 𝓜 = (1 − p)H ⊗ H + pE[xxᵀ ⊗ xxᵀ];
+    floor ½ tr(H S), vec S = lr·p·(𝓛 − lr𝓜)⁻¹ vec Σ_ξ (dense, d = 3)."""
+    problem = tiny(n=25, d=3, seed=7, tails=True)
+    B = 4
+    mo = SampleMoments.of(problem, B)
+    H, p, d = mo.hessian, mo.p, 3
+    Q = np.einsum("ia,ib->iab", problem.X, problem.X).reshape(-1, d * d)
+    M = (1 - p) * np.kron(H, H) + p * Q.T @ Q / problem.samples
+    L = np.kron(H, np.eye(d)) + np.kron(np.eye(d), H)
+    closed = 1 / np.max(np.abs(np.linalg.eigvals(np.linalg.solve(L, M))))
+    rule, _ = build_rule("sgd", tau=0)
+    fb = uniform_full_batch(rule, problem.hessian_eigenvalues())
+    found = ms_max_lr(lambda lr: uniform_state(rule, lr, d), mo, fb)
+    assert found == pytest.approx(closed, rel=1e-9)
+    lr = 0.5 * closed
+    S = lr * p * np.linalg.solve(L - lr * M, mo.offset_covariance.ravel()).reshape(d, d)
+    floor = gr.stationary(uniform_state(rule, lr, d), mo).floor
+    assert floor == pytest.approx(0.5 * np.sum(H * S), rel=1e-9)
+
+
+def test_full_batch_is_the_deterministic_analysis():
+    """B = n: no noise — ms = as = full-batch max lr, floor 0, and the expected loss is the
+    full-batch trainer's loss curve."""
+    problem = tiny(n=12, d=3, seed=8)
+    r = noise("momentum", tau=2, momentum=0.6, batch=12, lr=0.1, data=problem, steps=50,
+              at=[0, 10, 50])  # fmt: skip
+    assert r.sampling_factor == 0
+    assert r.ms_max_lr == r.full_batch_max_lr == r.as_max_lr
+    assert r.floor == pytest.approx(0.0, abs=1e-20)
+    rule, _ = build_rule("momentum", tau=2, momentum=0.6)
+    run = train(problem, rule, [0.1], steps=50, record_every=10)
+    full = run.curve[0, [0, 1, 5]] - problem.min_loss
+    np.testing.assert_allclose([v for _, v in r.expected_loss], full, rtol=1e-9)
+
+
+def test_schedule_with_equal_delays_is_the_uniform_rule():
+    problem = tiny(n=30, d=4, seed=9)
+    mo = SampleMoments.of(problem, 3)
+    rules = stage_rules("momentum", [2, 2], momentum=0.5)
+    staged = state_space(rules, 0.05, [2, 2])
+    assert staged.uniform
+    general = state_space(rules, 0.05, [2, 2])
+    object.__setattr__(general, "uniform", False)
+    a = gr.stationary(staged, mo).floor
+    b = gr.stationary(general, mo).floor
+    assert a == pytest.approx(b, rel=1e-9)
+
+
+def test_almost_sure_threshold_lies_between(tmp_path):
+    problem = tiny(n=40, d=3, seed=10, tails=True)
+    r = noise("sgd", tau=1, batch=4, lr=0.05, data=problem, steps=10, lyapunov_steps=1500,
+              lyapunov_runs=16)  # fmt: skip
+    assert r.ms_max_lr < r.as_max_lr
+    lo, hi = r.as_bracket
+    assert lo <= r.as_max_lr <= hi
+
+
+def test_cli_noise_and_tradeoff(tmp_path, capsys):
+    from stability.cli.main import main
+
+    problem = tiny(n=30, d=2, seed=11)
+    path = tmp_path / "d.csv"
+    np.savetxt(path, np.column_stack([problem.y, problem.X]), delimiter=",")
+    code = main(["noise", "sgd", "--tau", "1", "--data", str(path), "--standardize", "none",
+                 "--batch", "3", "--lr", "0.05", "--at", "0,5,10", "--lyapunov-steps", "400",
+                 "--json"])  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    for key in ("ms_max_lr", "as_max_lr", "as_bracket", "full_batch_max_lr", "expected_loss",
+                "floor", "rate"):  # fmt: skip
+        assert key in out
+    assert [t for t, _ in out["expected_loss"]] == [0, 5, 10]
+    code = main(["tradeoff", "--data", str(path), "--standardize", "none", "--batch", "3",
+                 "--tau", "1", "--rules", "sgd,momentum", "--target", "0.5", "--json"])  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and set(out["fronts"]) == {"sgd", "momentum"}
+    for front in out["fronts"].values():
+        assert all(a[0] <= b[0] and a[1] > b[1] for a, b in zip(front, front[1:], strict=False))
+    code = main(["noise", "sgd", "--data", str(path), "--batch", "99", "--lr", "0.1"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "batch must be an integer in [1, 30]" in err
