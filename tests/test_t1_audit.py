@@ -28,7 +28,7 @@ def test_schedules():
         parse_schedule("cosine:2:200")(np.array([0, 100, 200, 500])), [2, 1, 0, 0], atol=1e-15
     )
     for bad, needle in [
-        ("linear:0.1", "lr schedule must be one of"),
+        ("linear:0.1", "lr_schedule must be one of"),
         ("step:0.1:0.5", "is written step:LR:FACTOR:B1,B2,..."),
         ("constant:-1", "lr must be a finite real number > 0"),
         ("step:1:0.1:300,100", "increasing"),

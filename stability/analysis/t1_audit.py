@@ -78,7 +78,7 @@ def parse_schedule(text: str) -> Schedule:
         "cosine": "cosine:LR:T",
     }
     if kind not in usage:
-        raise ValueError(f"lr schedule must be one of {', '.join(usage.values())}, got {text!r}")
+        raise ValueError(f"lr_schedule must be one of {', '.join(usage.values())}, got {text!r}")
     if len(parts) != len(usage[kind].split(":")):
         raise ValueError(f"lr schedule {kind} is written {usage[kind]}, got {text!r}")
     lr = check_real("lr", _number(parts[1], "lr"), low=0.0, low_open=True)

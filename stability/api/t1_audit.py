@@ -55,7 +55,7 @@ def t1_audit(
 
 def _stage_delays(taus: Sequence[int] | None, pipeline: str | None) -> list[int]:
     if (taus is None) == (pipeline is None):
-        raise ValueError("give the stage delays with taus or with pipeline (one of them)")
+        raise ValueError("pipeline: give the stage delays with taus or with pipeline (one of them)")
     if taus is not None:
         return [check_integer("taus", t) for t in taus]
     from stability.pipeline import pipeline as schedule

@@ -120,6 +120,21 @@ def names_arg(flag: str) -> Callable[[str], tuple[str, ...]]:
     return parse
 
 
+def rule_names_arg(flag: str, *, several: bool = False) -> Callable[[str], Any]:
+    """A registered rule name (``several``: comma-separated names), refused naming ``flag``."""
+
+    def parse(text: str):
+        from stability.rules.registry import RULES
+
+        names = tuple(t.strip() for t in text.split(",") if t.strip()) if several else (text,)
+        for name in names or ("",):
+            if name not in RULES:
+                raise UsageError(f"{flag}: unknown rule {name!r}; known rules: {', '.join(RULES)}")
+        return names if several else text
+
+    return parse
+
+
 def bool_arg(flag: str) -> Callable[[str], bool]:
     def parse(text: str) -> bool:
         low = text.strip().lower()
@@ -158,10 +173,15 @@ def add_rule_arguments(
     if rule == "positional":
         parser.add_argument("rule", metavar="RULE", help="rule name (see `stability rules`)")
     elif rule == "--rule":
-        parser.add_argument("--rule", required=True, metavar="RULE", help="rule name")
+        parser.add_argument(
+            "--rule", type=rule_names_arg("--rule"), required=True, metavar="RULE", help="rule name"
+        )
     else:
         parser.add_argument(
-            "--rules", type=names_arg("--rules"), required=True, help="comma-separated rule names"
+            "--rules",
+            type=rule_names_arg("--rules", several=True),
+            required=True,
+            help="comma-separated rule names",
         )
     params: dict[str, Any] = {}
     for spec in RULES.values():

@@ -9,8 +9,8 @@ from stability.cli.args import (
     add_output_arguments,
     float_arg,
     int_arg,
-    names_arg,
     output_file_arg,
+    rule_names_arg,
 )
 from stability.cli.commands.noise import add_data_arguments
 
@@ -39,7 +39,7 @@ def register(sub) -> None:
     p.add_argument("--tau", type=int_arg("--tau", 0, MAX_DELAY), required=True, help="delay τ")
     p.add_argument(
         "--rules",
-        type=names_arg("--rules"),
+        type=rule_names_arg("--rules", several=True),
         default=("sgd", "momentum", "lwp+sc"),
         help="comma-separated rule names (default sgd,momentum,lwp+sc)",
     )
