@@ -443,7 +443,7 @@ def test_cli_json_has_the_issue_keys(capsys, cpusmall_csv):
     assert data["stage_sizes"] == [4, 3, 3, 3]
     assert data["stage_taus"] == [7, 5, 3, 1]
     assert data["scalar_ratio"] == pytest.approx(1 / 1.887, rel=1e-3)
-    assert "measured_max_lr" not in data
+    assert data["measured_max_lr"] is None and data["protocol"] is None
 
 
 @pytest.mark.parametrize(

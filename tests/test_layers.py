@@ -17,11 +17,13 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "stability"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # the vocabulary everyone uses: argument checks, files, sparse polynomials, the quadratic
-    # model, pipeline schedules → delays, shipped data
+    # the vocabulary everyone uses: argument checks, files, result values, sparse polynomials,
+    # the quadratic model, pipeline schedules → delays, shipped data
     (
         "stability.checks",
         "stability.files",
+        "stability.result",
+        "stability.version",
         "stability.polynomial",
         "stability.quadratic",
         "stability.pipeline",
@@ -145,10 +147,11 @@ def test_no_import_cycles():
 
 
 def test_no_two_modules_share_a_name():
-    """Except a CLI command module named after what it serves (DESIGN.md)."""
+    """Except a command's modules named after what they serve (DESIGN.md): its CLI module
+    (`stability.cli.commands`) and its public function's module (`stability.api`)."""
     owners = defaultdict(list)
     for name in MODULES:
-        if not name.startswith("stability.cli.commands."):
+        if not name.startswith(("stability.cli.commands.", "stability.api.")):
             owners[name.rsplit(".", 1)[-1]].append(name)
     shared = {k: v for k, v in owners.items() if len(v) > 1}
     assert not shared, f"modules sharing a name: {shared}"

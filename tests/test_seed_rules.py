@@ -58,6 +58,8 @@ def test_rules_command_lists_every_seed_rule_with_parameters_and_sources(capsys)
         assert all(p["doc"] and p["allowed"] for p in listed[name]["parameters"]), name
     assert listed["pipeoptim"]["parameters"][1] == {
         "name": "optimizer",
+        "flag": "--optimizer",
+        "kind": "choice",
         "default": "sgdm",
         "allowed": "one of sgdm, adam, adamw",
         "doc": "optimizer whose step ΔW PipeOptim predicts with (Table I)",
