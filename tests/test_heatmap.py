@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from stability.analysis.boundary import max_lr
-from stability.analysis.heatmap import Axis, heatmap, lemma_curve, max_lr_curve, parse_axis
+from stability.analysis.radius_grid import Axis, heatmap, lemma_curve, max_lr_curve, parse_axis
 from stability.cli.main import main
 from stability.dynamics.linear import characteristic_polynomial
 from stability.rules.registry import build_rule

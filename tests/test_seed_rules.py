@@ -285,7 +285,7 @@ def test_model_independent_rules_accept_array_momentum():
 def test_trainer_on_cpusmall_matches_the_prediction(name, kw, cpusmall_csv):
     """Acceptance (a representative subset at τ = 4; benchmarks/bench_seed.py --validate runs
     every rule at τ = 1, 4, 16): measured / predicted max stable lr within 2 %."""
-    from stability.agreement.validate import Protocol, linreg_setup, measure_max_lr
+    from stability.agreement.comparison import Protocol, linreg_setup, measure_max_lr
     from stability.trainer.data import load_regression
     from stability.trainer.linreg import LinearRegression
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from stability.analysis.t1_audit import audit, parse_schedule
+from stability.analysis.rescheduling import audit, parse_schedule
 from stability.cli.main import main
 from stability.pipeline import pipeline
 

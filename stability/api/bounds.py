@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stability.analysis.bounds import BoundReport, bound_report
+from stability.analysis.closed_forms import BoundReport, bound_report
 from stability.api.resolve import rule_name
 
 

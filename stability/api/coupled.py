@@ -77,7 +77,7 @@ def coupled(
     """
     from stability.agreement.coupled_runs import SCHEDULES, problem_system, stage_pipeline
     from stability.agreement.coupled_runs import measure as measure_trainer
-    from stability.agreement.validate import Protocol
+    from stability.agreement.comparison import Protocol
     from stability.coupled.summary import analyze
     from stability.rules.registry import get_spec
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from stability.analysis.heatmap import STEP_AXES, Axis, Heatmap, parse_axis
+from stability.analysis.radius_grid import STEP_AXES, Axis, Heatmap, parse_axis
 from stability.api.resolve import rule_name
 from stability.checks import check_delay, check_real
 from stability.rules.registry import get_spec
@@ -35,7 +35,7 @@ def heatmap(
     P is ``lr``, ``lam*lr`` (Kosson's ηλ) or a parameter of the rule; ``params`` fixes the
     others (``lr`` too when no axis is a step size).  Every point is the largest root modulus
     of the rule's characteristic polynomial, batched, with near-double roots refined in mpmath
-    (`stability.analysis.heatmap`).  ``out`` writes the figure (unstable region black; the
+    (`stability.analysis.radius_grid`).  ``out`` writes the figure (unstable region black; the
     exact max-lr curve of PipeMare App. B.1's boundary locus overlaid unless ``max_lr_curve``
     is false; PipeMare Lemma 1/3 with ``bounds``), ``csv`` one row per point.
     ``progress(done, total)`` is called as points finish.
@@ -44,7 +44,7 @@ def heatmap(
     >>> st.heatmap("sgd", x="lr:0.1:1:4", y="tau:0:3:4").stable_fraction  # Lemma 1: 11 of 16
     0.6875
     """
-    from stability.analysis.heatmap import heatmap as grid
+    from stability.analysis.radius_grid import heatmap as grid
 
     spec = get_spec(rule_name(rule))
     if metric not in METRICS:
@@ -58,13 +58,13 @@ def heatmap(
     hm = grid(spec.name, x, y, progress=progress, **values)
     files = {}
     if csv is not None:
-        from stability.analysis.heatmap import write_csv
+        from stability.analysis.radius_grid import write_csv
 
         write_csv(hm, csv)
         files["csv"] = str(csv)
     if out is not None:
-        from stability.analysis.heatmap import lemma_curve
-        from stability.analysis.heatmap import max_lr_curve as exact_curve
+        from stability.analysis.radius_grid import lemma_curve
+        from stability.analysis.radius_grid import max_lr_curve as exact_curve
         from stability.plotting import heatmap_figure, save_figure
 
         curves = [exact_curve(hm)] if max_lr_curve else []

@@ -69,7 +69,7 @@ def problem_options(
 def build(options, *, fit_seed: int = 0):
     """``(problem, data, setup)``: the trainable problem, its data set and the `Setup` that
     linearizes it (exact for linreg; at the minimizer fitted from ``fit_seed`` for the MLP)."""
-    from stability.agreement.validate import linreg_setup, mlp_setup
+    from stability.agreement.comparison import linreg_setup, mlp_setup
     from stability.trainer.problems import build_problem
 
     problem, data = build_problem(options)

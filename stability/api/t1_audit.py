@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from stability.analysis.t1_audit import Audit, UnsafeWindow
+from stability.analysis.rescheduling import Audit, UnsafeWindow
 from stability.api.resolve import rule_name
 from stability.checks import check_integer
 
@@ -27,14 +27,14 @@ def t1_audit(
     ``lr_schedule``: ``constant:LR``, ``step:LR:FACTOR:B1,B2,...``, ``warmup:LR:W`` or
     ``cosine:LR:T``; the stage delays come from ``taus`` or from ``pipeline`` =
     ``"NAME:P[:N]"`` (a schedule of `stability.pipeline` with P stages, N microbatches);
-    ``lam`` is λ_max of the problem (`stability.analysis.t1_audit`).
+    ``lam`` is λ_max of the problem (`stability.analysis.rescheduling`).
 
     >>> import stability as st
     >>> st.t1_audit("sgd", lr_schedule="constant:0.01", taus=[1, 4], anneal_steps=10,
     ...             steps=20).safe
     True
     """
-    from stability.analysis.t1_audit import audit, parse_schedule
+    from stability.analysis.rescheduling import audit, parse_schedule
     from stability.rules.registry import delay_parameter
 
     name = rule_name(rule)

@@ -100,7 +100,7 @@ def train(
     (False, True)
     """
     from stability.agreement.predict import predict
-    from stability.agreement.validate import scalar_stage_predictions
+    from stability.agreement.comparison import scalar_stage_predictions
     from stability.rules.registry import get_spec
     from stability.trainer import measure
     from stability.trainer.engine import train as run_trainer

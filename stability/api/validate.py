@@ -65,7 +65,7 @@ def validate(
     τ (the rule's ``tau``, or ``tau_fwd`` for the discrepancy family), the predicted max lr
     on the problem's Hessian modes (PipeMare eq. 5 per mode, `stability.agreement.predict`)
     against the trainer's, found by bisection, and the predicted vs measured rates
-    (`stability.agreement.validate`).  ``schedule`` replaces the uniform delays by a
+    (`stability.agreement.comparison`).  ``schedule`` replaces the uniform delays by a
     pipeline's per-stage delays (PipeMare Table 1) over ``stages``.  Each entry of ``params``
     applies to the rules that take it (one that none takes is refused).
     ``progress(done, total)`` counts rows.
@@ -75,7 +75,7 @@ def validate(
     >>> abs(v.rows[0]["ratio"] - 1) < 0.01
     True
     """
-    from stability.agreement.validate import Protocol, validate_pipeline, validate_uniform
+    from stability.agreement.comparison import Protocol, validate_pipeline, validate_uniform
     from stability.rules.registry import get_spec
 
     names = _names(rules)

@@ -125,7 +125,7 @@ def setup(rule: Any, problem, schedule: str | None, stages, microbatches, params
         fb = uniform_full_batch(built, problem.hessian_eigenvalues())
         return Setup(r.name, problem, lambda lr: uniform_state(built, lr, d), built, fb, None)
     from stability.agreement.coupled_runs import problem_system, stage_pipeline
-    from stability.agreement.validate import linreg_setup
+    from stability.agreement.comparison import linreg_setup
     from stability.coupled.scan import scan_max_lr
     from stability.trainer.schedules import pipeline_rule
 

@@ -51,7 +51,7 @@ def register(sub) -> None:
 
 
 def run(args):
-    from stability.analysis.heatmap import parse_axis
+    from stability.analysis.radius_grid import parse_axis
     from stability.api.heatmap import heatmap
     from stability.cli.args import rule_values
     from stability.cli.progress import progress_bar

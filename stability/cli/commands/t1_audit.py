@@ -1,7 +1,7 @@
 """``stability t1-audit RULE --lr-schedule S --taus T1,T2,… --anneal-steps K --steps N``.
 
 Checks PipeMare's T1 step sizes α_{k,i} = α_base,k/τ_i^{p_k} (eq. 4) against each stage's max
-stable lr (`stability.analysis.t1_audit`): the unsafe (step, stage) windows (none when safe) and the
+stable lr (`stability.analysis.rescheduling`): the unsafe (step, stage) windows (none when safe) and the
 margin.  Stage delays come from ``--taus`` or from a pipeline schedule (``--pipeline
 NAME:P[:N]``, P stages and N microbatches, `stability.pipeline`); ``--lam`` is λ_max of the
 problem.
