@@ -2,7 +2,7 @@
 
 Table 1 — a 256 × 256 heatmap (lr × momentum, delayed heavy ball, τ = 1 and τ = 10):
 
-* ``stability``: `stability.analysis.heatmap.heatmap` (one batched companion-eigenvalue call
+* ``stability``: `stability.analysis.radius_grid.heatmap` (one batched companion-eigenvalue call
   per chunk,
   mpmath refinement of the ill-conditioned points) — median of repeats;
 * ``numpy.roots loop``: one `numpy.roots` call per grid point, timed on a random subsample of
@@ -35,7 +35,7 @@ import time
 import numpy as np
 
 from stability.analysis.conditioning import optimal_half_life
-from stability.analysis.heatmap import heatmap, parse_axis
+from stability.analysis.radius_grid import heatmap, parse_axis
 from stability.dynamics.linear import characteristic_polynomial
 from stability.rules.registry import build_rule
 from stability.spectrum import spectral_radius

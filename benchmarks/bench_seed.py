@@ -2,7 +2,7 @@
 
 Part 1 (``--validate``): for every seed rule and τ ∈ {1, 4, 16}, the predicted max stable lr
 (min over the Hessian's modes of `stability.analysis.boundary.max_lr`, Floquet for EA-Pipe) against
-the trainer's measured one (`stability.agreement.validate.measure_max_lr`, full batch, the
+the trainer's measured one (`stability.agreement.comparison.measure_max_lr`, full batch, the
 default protocol).  Rules the trainer runs differently from the analysis are reported as gaps:
 real DC_λ (outer product) against the q-model, the sampled random delays against the first
 moment (with the almost-sure scalar threshold beside it).
@@ -63,7 +63,7 @@ def predicted(rule, lams) -> float:
 
 
 def validate(quick: bool) -> list[dict]:
-    from stability.agreement.validate import Protocol, linreg_setup, measure_max_lr
+    from stability.agreement.comparison import Protocol, linreg_setup, measure_max_lr
     from stability.trainer.data import load_regression
     from stability.trainer.linreg import LinearRegression
 

@@ -257,6 +257,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default=None, help="loss, as or blowup")
+    ap.add_argument(
+        "--data", default=None, help="one data set (several processes can share the file)"
+    )
     args = ap.parse_args(argv)
     out_dir = ROOT / "figures" / ("quick" if args.quick else "")
     path = out_dir / "noise_acceptance.json"
@@ -267,6 +270,17 @@ def main(argv=None) -> int:
     problems = datasets(args.quick)
 
     def save():
+        """Merge with what other processes (``--data``) saved meanwhile, then write."""
+        if path.exists():
+            disk = json.loads(path.read_text())
+            for kind in ("loss", "as"):
+                for data, cases in disk.get(kind, {}).items():
+                    mine = record[kind].setdefault(data, [])
+                    keys = {(c["rule"], c["tau"], c.get("fraction")) for c in mine}
+                    mine += [
+                        c for c in cases if (c["rule"], c["tau"], c.get("fraction")) not in keys
+                    ]
+            record.setdefault("blowup", disk.get("blowup"))
         write_json(path, record)
         doc = ROOT / "docs" / ("noise_acceptance_quick.md" if args.quick else "noise_acceptance.md")
         atomic_write(doc, lambda fh: fh.write(markdown(record)))
@@ -286,7 +300,7 @@ def main(argv=None) -> int:
                                        20_000 if not args.quick else 2000)  # fmt: skip
         save()
     for kind, data, name, params, tau, fraction in plan:
-        if args.only and kind != args.only:
+        if (args.only and kind != args.only) or (args.data and data != args.data):
             continue
         done = record[kind].setdefault(data, [])
         key = (name, tau, fraction)

@@ -27,7 +27,7 @@ from matplotlib.colors import ListedColormap, LogNorm
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from stability.analysis.bounds import lemma1_threshold
+from stability.analysis.closed_forms import lemma1_threshold
 from stability.claims import Claim, Qualifier, Size
 from stability.plotting import axis_label, log_axis
 

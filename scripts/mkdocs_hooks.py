@@ -7,8 +7,8 @@
   full-mode reproductions, read from ``figures/<name>.json``, with the ids of their claims
   (graded once, on docs/claims.md).
 * ``<!-- cli-help -->`` and ``<!-- json-reference -->`` (docs/reference/) become every
-  command's ``--help`` text and the JSON keys of every public result type (``Result.schema``).
-  They are stand-ins until ``docs/gen_reference.py`` writes those two pages.
+  command's ``--help`` text and the JSON keys of every public result type (``Result.schema``):
+  generated from the parsers and the result types at every build, so they cannot go stale.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def cli_help() -> str:
 
 def json_reference() -> str:
     import stability
-    from stability.api.result import Result
+    from stability.result import Result
 
     parts = []
     for name in stability.__all__:

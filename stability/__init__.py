@@ -2,7 +2,7 @@
 
 ``import stability as st`` gives one function per command, the rule by name and its
 parameters as keywords (the CLI flags in snake case); results are frozen values whose
-attributes are the command's JSON keys::
+attributes are the command's JSON keys (``result.to_json()`` is the ``--json`` object)::
 
     >>> import stability as st
     >>> st.max_lr("sgd", tau=10).max_lr  # doctest: +ELLIPSIS
@@ -10,18 +10,43 @@ attributes are the command's JSON keys::
 
 Names are imported on first use, so ``import stability`` stays fast; each lives in its home
 module (listed in `_HOMES`), where its docstring cites the equations it implements.
+
+Three public functions share their name with a subpackage (``st.rules`` and `stability.rules`,
+``st.claims``, ``st.coupled``): the attribute of the package is the function, and the
+subpackages are imported by their full names (``from stability.rules.registry import RULES``).
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import Any
 
-__version__ = "0.1.0"
+from stability.version import __version__ as __version__
+
+_FUNCTIONS: dict[str, tuple[str, ...]] = {
+    # module of stability.api → its public names: the function(s), then the result types
+    "rules": ("rules", "describe", "Rules", "RuleInfo", "ParamInfo"),
+    "poly": ("poly", "Poly"),
+    "radius": ("radius", "Radius"),
+    "max_lr": ("max_lr", "MaxLr"),
+    "bounds": ("bounds", "BoundReport"),
+    "halflife": ("halflife", "HalfLife"),
+    "heatmap": ("heatmap", "Heatmap", "Axis"),
+    "train": ("train", "Training"),
+    "validate": ("validate", "Validation"),
+    "coupled": ("coupled", "Coupled"),
+    "claims": ("claims", "Claims"),
+    "t1_audit": ("t1_audit", "Audit", "UnsafeWindow"),
+    "repro": ("repro", "Repro", "ReproRun"),
+}
 
 _HOMES: dict[str, str] = {
-    "max_lr": "stability.api.max_lr",
-    "MaxLr": "stability.api.max_lr",
+    name: f"stability.api.{module}" for module, names in _FUNCTIONS.items() for name in names
+} | {
+    "Result": "stability.result",
+    # the rooms above the API (they use it): minibatch noise, PyTorch networks, sweeps
     "noise": "stability.noise.minibatch",
     "Noise": "stability.noise.minibatch",
     "tradeoff": "stability.noise.tradeoff",
@@ -32,10 +57,28 @@ _HOMES: dict[str, str] = {
     "NetMaxLr": "stability.nets.public",
     "net_train": "stability.nets.public",
     "NetTrain": "stability.nets.public",
+    "run_sweep": "stability.sweep.runner",
+    "SweepSummary": "stability.sweep.runner",
+    "read_spec": "stability.sweep.specfile",
+    "SweepSpec": "stability.sweep.specfile",
+    "SweepStatus": "stability.sweep.store",
 }
-"""Public name → the module that defines it."""
+"""Public name → the module that defines it (or re-exports it from its home in the analysis)."""
 
 __all__ = sorted(_HOMES)
+
+
+class _Package(types.ModuleType):
+    """The package module: a subpackage never takes the attribute of a public function of the
+    same name (the import system records every imported subpackage on its parent)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _HOMES and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:

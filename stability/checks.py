@@ -80,9 +80,10 @@ def check_real(
     return value
 
 
-def check_delay(name: str, value: Any) -> Any:
-    """A delay: an integer (or integer array) in [0, MAX_DELAY]; returns it as int / int array."""
-    rng = f"an integer in [0, {MAX_DELAY}]"
+def check_delay(name: str, value: Any, low: int = 0) -> Any:
+    """A delay or count: an integer (or integer array) in [low, MAX_DELAY]; returns it as int /
+    int array."""
+    rng = f"an integer in [{low}, {MAX_DELAY}]"
     if isinstance(value, bool) or not _numeric(value) or isinstance(value, Fraction):
         raise ValueError(f"{name} must be {rng}, got {_shown(value)}")
     arr = np.asarray(value)
@@ -92,10 +93,21 @@ def check_delay(name: str, value: Any) -> Any:
             raise ValueError(f"{name} must be {rng}, got {_g(float(bad))}")
     elif arr.dtype.kind not in "iu":
         raise ValueError(f"{name} must be {rng}, got {_shown(value)}")
-    if np.any(arr < 0) or np.any(arr > MAX_DELAY):
-        bad = arr[(arr < 0) | (arr > MAX_DELAY)].flat[0]
+    if np.any(arr < low) or np.any(arr > MAX_DELAY):
+        bad = arr[(arr < low) | (arr > MAX_DELAY)].flat[0]
         raise ValueError(f"{name} must be {rng}, got {int(bad)}")
     return int(arr) if arr.ndim == 0 else arr.astype(np.int64)
+
+
+def check_integer(name: str, value: Any, *, low: int = 0, high: int | None = None) -> int:
+    """An integer (not a bool) in [low, high]; returns it as int."""
+    rng = f"an integer in [{low}, {high}]" if high is not None else f"an integer ≥ {low}"
+    ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+    if isinstance(value, (float, np.floating)) and math.isfinite(value) and value == int(value):
+        ok, value = True, int(value)
+    if not ok or value < low or (high is not None and value > high):
+        raise ValueError(f"{name} must be {rng}, got {_shown(value)}")
+    return int(value)
 
 
 def check_order(name_small: str, small: Any, name_large: str, large: Any) -> None:

@@ -144,8 +144,8 @@ def colorbar(fig, mesh, ax, metric: str):
 def heatmap_figure(hm, metric: str = "radius", *, curves=(), title: str | None = None):
     """The figure of ``stability heatmap``: one heatmap, colour bar, overlays, legend.
 
-    ``hm`` is a `stability.analysis.heatmap.Heatmap`; ``curves`` are
-    `stability.analysis.heatmap.Curve`s of the step-size bound over the other axis (drawn as lines
+    ``hm`` is a `stability.analysis.radius_grid.Heatmap`; ``curves`` are
+    `stability.analysis.radius_grid.Curve`s of the step-size bound over the other axis (drawn as lines
     on the step axis).
     """
     fig, ax = plt.subplots(figsize=(7.0, 5.2))

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from oracles import dense_max_lr, mp_poly, sgd_terms
 
-from stability.analysis import bounds
+from stability.analysis import closed_forms as bounds
 from stability.analysis.boundary import max_lr
 from stability.cli.main import main
 from stability.dynamics.linear import characteristic_polynomial

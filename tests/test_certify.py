@@ -237,7 +237,7 @@ def test_radius_certify_reads_lr_exactly(capsys):
 def test_radius_certify_reads_rule_parameters_exactly(capsys):
     argv = ["sgd", "--tau", "1", "--lr", "0.25", "--lam", "3.9999999999999999999"]
     plain = _radius_json(capsys, *argv)
-    assert "certified" not in plain and plain["stable"] is False  # λ rounds to 4.0
+    assert plain["certified"] is None and plain["stable"] is False  # λ rounds to 4.0
     exact = _radius_json(capsys, *argv, "--certify")
     assert exact["certified"] is True and exact["stable"] is True
 

@@ -186,7 +186,7 @@ def test_locate_roots_intervals_and_minimum_against_closed_forms():
 
 def test_lemma2_and_3_tightest_points_with_dense_check():
     """The claims are upper bounds: the point that decides them is the largest ratio."""
-    from stability.analysis.bounds import lemma2_bound, lemma3_bound
+    from stability.analysis.closed_forms import lemma2_bound, lemma3_bound
 
     lemma2 = quick(pipemare_claims, "lemma2-upper-bound")
     at = lemma2.numbers["max_ratio_at"]

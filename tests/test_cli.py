@@ -63,7 +63,7 @@ def test_radius_keys_and_values(capsys):
     [
         (["max-lr", "sgd", "--tau", "-1"], "tau must be an integer in [0, 100000], got -1"),
         (["max-lr", "sgd", "--tau", "1.5"], "tau must be an integer"),
-        (["max-lr", "discrepancy", "--tau-fwd", "2", "--tau-bkwd", "3"], "tau_bkwd must be ≤"),
+        (["max-lr", "discrepancy", "--tau-fwd", "2", "--tau-bkwd", "3"], "--tau-bkwd must be ≤"),
         (["radius", "sgd", "--lr", "0"], "lr must be a finite real number > 0, got 0"),
         (["radius", "sgd", "--lr", "-1"], "lr must be"),
         (["max-lr", "momentum", "--momentum", "1.5"], "momentum must be a finite real number in"),
@@ -86,7 +86,7 @@ def test_console_script_help_has_examples():
     out = subprocess.run(
         [sys.executable, "-m", "stability.cli.main", "--help"], capture_output=True, text=True
     )
-    assert out.returncode == 0 and "examples:" in out.stdout and "max-lr" in out.stdout
+    assert out.returncode == 0 and "stability max-lr sgd --tau 10" in out.stdout
 
 
 def test_console_script_error_has_no_traceback():
@@ -104,7 +104,7 @@ def test_console_script_error_has_no_traceback():
     [
         ("--csv", "{tmp}"),  # a directory
         ("--csv", "{file}/grid.csv"),  # under a regular file
-        ("--out", "/proc/stability-test/figure.png"),  # where nothing can be created
+        ("--out", "{tmp}"),  # a directory
         ("--out", ""),
     ],
 )

@@ -332,7 +332,7 @@ def test_unstable_for_every_lr_is_zero():
 
 @pytest.fixture(scope="module")
 def cpusmall(cpusmall_csv):
-    from stability.agreement.validate import linreg_setup
+    from stability.agreement.comparison import linreg_setup
     from stability.trainer.problems import ProblemOptions, build_problem
 
     problem, _ = build_problem(
@@ -371,7 +371,7 @@ def test_cpusmall_uniform_delays_are_the_scalar_bound(cpusmall):
 def test_cpusmall_prediction_is_the_measured_max_lr(cpusmall, schedule, stages, rule, params):
     """The trainer's bisection (full batch, bracket 0.1 %) lands within 1 % of the coupled lr."""
     from stability.agreement.coupled_runs import measure, problem_system, stage_pipeline
-    from stability.agreement.validate import Protocol
+    from stability.agreement.comparison import Protocol
 
     built = problem_system(cpusmall, stage_pipeline(schedule, stages), rule, params)
     predicted = scan_max_lr(built.system).max_lr
@@ -382,7 +382,7 @@ def test_cpusmall_prediction_is_the_measured_max_lr(cpusmall, schedule, stages, 
 def test_other_regression_data_prediction_is_the_measured_max_lr():
     """Data the analysis was never tuned on: a synthetic design with a prescribed spectrum."""
     from stability.agreement.coupled_runs import measure, problem_system, stage_pipeline
-    from stability.agreement.validate import Protocol, linreg_setup
+    from stability.agreement.comparison import Protocol, linreg_setup
     from stability.trainer.data import synthetic_regression
     from stability.trainer.linreg import LinearRegression
 
@@ -398,7 +398,7 @@ def test_other_regression_data_prediction_is_the_measured_max_lr():
 def test_tiny_mlp_prediction_is_the_measured_max_lr(cpusmall_csv):
     """Per-layer stages of a tiny MLP: measured H_f, H_b; prediction within 25 % (issue)."""
     from stability.agreement.coupled_runs import measure, problem_system, stage_pipeline
-    from stability.agreement.validate import Protocol, mlp_setup
+    from stability.agreement.comparison import Protocol, mlp_setup
     from stability.trainer.problems import ProblemOptions, build_problem
 
     mlp, _ = build_problem(
@@ -443,7 +443,7 @@ def test_cli_json_has_the_issue_keys(capsys, cpusmall_csv):
     assert data["stage_sizes"] == [4, 3, 3, 3]
     assert data["stage_taus"] == [7, 5, 3, 1]
     assert data["scalar_ratio"] == pytest.approx(1 / 1.887, rel=1e-3)
-    assert "measured_max_lr" not in data
+    assert data["measured_max_lr"] is None and data["protocol"] is None
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ import pytest
 from eapipe_reference import monodromy as alg1_monodromy
 from oracles import dense_max_lr
 
-from stability.agreement.validate import Protocol, linreg_setup, measure_max_lr, measure_rates
+from stability.agreement.comparison import Protocol, linreg_setup, measure_max_lr, measure_rates
 from stability.analysis.boundary import max_lr
 from stability.cli.main import main
 from stability.dynamics.linear import characteristic_polynomial

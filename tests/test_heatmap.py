@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from stability.analysis.boundary import max_lr
-from stability.analysis.heatmap import Axis, heatmap, lemma_curve, max_lr_curve, parse_axis
+from stability.analysis.radius_grid import Axis, heatmap, lemma_curve, max_lr_curve, parse_axis
 from stability.cli.main import main
 from stability.dynamics.linear import characteristic_polynomial
 from stability.rules.registry import build_rule
@@ -173,7 +173,7 @@ def test_progress_is_reported_as_points_finish():
     from stability.cli.progress import Progress
 
     stream = io.StringIO()
-    bar = Progress(9, "heatmap", force=True, stream=stream)
+    bar = Progress(9, "heatmap", stream=stream)
     seen = []
     heatmap(
         "sgd",
@@ -244,7 +244,8 @@ def test_cli_half_life_metric_with_bounds(tmp_path, capsys):
     "argv, needle",
     [
         (["heatmap", "sgd", "--x", "lr:1:0:3", "--y", "tau:0:3:4", "--csv", "f.csv"], "lo < hi"),
-        (["heatmap", "sgd", "--x", "lr:0.1:1:3", "--y", "tau:0:3:4"], "--out F.png and/or"),
+        (["heatmap", "sgd", "--x", "lr:-1:1:3", "--y", "tau:0:3:4"], "--x axis lr:-1:1:3: lr must"),
+        (["heatmap", "sgd", "--x", "lr:0.1:1:3", "--y", "tau:-2:3:4"], "--y axis tau:-2:3:4: tau"),
         (["heatmap", "sgd", "--x", "lr:0.1:1:3", "--y", "tau:0:3:4:x", "--csv", "f"], "'log'"),
         (["heatmap", "sgd", "--x", "lr:0.1:1:3", "--csv", "f.csv"], "required: --y"),
         (["heatmap", "sgd", "--x", "tau:0:3:4", "--y", "lam:1:2:3", "--csv", "f"], "lr must be"),

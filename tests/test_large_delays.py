@@ -13,7 +13,7 @@ import pytest
 from stability.agreement.predict import modes_from_hessian, predicted_log_rate, predicted_max_lr
 from stability.analysis import conditioning
 from stability.analysis.conditioning import optimal_half_life, spectrum_rate
-from stability.analysis.heatmap import heatmap, parse_axis
+from stability.analysis.radius_grid import heatmap, parse_axis
 from stability.cli.main import main, make_parser
 from stability.dynamics.monodromy import monodromy
 from stability.limits import TABLE

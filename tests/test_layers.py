@@ -17,12 +17,15 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "stability"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # the vocabulary everyone uses: argument checks, files, sparse polynomials, the quadratic
-    # model, pipeline schedules → delays, shipped data, the argument principle, size limits
+    # the vocabulary everyone uses: argument checks, size limits, files, result values, sparse
+    # polynomials, the argument principle, the quadratic model, pipeline schedules → delays,
+    # shipped data
     (
         "stability.checks",
         "stability.limits",
         "stability.files",
+        "stability.result",
+        "stability.version",
         "stability.polynomial",
         "stability.winding",
         "stability.quadratic",
@@ -147,10 +150,11 @@ def test_no_import_cycles():
 
 
 def test_no_two_modules_share_a_name():
-    """Except a CLI command module named after what it serves (DESIGN.md)."""
+    """Except a command's modules named after what they serve (DESIGN.md): its CLI module
+    (`stability.cli.commands`) and its public function's module (`stability.api`)."""
     owners = defaultdict(list)
     for name in MODULES:
-        if not name.startswith("stability.cli.commands."):
+        if not name.startswith(("stability.cli.commands.", "stability.api.")):
             owners[name.rsplit(".", 1)[-1]].append(name)
     shared = {k: v for k, v in owners.items() if len(v) > 1}
     assert not shared, f"modules sharing a name: {shared}"

@@ -153,7 +153,7 @@ def test_trainer_runs_agree_with_the_recursion_and_the_floor():
 
 
 def test_radius_arpack_dense_and_small_gain_agree(monkeypatch):
-    import stability.noise.second_moment as second
+    from stability.noise import second_moment as second
 
     problem = tiny(n=30, d=3, seed=5, tails=True)
     rule, _ = build_rule("lwp+sc", tau=2, momentum=0.9)

@@ -21,7 +21,7 @@ import pytest
 from oracles import first_crossing, polynomial_radius
 
 from stability.agreement.predict import predicted_max_lr
-from stability.agreement.validate import Protocol, linreg_setup, measure_max_lr
+from stability.agreement.comparison import Protocol, linreg_setup, measure_max_lr
 from stability.analysis.boundary import max_lr
 from stability.analysis.random_delays import (
     delay_matrices,

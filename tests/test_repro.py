@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from oracles import dense_max_lr, naive_optimum, single_crossing, state_radius
 
-from stability.cli.commands import repro
+from stability.api import repro
 from stability.cli.main import main
 from stability.rules.registry import build_rule
 

@@ -58,6 +58,8 @@ def test_rules_command_lists_every_seed_rule_with_parameters_and_sources(capsys)
         assert all(p["doc"] and p["allowed"] for p in listed[name]["parameters"]), name
     assert listed["pipeoptim"]["parameters"][1] == {
         "name": "optimizer",
+        "flag": "--optimizer",
+        "kind": "choice",
         "default": "sgdm",
         "allowed": "one of sgdm, adam, adamw",
         "doc": "optimizer whose step ΔW PipeOptim predicts with (Table I)",
@@ -283,7 +285,7 @@ def test_model_independent_rules_accept_array_momentum():
 def test_trainer_on_cpusmall_matches_the_prediction(name, kw, cpusmall_csv):
     """Acceptance (a representative subset at τ = 4; benchmarks/bench_seed.py --validate runs
     every rule at τ = 1, 4, 16): measured / predicted max stable lr within 2 %."""
-    from stability.agreement.validate import Protocol, linreg_setup, measure_max_lr
+    from stability.agreement.comparison import Protocol, linreg_setup, measure_max_lr
     from stability.trainer.data import load_regression
     from stability.trainer.linreg import LinearRegression
 

@@ -23,7 +23,7 @@ import pytest
 import sympy
 from oracles import dense_max_lr, mp_newton, mp_roots_inside
 
-from stability.analysis import bounds
+from stability.analysis import closed_forms as bounds
 from stability.claims import pipemare as pipemare_claims
 from stability.dynamics.linear import characteristic_polynomial
 from stability.dynamics.symbolic import LR, OMEGA, rule_polynomial

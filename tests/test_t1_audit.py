@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from stability.analysis.t1_audit import audit, parse_schedule
+from stability.analysis.rescheduling import audit, parse_schedule
 from stability.cli.main import main
 from stability.pipeline import pipeline
 
@@ -28,7 +28,7 @@ def test_schedules():
         parse_schedule("cosine:2:200")(np.array([0, 100, 200, 500])), [2, 1, 0, 0], atol=1e-15
     )
     for bad, needle in [
-        ("linear:0.1", "lr schedule must be one of"),
+        ("linear:0.1", "lr_schedule must be one of"),
         ("step:0.1:0.5", "is written step:LR:FACTOR:B1,B2,..."),
         ("constant:-1", "lr must be a finite real number > 0"),
         ("step:1:0.1:300,100", "increasing"),
@@ -77,8 +77,8 @@ def test_cli_json_and_pipeline_delays(capsys):
     argv = ["t1-audit", "sgd", "--lam", "1", "--lr-schedule", "constant:0.5", "--taus", "1,4,16"]
     assert main([*argv, "--anneal-steps", "1000", "--steps", "2000", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["safe"] is False and len(out["unsafe"]) == 2
-    assert out["unsafe"][0] == {
+    assert out["safe"] is False and len(out["windows"]) == 2
+    assert out["windows"][0] == {
         "stage": 1,
         "tau": 4,
         "start": 738,
@@ -94,7 +94,7 @@ def test_cli_json_and_pipeline_delays(capsys):
     )
     out = json.loads(capsys.readouterr().out)
     assert out["taus"] == pipeline("pipemare", 6, 2).tau_fwd.tolist() and out["safe"] is True
-    assert out["unsafe"] == []
+    assert out["windows"] == []
 
 
 @pytest.mark.parametrize(
@@ -102,7 +102,7 @@ def test_cli_json_and_pipeline_delays(capsys):
     [
         (["--taus", "1,x"], "--taus must be comma-separated integers"),
         (["--taus", "1", "--tau", "3"], "--tau is set per stage by the audit"),
-        ([], "give the stage delays with --taus or with --pipeline"),
+        ([], "give the stage delays with taus or with pipeline"),
         (["--pipeline", "pipemare"], "--pipeline is written NAME:P[:N]"),
     ],
 )

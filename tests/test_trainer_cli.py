@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from stability.cli.main import main
-from stability.cli.progress import Progress
+from stability.cli.progress import Progress, wanted
 from stability.trainer.data import synthetic_regression
 
 
@@ -161,14 +161,31 @@ def test_missing_file_and_bad_flags_exit_2(capsys, tmp_path):
         assert code == 2 and err.count("\n") == 1 and message in err, (argv, err)
 
 
-def test_progress_bar_is_silent_off_a_terminal_and_uses_the_given_stream():
-    quiet = io.StringIO()
-    bar = Progress(10, "x", stream=quiet)
-    bar.update(5)
-    bar.close()
-    assert quiet.getvalue() == ""
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_bar_only_on_a_terminal_and_never_under_json(monkeypatch):
+    monkeypatch.delenv("STABILITY_PROGRESS", raising=False)
+    assert not wanted(json=False, stream=io.StringIO())  # a pipe or a file: silent
+    assert wanted(json=False, stream=_Terminal())
+    assert not wanted(json=True, stream=_Terminal())
+    monkeypatch.setenv("STABILITY_PROGRESS", "1")
+    assert wanted(json=False, stream=io.StringIO()) and not wanted(json=True)
     loud = io.StringIO()
-    bar = Progress(10, "train", stream=loud, force=True)
+    bar = Progress(10, "train", stream=loud)
     bar.update(5)
     bar.close()
     assert "50.0%" in loud.getvalue() and "train" in loud.getvalue()
+
+
+def test_train_draws_its_bar_on_stderr_only(capsys, csv, monkeypatch):
+    monkeypatch.setenv("STABILITY_PROGRESS", "1")
+    argv = ["train", "--data", str(csv), "--rule", "sgd", "--lr", "0.1", "--steps", "50"]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert "100.0%" in err and "train sgd" in err and "%" not in out
+    assert main([*argv, "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and json.loads(out)["steps"] == 50

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from stability.agreement.validate import Protocol, linreg_setup, validate_uniform
+from stability.agreement.comparison import Protocol, linreg_setup, validate_uniform
 from stability.quadratic import QuadraticModel
 from stability.rules.registry import build_rule
 from stability.spectrum import dominant_root_at

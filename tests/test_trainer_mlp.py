@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stability.agreement.validate import Protocol, mlp_setup, validate_uniform
+from stability.agreement.comparison import Protocol, mlp_setup, validate_uniform
 from stability.trainer.mlp import MLP
 from stability.trainer.problems import ProblemOptions, build_problem
 

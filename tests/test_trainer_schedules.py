@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stability.agreement.validate import Protocol, linreg_setup, measure_max_lr, validate_pipeline
+from stability.agreement.comparison import Protocol, linreg_setup, measure_max_lr, validate_pipeline
 from stability.pipeline import per_parameter, pipeline
 from stability.rules.discrepancy import optimal_gamma
 from stability.rules.lwp_sc import spike_coefficients

@@ -1,6 +1,6 @@
 """The coupled analysis on the reference trainer's problems, and the trainer's measurement.
 
-This module brings the two sides together (as `stability.agreement.validate` does for the
+This module brings the two sides together (as `stability.agreement.comparison` does for the
 scalar theory): the Hessians of a trainer problem become a `stability.coupled.system.CoupledSystem`,
 and the trainer measures the max stable lr of the very same per-stage rule.
 
@@ -97,7 +97,7 @@ def problem_system(
 
 def measure(built: ProblemSystem, setup, guess: float, protocol):
     """The trainer's empirical max stable lr of the same per-stage rule (module doc)."""
-    from stability.agreement.validate import measure_max_lr
+    from stability.agreement.comparison import measure_max_lr
     from stability.pipeline import per_parameter
     from stability.trainer.engine import Phase
     from stability.trainer.schedules import pipeline_rule

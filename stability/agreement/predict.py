@@ -19,7 +19,7 @@ what is dropped is reported as ``offdiagonal``).  Modes with λ_k ≤ 0 (flat or
 curvature, not a strict minimum) are left out and counted.
 
 **Per-stage delays** do not decouple (stages cut across eigenvectors).  Two scalar readings
-are offered, both compared with the measurement by `stability.agreement.validate`:
+are offered, both compared with the measurement by `stability.agreement.comparison`:
 ``worst_stage`` (every weight at the largest stage delay) and ``per_stage`` (stage i alone, its
 diagonal block H_ii at its own delays; the minimum over stages).
 """

@@ -42,6 +42,7 @@ import numpy as np
 from stability.dynamics.linear import CharacteristicPolynomial, characteristic_polynomial
 from stability.polynomial import SparsePoly
 from stability.quadratic import QuadraticModel
+from stability.result import Result, output
 from stability.rules.base import Rule
 from stability.spectrum import (
     DENSE_MAX_DEGREE,
@@ -60,8 +61,8 @@ _DENSE_CHECK_DEGREE = 24  # up to this degree the check uses companion eigenvalu
 
 
 @dataclass(frozen=True)
-class MaxLr:
-    """Result of `max_lr`.
+class MaxLr(Result):
+    """Result of `max_lr` (and of ``st.max_lr`` / ``stability max-lr``, which add ``rule``).
 
     ``max_lr``: the first lr > 0 at which a root reaches the unit circle; ``None`` if the
     rule is stable for every lr > 0; ``0.0`` if it is stable for no lr > 0.
@@ -69,9 +70,13 @@ class MaxLr:
     there (``None`` without a crossing).  ``method``: how it was computed.
     """
 
-    max_lr: float | None
-    crossing_angle: float | None
-    method: str
+    max_lr: float | None = output("max stable step size; null: stable for every lr > 0")
+    crossing_angle: float | None = output(
+        "argument θ ∈ [0, π] of the root e^{iθ} on the unit circle there; null: no crossing",
+        "rad",
+    )
+    method: str = output("how it was computed (boundary locus, bisection, Floquet bisection)")
+    rule: str | None = output("the rule's registry name (null: a hand-built rule)", default=None)
 
 
 def max_lr(

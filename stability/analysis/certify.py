@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from stability.analysis.bounds import t2_optimal_gamma
+from stability.analysis.closed_forms import t2_optimal_gamma
 from stability.limits import CERTIFY_MAX_DEGREE
 from stability.rules.spec import RuleSpec
 

@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
 from typing import Any
 
+from stability.analysis.boundary import MaxLr
 from stability.analysis.boundary import max_lr as _max_lr
 from stability.api.resolve import resolve
-from stability.api.result import Result, output
-
-
-@dataclass(frozen=True)
-class MaxLr(Result):
-    """The first lr > 0 at which a root of the rule's dynamics reaches the unit circle."""
-
-    rule: str = output("the rule's registry name")
-    max_lr: float | None = output("max stable step size; null: stable for every lr > 0", "lr")
-    crossing_angle: float | None = output("argument θ ∈ [0, π] of the root e^{iθ} there", "rad")
-    method: str = output("how it was computed (boundary locus, bisection, Floquet)")
 
 
 def max_lr(rule: Any, *, method: str = "auto", **params: Any) -> MaxLr:
@@ -33,5 +23,7 @@ def max_lr(rule: Any, *, method: str = "auto", **params: Any) -> MaxLr:
     0.149460187173
     """
     r = resolve(rule, **params)
-    found = _max_lr(r.rule, r.model, method=method)
-    return MaxLr(r.name, found.max_lr, found.crossing_angle, found.method)
+    return dataclasses.replace(_max_lr(r.rule, r.model, method=method), rule=r.name)
+
+
+__all__ = ["MaxLr", "max_lr"]

@@ -1,14 +1,16 @@
 """The rule argument of every public function: a registered name or a rule value.
 
 ``resolve("momentum", tau=10, momentum=0.9)`` validates the parameters against the registry
-(one-line `ValueError` naming the parameter and its range) and returns the rule value, the
-quadratic model it is analysed on and the resolved parameters.  A rule value built by hand
-(e.g. ``DelayedMomentum(tau=3)``) is taken as it is; then only the model's parameters
-``lam``, ``delta``, ``phi`` may be given.
+(one-line `ValueError` naming the parameter and its range; a parameter the rule does not take
+is refused the same way by every function) and returns the rule value, the quadratic model it
+is analysed on and the resolved parameters.  A rule value built by hand (e.g.
+``DelayedMomentum(tau=3)``) is taken as it is; then only the model's parameters ``lam``,
+``delta``, ``phi`` may be given.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,3 +53,24 @@ def resolve(rule: str | RuleSpec | Rule, **params: Any) -> Resolved:
         )
     values = {"lam": 1.0, "delta": 0, "phi": 0} | {k: v for k, v in params.items() if v is not None}
     return Resolved(None, rule, QuadraticModel(**values), values)
+
+
+def rule_name(rule: str | RuleSpec) -> str:
+    """The registry name of a rule given by name or registry entry (commands that build the
+    rule per delay or per stage take it by name)."""
+    if isinstance(rule, RuleSpec):
+        return rule.name
+    if not isinstance(rule, str):
+        raise ValueError(f"rule must be a registered rule name here, got {rule!r}")
+    return get_spec(rule).name
+
+
+def check_params(rules: Iterable[str], params: dict[str, Any], *, set_by: dict[str, str]) -> None:
+    """Every parameter in ``params`` is taken by every rule in ``rules`` and none is one that
+    the command sets itself (``set_by``: parameter → what sets it); else one `ValueError`."""
+    for name in rules:
+        spec = get_spec(name)
+        spec.resolve(**{k: v for k, v in params.items() if k not in set_by})
+        for key, setter in set_by.items():
+            if params.get(key) is not None and key in spec.param_names:
+                raise ValueError(f"{key} is set by {setter}: leave it out")

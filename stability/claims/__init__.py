@@ -43,7 +43,9 @@ def check_claims(ids: Iterable[str] | None = None, *, quick: bool = False) -> li
     ids = list(registry) if ids is None else list(ids)
     unknown = [i for i in ids if i not in registry]
     if unknown:
-        raise ValueError(f"unknown claim {unknown[0]!r}; known claims: {', '.join(registry)}")
+        raise ValueError(
+            f"claim: unknown claim {unknown[0]!r}; known claims: {', '.join(registry)}"
+        )
     grids = quick_parameters() if quick else {}
     return [registry[i](**grids.get(i, {})) for i in ids]
 

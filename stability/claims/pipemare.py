@@ -82,7 +82,7 @@ def _bound_claim(claim_id, source, statement, scope, ratio, numbers) -> Claim:
 
 
 def lemma2_upper_bound(tau_max: int = 40, deltas=POSITIVE_DELTAS) -> Claim:
-    from stability.analysis.bounds import lemma2_bound
+    from stability.analysis.closed_forms import lemma2_bound
 
     pairs, lr = _pairs_table("discrepancy", tau_max, tuple(deltas))
     bound = lemma2_bound(pairs[:, :1], pairs[:, 1:], np.array(deltas)[None, :])
@@ -108,7 +108,7 @@ def lemma2_upper_bound(tau_max: int = 40, deltas=POSITIVE_DELTAS) -> Claim:
 
 
 def lemma3_upper_bound(tau_max: int = 40, momenta=MOMENTA) -> Claim:
-    from stability.analysis.bounds import lemma3_bound
+    from stability.analysis.closed_forms import lemma3_bound
 
     taus = np.arange(tau_max + 1)
     m = np.array(momenta)

@@ -2,6 +2,11 @@
 
 Every parser raises `UsageError` with one line naming the flag and its allowed values; the
 command line (`stability.cli.main`) prints it and exits with code 2.
+
+Rule flags follow one rule in every command: the parser knows the flags of every registered
+rule, ``--help`` shows only those of the rule(s) named on the line (`focus_help`), and a flag
+the named rule does not take is refused in one line naming the flag and the rule
+(`check_rule_flags`).
 """
 
 from __future__ import annotations
@@ -9,10 +14,12 @@ from __future__ import annotations
 import argparse
 import math
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
+
+RULE_GROUP_TITLE = "rule parameters"
 
 
 class UsageError(Exception):
@@ -25,6 +32,23 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):
         raise UsageError(message)
 
+    def _get_values(self, action, arg_strings):
+        # ``--kappa=--``: argparse would drop the "--" and hand the flag an empty list; it is
+        # the value the user typed, to be parsed (and refused) like any other.
+        if action.nargs is None and arg_strings == ["--"]:
+            value = self._get_value(action, "--")
+            self._check_value(action, value)
+            return value
+        return super()._get_values(action, arg_strings)
+
+
+def flag_of(name: str) -> str:
+    """The command-line flag of a parameter name: ``tau_fwd`` → ``--tau-fwd``."""
+    return "--" + name.replace("_", "-")
+
+
+# -- values ------------------------------------------------------------------------------------
+
 
 class ExactFloat(float):
     """A float parsed from the command line that keeps its text's exact value in ``exact``.
@@ -36,116 +60,281 @@ class ExactFloat(float):
     exact: Fraction
 
 
-def float_arg(name: str) -> Callable[[str], ExactFloat]:
+def float_arg(flag: str) -> Callable[[str], ExactFloat]:
     def parse(text: str) -> ExactFloat:
         try:
             value = ExactFloat(text)
         except ValueError:
-            raise UsageError(f"{name} must be a real number, got {text!r}") from None
+            raise UsageError(f"{flag} must be a real number, got {text!r}") from None
         if not math.isfinite(value):
-            raise UsageError(f"{name} must be a finite real number, got {text}")
+            raise UsageError(f"{flag} must be a finite real number, got {text}")
         value.exact = Fraction(text.strip().replace("_", ""))
         return value
 
     return parse
 
 
-def int_arg(name: str, low: int = 0) -> Callable[[str], int]:
-    """An integer ≥ ``low``."""
+def int_arg(flag: str, low: int = 0, high: int | None = None) -> Callable[[str], int]:
+    """An integer in [low, high] (written as an integer, or a float with an integer value)."""
+    rng = f"an integer in [{low}, {high}]" if high is not None else f"an integer ≥ {low}"
 
     def parse(text: str) -> int:
         try:
-            value = int(text)
+            value = float(text)
         except ValueError:
-            raise UsageError(f"{name} must be an integer ≥ {low}, got {text!r}") from None
-        if value < low:
-            raise UsageError(f"{name} must be an integer ≥ {low}, got {value}")
+            raise UsageError(f"{flag} must be {rng}, got {text!r}") from None
+        if not math.isfinite(value) or value != int(value):
+            raise UsageError(f"{flag} must be {rng}, got {text}")
+        value = int(value)
+        if value < low or (high is not None and value > high):
+            raise UsageError(f"{flag} must be {rng}, got {value}")
         return value
 
     return parse
 
 
-def delay_arg(name: str) -> Callable[[str], int]:
-    def parse(text: str) -> int:
+def int_list(flag: str, low: int = 0) -> Callable[[str], tuple[int, ...]]:
+    """Comma-separated integers ≥ low."""
+
+    def parse(text: str) -> tuple[int, ...]:
         try:
-            value = float(text)
+            values = tuple(int(t) for t in text.split(",") if t.strip())
         except ValueError:
-            raise UsageError(f"{name} must be an integer in [0, 100000], got {text!r}") from None
-        if not math.isfinite(value) or value != int(value):
-            raise UsageError(f"{name} must be an integer in [0, 100000], got {text}")
-        return int(value)
+            raise UsageError(f"{flag} must be comma-separated integers, got {text!r}") from None
+        if not values or any(v < low for v in values):
+            raise UsageError(f"{flag} must be comma-separated integers ≥ {low}, got {text!r}")
+        return values
 
     return parse
 
 
-def bool_arg(name: str) -> Callable[[str], bool]:
+def names_arg(flag: str) -> Callable[[str], tuple[str, ...]]:
+    """Comma-separated names."""
+
+    def parse(text: str) -> tuple[str, ...]:
+        names = tuple(t.strip() for t in text.split(",") if t.strip())
+        if not names:
+            raise UsageError(f"{flag} must be comma-separated names, got {text!r}")
+        return names
+
+    return parse
+
+
+def rule_names_arg(flag: str, *, several: bool = False) -> Callable[[str], Any]:
+    """A registered rule name (``several``: comma-separated names), refused naming ``flag``."""
+
+    def parse(text: str):
+        from stability.rules.registry import RULES
+
+        names = tuple(t.strip() for t in text.split(",") if t.strip()) if several else (text,)
+        for name in names or ("",):
+            if name not in RULES:
+                raise UsageError(f"{flag}: unknown rule {name!r}; known rules: {', '.join(RULES)}")
+        return names if several else text
+
+    return parse
+
+
+def bool_arg(flag: str) -> Callable[[str], bool]:
     def parse(text: str) -> bool:
         low = text.strip().lower()
         if low in ("1", "true", "yes", "on"):
             return True
         if low in ("0", "false", "no", "off"):
             return False
-        raise UsageError(f"{name} must be true or false, got {text!r}")
+        raise UsageError(f"{flag} must be true or false, got {text!r}")
 
     return parse
 
 
-def choice_arg(name: str, choices: tuple[str, ...]) -> Callable[[str], str]:
+def choice_arg(flag: str, choices: tuple[str, ...]) -> Callable[[str], str]:
     def parse(text: str) -> str:
         if text not in choices:
-            raise UsageError(f"{name} must be one of {', '.join(choices)}, got {text!r}")
+            raise UsageError(f"{flag} must be one of {', '.join(choices)}, got {text!r}")
         return text
 
     return parse
 
 
-def add_rule_arguments(parser: argparse.ArgumentParser, *, positional: bool = True) -> None:
-    """The RULE positional and one flag per rule parameter of the registry."""
+# -- rule flags --------------------------------------------------------------------------------
+
+
+def add_rule_arguments(
+    parser: argparse.ArgumentParser, *, rule: str = "positional", exclude: Sequence[str] = ()
+) -> None:
+    """One flag per rule parameter of the registry, and where the command names its rule(s):
+    ``rule`` is ``"positional"`` (RULE), ``"--rule"`` or ``"--rules"`` (comma-separated).
+
+    ``exclude``: parameters the command takes as its own options (e.g. ``--stages``).
+    """
+    from stability.checks import MAX_DELAY
     from stability.rules.registry import RULES
 
-    if positional:
+    if rule == "positional":
         parser.add_argument("rule", metavar="RULE", help="rule name (see `stability rules`)")
-    seen: dict[str, Any] = {}
-    users: dict[str, list[str]] = {}
+    elif rule == "--rule":
+        parser.add_argument(
+            "--rule", type=rule_names_arg("--rule"), required=True, metavar="RULE", help="rule name"
+        )
+    else:
+        parser.add_argument(
+            "--rules",
+            type=rule_names_arg("--rules", several=True),
+            required=True,
+            help="comma-separated rule names",
+        )
+    params: dict[str, Any] = {}
     for spec in RULES.values():
         for p in spec.params:
-            seen.setdefault(p.name, p)
-            users.setdefault(p.name, []).append(spec.name)
-    group = parser.add_argument_group("rule parameters (each applies to the rules listed)")
-    for name, p in seen.items():
+            if p.name not in exclude:
+                params.setdefault(p.name, p)
+    group = parser.add_argument_group(RULE_GROUP_TITLE)
+    actions = {}
+    for name, p in params.items():
+        flag = flag_of(name)
         if p.kind == "choice":
-            parse = choice_arg(name, p.choices)
+            parse = choice_arg(flag, p.choices)
+        elif p.kind == "delay":
+            parse = int_arg(flag, int(p.low or 0), MAX_DELAY)
+        elif p.kind == "bool":
+            parse = bool_arg(flag)
         else:
-            parse = {"delay": delay_arg, "bool": bool_arg}.get(p.kind, float_arg)(name)
-        group.add_argument(
-            "--" + name.replace("_", "-"),
-            dest=name,
-            type=parse,
-            default=None,
-            metavar="X",
-            help=f"{p.doc}; {p.allowed} [{', '.join(users[name])}]",
+            parse = float_arg(flag)
+        actions[name] = group.add_argument(
+            flag, dest=name, type=parse, default=None, metavar="X", help=f"{p.doc}; {p.allowed}"
         )
+    parser.set_defaults(_rule_source=rule, _rule_params=tuple(actions))
+    parser.rule_group = group
+    parser.rule_actions = actions
+
+
+def named_rules(args: argparse.Namespace) -> tuple[str, ...]:
+    """The rule names of the command line (one, or several for ``--rules``)."""
+    source = getattr(args, "_rule_source", None)
+    if source == "--rules":
+        return tuple(args.rules)
+    return () if source is None else (args.rule,)
 
 
 def rule_values(args: argparse.Namespace) -> dict[str, Any]:
     """The rule parameters given on the command line (absent ones are left to defaults)."""
-    from stability.rules.registry import RULES
-
-    names = {p.name for spec in RULES.values() for p in spec.params}
+    names = getattr(args, "_rule_params", ())
     return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
 
 
-def build_from_args(args: argparse.Namespace, values: dict[str, Any] | None = None):
-    """``(spec, rule, model)`` for the RULE and rule flags of ``args``."""
+def check_rule_flags(args: argparse.Namespace) -> None:
+    """Refuse, in one line, a rule flag that the rule named on the line does not take (with
+    ``--rules``: that none of the rules takes; each flag applies to the rules that take it)."""
     from stability.rules.registry import get_spec
 
-    spec = get_spec(args.rule)
-    rule, model = spec.build(**(rule_values(args) if values is None else values))
-    return spec, rule, model
+    specs = [get_spec(name) for name in named_rules(args)]
+    for param in rule_values(args):
+        if specs and not any(param in s.param_names for s in specs):
+            if len(specs) == 1:
+                flags = ", ".join(flag_of(p) for p in specs[0].param_names)
+                raise UsageError(
+                    f"{flag_of(param)}: rule {specs[0].name!r} has no parameter {param!r} "
+                    f"(its flags: {flags})"
+                )
+            names = ", ".join(s.name for s in specs)
+            raise UsageError(
+                f"{flag_of(param)}: no rule of --rules ({names}) has a parameter {param!r}"
+            )
+
+
+def focus_help(parser: argparse.ArgumentParser, names: Sequence[str]) -> None:
+    """Show only the flags of the rules ``names`` (those any of them takes) in ``parser``'s
+    help, after the command's own options; with no known rule, a pointer."""
+    from stability.rules.registry import RULES
+
+    actions = getattr(parser, "rule_actions", None)
+    if actions is None:
+        return
+    known = [RULES[n] for n in names if n in RULES]
+    shown = {p for s in known for p in s.param_names}
+    for name, action in actions.items():
+        if name not in shown:
+            action.help = argparse.SUPPRESS
+    group = parser.rule_group
+    command = parser.prog.split()[-1]
+    if known:
+        group.title = f"parameters of {' and '.join(s.name for s in known)}"
+        group.description = None
+    else:
+        group.description = (
+            "each rule has its own flags: `stability rules RULE` lists them, and "
+            f"`stability {command} RULE --help` shows them here"
+        )
+    parser._action_groups.remove(group)
+    parser._action_groups.append(group)
+
+
+def rule_names_in(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[str]:
+    """The rule name(s) written in ``argv`` (the arguments after the command), for the help."""
+    source = parser.get_default("_rule_source")
+    if source in ("--rule", "--rules"):
+        for i, token in enumerate(argv):
+            if token == source and i + 1 < len(argv):
+                return argv[i + 1].split(",")
+            if token.startswith(source + "="):
+                return token.split("=", 1)[1].split(",")
+        return []
+    if source != "positional":
+        return []
+    takes_value = {
+        s: a.nargs != 0 for a in parser._actions for s in a.option_strings
+    }  # flags that consume the next token
+    skip = False
+    for token in argv:
+        if skip:
+            skip = False
+        elif token.startswith("-"):
+            skip = "=" not in token and takes_value.get(token, False)
+        else:
+            return [token]
+    return []
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Wraps the description, keeps the ``examples:`` epilog as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("examples:") or text.startswith("commands"):
+            return text
+        return super()._fill_text(text, width, indent)
+
+
+def add_command(
+    sub,
+    name: str,
+    *,
+    usage: str,
+    help: str,  # noqa: A002 - argparse's name
+    description: str,
+    examples: Sequence[str],
+):
+    """A subcommand parser with its usage line (after ``stability NAME``), one-line help,
+    description and examples."""
+    return sub.add_parser(
+        name,
+        usage=f"stability {name} {usage}",
+        help=help,
+        description=description,
+        epilog=examples_epilog(examples),
+        formatter_class=HelpFormatter,
+    )
+
+
+def examples_epilog(examples: Sequence[str]) -> str:
+    """The ``examples:`` section of a command's help (every line runs in the tests)."""
+    return "examples:\n" + "\n".join(f"  stability {line}" for line in examples)
+
+
+# -- output paths ------------------------------------------------------------------------------
 
 
 def _writable_directory(flag: str, directory: Path) -> None:

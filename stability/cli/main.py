@@ -1,12 +1,16 @@
 """The ``stability`` command line (DESIGN.md, CLI contract).
 
 ``stability COMMAND RULE [flags] [--json]``: with ``--json`` exactly one JSON object on
-stdout, otherwise a short report.  Errors are one line on stderr with exit code 2 (bad input)
-or 1 (an internal failure; set STABILITY_DEBUG=1 for the traceback).
+stdout (the result's ``to_json()``, with ``schema_version``), otherwise a short report.
+Errors are one line on stderr naming the flag, with exit code 2 (bad input) or 1 (an internal
+failure; set STABILITY_DEBUG=1 for the traceback).  ``stability`` alone, or ``-h``, lists the
+commands with one example each; ``stability COMMAND RULE --help`` shows the command's options
+and the flags of RULE.
 
-Commands live in `stability.cli.commands` (one module each); this module is the plumbing:
-parser, rule flags, error handling, output.  Heavy libraries are imported inside commands,
-so that ``stability max-lr`` starts in about the time of ``import numpy``.
+Commands live in `stability.cli.commands` (one module each) and call the public API
+(`stability.api`); this module is the plumbing: parser, rule flags, errors, output, threads.
+Heavy libraries are imported inside commands, so that ``stability max-lr`` starts in about
+the time of ``import numpy``.
 """
 
 from __future__ import annotations
@@ -19,105 +23,135 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from stability.cli.args import Parser, UsageError
-from stability.files import strict_json
-from stability.limits import help_text
+from stability.cli.args import (
+    HelpFormatter,
+    Parser,
+    UsageError,
+    check_rule_flags,
+    flag_of,
+    focus_help,
+    rule_names_in,
+)
 
-EXAMPLES = """\
-examples:
-  stability rules
-  stability poly momentum --tau 2 --momentum 0.9 --lr 0.1 --symbolic --json
-  stability radius sgd --tau 4 --lr 0.2 --json
-  stability radius sgd --tau 3 --lr 0.4450418679126288000000123 --certify --json
-  stability max-lr sgd --tau 10 --lam 1 --json
-  stability max-lr t2 --tau-fwd 40 --tau-bkwd 10 --delta 5 --decay 0.1 --json
-  stability bounds momentum --tau 10 --momentum 0.9 --json
-  stability claims --quick
-  stability halflife lwp+sc --tau 1 --kappa 1000 --optimize-momentum --json
-  stability heatmap momentum --tau 1 --x lr:1e-3:10:256:log --y momentum:0:0.999:256 \\
-      --out F.png --csv F.csv
-  stability repro --all --quick
-  stability validate --problem linreg --rules sgd,momentum --taus 0,1,4,16 --momentum 0.9
-  stability coupled --problem linreg --stages 4 --schedule pipemare --rule sgd --measure
-  stability t1-audit sgd --lam 4 --lr-schedule constant:0.1 --taus 1,4,16 --anneal-steps 1000 \\
-      --steps 2000
-"""
+BLAS_THREADS = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+)
+"""Thread-count variables of the BLAS libraries numpy may use."""
 
 
-def make_parser() -> argparse.ArgumentParser:
+def limit_blas_threads(environ=os.environ) -> bool:
+    """One BLAS thread, unless the user set a thread count (returns whether it did).
+
+    The CLI's eigen-solves and trainer steps are small matrix operations run many times:
+    threads cost more than they gain (``train --tau 300``: 23.7 s with the default threads,
+    2.7 s with one).  It must run before numpy is imported to take effect.
+    """
+    if any(name in environ for name in BLAS_THREADS):
+        return False
+    for name in BLAS_THREADS:
+        environ[name] = "1"
+    return True
+
+
+def make_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser; the help of the command in ``argv`` shows only the named rule's flags."""
     from stability.cli.commands import COMMANDS
+    from stability.limits import help_text
+    from stability.version import __version__
 
     parser = Parser(
         prog="stability",
-        description="Stability analysis of delayed-gradient (pipeline-parallel) training.",
-        epilog=EXAMPLES + "\n" + help_text(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="stability [-h] [--version] COMMAND [RULE] [flags] [--json]",
+        description="Stability analysis of delayed-gradient (pipeline-parallel) training: "
+        "for an update rule, its delays and the curvature, which step sizes keep training "
+        "stable, how fast it converges, and whether a real training run agrees.",
+        formatter_class=HelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    parser.add_argument("--version", action="version", version=f"stability {__version__}")
+    sub = parser.add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=Parser, help=argparse.SUPPRESS
+    )
     sub.required = True
+    listing = ["commands (`stability COMMAND --help`: its options and two examples):"]
     for command in COMMANDS:
         command.register(sub)
+        name, helptext = sub._choices_actions[-1].dest, sub._choices_actions[-1].help
+        listing += [f"  {name:<10}  {helptext}", f"  {'':<10}    stability {command.EXAMPLES[0]}"]
+    parser.epilog = "\n".join(listing) + "\n\n" + help_text()
+    argv = list(argv)
+    position = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
+    if position is not None and argv[position] in sub.choices:
+        command_parser = sub.choices[argv[position]]
+        focus_help(command_parser, rule_names_in(command_parser, argv[position + 1 :]))
     return parser
 
 
-def format_report(result: dict[str, Any]) -> str:
-    """Default human-readable output: one ``key: value`` line per field."""
-    lines = []
-    for key, value in result.items():
-        if isinstance(value, float):
-            value = f"{value:.16g}"
-        elif isinstance(value, (list, tuple)) and len(value) > 12:
-            value = f"[{len(value)} values]"
-        lines.append(f"{key}: {value}")
-    return "\n".join(lines)
-
-
-def run_recording_warnings(args) -> dict[str, Any]:
-    """Run the command with Python and numpy warnings recorded instead of printed: on success
-    they become the result's ``warnings`` field (a list of one-line strings: the result may
-    have lost accuracy, e.g. an overflow), never text on stderr."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result = args.run(args)
-    seen = dict.fromkeys(
-        f"{w.category.__name__}: {w.message} ({os.path.basename(w.filename)}:{w.lineno}); "
-        "the result may have lost accuracy"
-        for w in caught
-    )
-    if seen:
-        result = {**result, "warnings": [*result.get("warnings", []), *seen]}
-    return result
-
-
 def main(argv: Sequence[str] | None = None) -> int:
+    limit_blas_threads()
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        parser = make_parser()
+        parser = make_parser(argv)
+        if not argv:
+            sys.stdout.write(parser.format_help())
+            return 0
         args = parser.parse_args(argv)
-        result = run_recording_warnings(args)
+        check_rule_flags(args)
+        result, lost = run_recording_warnings(args)
         if args.json:
-            sys.stdout.write(json.dumps(strict_json(result)) + "\n")
+            out = {**result.to_json(), **({"warnings": lost} if lost else {})}
+            sys.stdout.write(json.dumps(out, allow_nan=False) + "\n")
         else:
-            report = getattr(args, "report", None) or format_report
-            text = report(result)
-            if result.get("warnings") and report is not format_report:
-                text += "".join(f"\nwarning: {w}" for w in result["warnings"])
+            text = args.report(result) + "".join(f"\nwarning: {w}" for w in lost)
             sys.stdout.write(text + "\n")
         return 0
-    except (UsageError, ValueError) as err:
-        sys.stderr.write(f"stability: error: {err}\n")
-        return 2
-    except OSError as err:  # a file that could not be read or written after the checks
-        where = f" {err.filename}" if err.filename else ""
-        sys.stderr.write(f"stability: error: cannot access{where}: {err.strerror or err}\n")
+    except SystemExit as done:  # --help, --version
+        return int(done.code or 0)
+    except (UsageError, ValueError, OSError) as err:
+        sys.stderr.write(f"stability: error: {_naming_the_flag(err, argv)}\n")
         return 2
     except KeyboardInterrupt:
-        sys.stderr.write("stability: interrupted\n")
+        sys.stderr.write("stability: interrupted (no partial files are left behind)\n")
         return 130
     except Exception as err:  # noqa: BLE001 - the contract is one line, never a traceback
         if os.environ.get("STABILITY_DEBUG"):
             raise
         sys.stderr.write(f"stability: internal error: {type(err).__name__}: {err}\n")
         return 1
+
+
+def run_recording_warnings(args) -> tuple[Any, list[str]]:
+    """Run the command with Python and numpy warnings recorded instead of printed.
+
+    On success they are returned as one-line strings (the result may have lost accuracy, e.g.
+    an overflow), which `main` adds as the ``warnings`` list of the JSON object or as
+    ``warning:`` lines of the report: never text on stderr."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = args.run(args)
+    lost = dict.fromkeys(
+        f"{w.category.__name__}: {w.message} ({os.path.basename(w.filename)}:{w.lineno}); "
+        "the result may have lost accuracy"
+        for w in caught
+    )
+    return result, list(lost)
+
+
+def _naming_the_flag(err: Exception, argv: Sequence[str]) -> str:
+    """The error's one line, its leading parameter name written as the flag the user typed
+    (``tau_bkwd must be ≤ …`` → ``--tau-bkwd must be ≤ …``)."""
+    text = " ".join(str(err).split())
+    if isinstance(err, OSError):  # a file that could not be read or written after the checks
+        where = f" {err.filename}" if err.filename else ""
+        return f"cannot access{where}: {err.strerror or err}"
+    first = text.split(" ", 1)[0].rstrip(":")
+    flag = flag_of(first)
+    if first.isidentifier() and any(a == flag or a.startswith(flag + "=") for a in argv):
+        return flag + text[len(first) :]
+    return text
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from stability.analysis.boundary import max_lr
-from stability.cli.commands.repro import DEFAULT_REPRO_DIR, available
+from stability.api.repro import DEFAULT_REPRO_DIR, available
 from stability.cli.main import main as cli
 from stability.files import write_json
 from stability.rules.registry import RULES

@@ -27,11 +27,12 @@ from dataclasses import dataclass
 from stability.coupled.scan import scan_max_lr
 from stability.coupled.stage_bounds import per_stage_bounds, scalar_bound, stage_delay
 from stability.coupled.system import CoupledSystem, dense_max_lr
+from stability.result import Result, output
 
 
 @dataclass(frozen=True)
-class CoupledAnalysis:
-    """Everything `analyze` reports (JSON-ready through `as_dict`).
+class CoupledAnalysis(Result):
+    """Everything `analyze` reports.
 
     ``max_lr``/``crossing_angle``/``critical_stage``/``stage_shares``: the exact coupled result
     (`stability.coupled.scan.CoupledMaxLr`; stages numbered 1 … P).  ``scalar_bound`` and
@@ -39,29 +40,23 @@ class CoupledAnalysis:
     > 1 optimistic); ``per_stage_bounds`` and ``min_stage_ratio`` = min(per-stage)/max_lr.
     """
 
-    max_lr: float | None
-    crossing_angle: float | None
-    critical_stage: int | None
-    stage_shares: tuple[float, ...]
-    scalar_bound: float | None
-    scalar_ratio: float | None
-    per_stage_bounds: tuple[float | None, ...]
-    min_stage_ratio: float | None
-    method: str
-    eigensolves: int
-    certified: bool
-    seconds: float
-    stage_sizes: tuple[int, ...]
-    stage_taus: tuple[int, ...]
-    hessian_norms: dict[str, float]
-
-    def as_dict(self) -> dict:
-        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        out["stage_shares"] = list(self.stage_shares)
-        out["per_stage_bounds"] = list(self.per_stage_bounds)
-        out["stage_sizes"] = list(self.stage_sizes)
-        out["stage_taus"] = list(self.stage_taus)
-        return out
+    max_lr: float | None = output("exact max stable lr of the coupled per-stage system")
+    crossing_angle: float | None = output("argument θ of the critical multiplier e^{iθ}", "rad")
+    critical_stage: int | None = output("stage (1 … P) whose share of the critical mode is largest")
+    stage_shares: tuple[float, ...] = output("share of each stage in the critical mode")
+    scalar_bound: float | None = output("scalar theory's max lr at (λ_max, τ_max)")
+    scalar_ratio: float | None = output("scalar_bound / max_lr (< 1 pessimistic, > 1 optimistic)")
+    per_stage_bounds: tuple[float | None, ...] = output(
+        "each stage's scalar max lr on its own diagonal Hessian block"
+    )
+    min_stage_ratio: float | None = output("min(per_stage_bounds) / max_lr")
+    method: str = output("frequency scan or block-state-matrix bisection")
+    eigensolves: int = output("eigenvalue problems solved")
+    certified: bool = output("the max lr was verified just below and above")
+    seconds: float = output("time of the coupled computation", "s")
+    stage_sizes: tuple[int, ...] = output("parameters per stage (contiguous blocks)")
+    stage_taus: tuple[int, ...] = output("forward delay of each stage", "steps")
+    hessian_norms: dict[str, float] = output("spectral norm of each pass's Hessian (H_f, H_b)")
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:

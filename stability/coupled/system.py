@@ -40,7 +40,7 @@ import numpy as np
 
 from stability.checks import check_delay, check_real
 from stability.coupled.transfer import PASSES, StageTransfer, stage_transfer
-from stability.rules.base import Rule, taps_read
+from stability.rules.base import Rule, taps_read, with_backward_delay
 
 DENSE_MAX_STATES = 4000
 """Largest block state matrix `spectral_radius` and `dense_max_lr` will diagonalise."""
@@ -218,7 +218,6 @@ def stage_rules(
     τ_bkwd,i there is no discrepancy to correct: T2's parameters are dropped there (``t2``
     becomes ``discrepancy``).
     """
-    import dataclasses
 
     from stability.rules.registry import get_spec
 
@@ -264,9 +263,7 @@ def stage_rules(
                     f"rule {rule!r} is periodic: the coupled analysis needs time-invariant rules"
                 )
             if "tau" in names and inconsistent:
-                if not hasattr(stage_rule, "tau_bkwd"):
-                    raise ValueError(f"rule {rule!r} has no backward delay: use consistent delays")
-                stage_rule = dataclasses.replace(stage_rule, tau_bkwd=int(tb[i]))
+                stage_rule = with_backward_delay(stage_rule, rule, int(tb[i]))
             built[key] = stage_rule
         out.append(built[key])
     return tuple(out)

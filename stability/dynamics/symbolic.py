@@ -24,7 +24,9 @@ LR = sympy.Symbol("lr", positive=True)
 def symbols_for(spec: RuleSpec, **values: Any) -> dict[str, Any]:
     """Parameter values with every real parameter replaced by a sympy symbol of its name.
 
-    Delays, booleans and optional parameters left unset keep their (integer/None) values.
+    Delays, booleans and optional parameters left unset keep their (integer/None) values.  A
+    real parameter that was not given and is zero by default stays 0 when the rule refuses it
+    as a symbol (it is switched off there, e.g. PipeOptim's weight decay for plain Adam).
     """
     resolved = spec.resolve(**values)
     out = {}
@@ -34,7 +36,16 @@ def symbols_for(spec: RuleSpec, **values: Any) -> dict[str, Any]:
             positive = p.low is not None and p.low >= 0
             value = sympy.Symbol(p.name, positive=True) if positive else sympy.Symbol(p.name)
         out[p.name] = value
+    try:
+        _build(spec, out)
+    except ValueError:
+        off = {k: resolved[k] for k in spec.param_names if k not in values and resolved[k] == 0}
+        out.update(off)
     return out
+
+
+def _build(spec: RuleSpec, params: dict[str, Any]):
+    return spec.builder(**{k: v for k, v in params.items() if k not in MODEL_PARAMS})
 
 
 def to_sympy(poly: SparsePoly, omega: sympy.Symbol = OMEGA) -> sympy.Expr:
@@ -50,7 +61,7 @@ def symbolic_polynomial(spec: RuleSpec, **values: Any) -> sympy.Expr:
     """
     params = symbols_for(spec, **values)
     model = QuadraticModel(**{k: params[k] for k in MODEL_PARAMS if k in params})
-    rule = spec.builder(**{k: v for k, v in params.items() if k not in MODEL_PARAMS})
+    rule = _build(spec, params)
     poly = linearize(rule, model, LR).polynomial()
     # the engine's fixed constants (1.0, 0.0) and γ* = 1 − 2/(τf−τb+1) are rationals
     return sympy.expand(sympy.nsimplify(to_sympy(poly), rational=True))

@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from stability.api.result import Result, output
 from stability.nets.bracket import NetProtocol, measure_log_rate, measure_max_lr
 from stability.nets.curvature import curvature
 from stability.nets.prediction import net_pipeline, net_rules, predict, predicted_log_rate
 from stability.nets.problem import NetProblem, load_problem
 from stability.nets.simulator import simulate
+from stability.result import Result, output
 from stability.trainer.measure import log_rate
 
 RATE_FRACTION = 0.5

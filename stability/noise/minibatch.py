@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from stability.api.resolve import resolve
-from stability.api.result import Result, output
 from stability.checks import check_choice, check_real
+from stability.result import Result, output
 
 MAX_PARAMETERS = 32
 """Largest number of parameters d (the reduced problems are d(d+1)/2-dimensional)."""
@@ -117,12 +117,15 @@ def setup(rule: Any, problem, schedule: str | None, stages, microbatches, params
             raise ValueError(f"{key} belongs to the scalar model; here H comes from the data")
     d = problem.dim
     if schedule is None:
+        for name, value in (("stages", stages), ("microbatches", microbatches)):
+            if value is not None:
+                raise ValueError(f"{name} needs a schedule (the pipeline it describes)")
         r = resolve(rule, **params)
         built = r.rule
         fb = uniform_full_batch(built, problem.hessian_eigenvalues())
         return Setup(r.name, problem, lambda lr: uniform_state(built, lr, d), built, fb, None)
     from stability.agreement.coupled_runs import problem_system, stage_pipeline
-    from stability.agreement.validate import linreg_setup
+    from stability.agreement.comparison import linreg_setup
     from stability.coupled.scan import scan_max_lr
     from stability.trainer.schedules import pipeline_rule
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from stability.api.result import Result, output
+from stability.result import Result, output
 
 FRACTIONS = (0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 0.9)
 MOMENTA = (0.0, 0.5, 0.9, 0.99)

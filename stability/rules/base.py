@@ -26,6 +26,7 @@ functions, no branching on values) so that every numeric type flows through.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -142,6 +143,18 @@ class History:
     @property
     def weights(self) -> Any:
         return self.values["w"][0]
+
+
+def with_backward_delay(rule: Rule, name: str, tau_bkwd: Any) -> Rule:
+    """``rule`` with its backward pass reading w_{t−tau_bkwd} (a pipeline whose backward weights
+    differ from the forward ones, PipeMare Sec. 2); `ValueError` if the rule has no such delay."""
+    fields = {f.name for f in dataclasses.fields(rule)} if dataclasses.is_dataclass(rule) else ()
+    if "tau_bkwd" not in fields:
+        raise ValueError(
+            f"rule {name!r} has no backward delay: use consistent delays (a schedule whose "
+            "backward pass reads the forward weights: pipedream, uniform)"
+        )
+    return dataclasses.replace(rule, tau_bkwd=tau_bkwd)
 
 
 def step(rule: Rule, history: History, oracle: Oracle, lr: Any) -> History:

@@ -181,8 +181,8 @@ SPECS = (
         summary="GPipe: synchronous (τ = 0), utilization N/(N + P − 1) from pipeline bubbles",
         sources=("PipeMare Table 1", "PipeMare App. A.1", "PipeOptim Fig. 1(b)"),
         params=(
-            Param("stages", "pipeline stages P ≥ 1 (bubble cost only)", 4, kind="delay"),
-            Param("microbatches", "microbatches N ≥ 1 (bubble cost only)", 1, kind="delay"),
+            Param("stages", "pipeline stages P ≥ 1 (bubble cost only)", 4, kind="delay", low=1),
+            Param("microbatches", "microbatches N ≥ 1 (bubble cost only)", 1, kind="delay", low=1),
             MOMENTUM,
             LAM,
         ),

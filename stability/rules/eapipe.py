@@ -172,10 +172,16 @@ SPECS = (
         params=(
             TAU,
             Param(
-                "replicas", "local replicas N ≥ 1 (default τ + 1: no staleness)", None, kind="delay"
+                "replicas",
+                "local replicas N ≥ 1 (default τ + 1: no staleness)",
+                None,
+                kind="delay",
+                low=1,
             ),
             Param("elastic", "elastic force α (eq. 1)", 0.5, low=0.0, high=1.0),
-            Param("sync_period", "rounds between syncs ≥ 1 (the paper's τ)", 1, kind="delay"),
+            Param(
+                "sync_period", "rounds between syncs ≥ 1 (the paper's τ)", 1, kind="delay", low=1
+            ),
             LAM,
         ),
         builder=lambda *, tau, replicas, elastic, sync_period: ElasticAveraging(

@@ -9,29 +9,29 @@ from __future__ import annotations
 
 from typing import Any
 
-import stability.rules.adam as adam
-import stability.rules.baselines as baselines
-import stability.rules.discrepancy as discrepancy
-import stability.rules.eapipe as eapipe
-import stability.rules.lwp_sc as lwp_sc
-import stability.rules.pipeoptim as pipeoptim
-import stability.rules.random_delay as random_delay
-import stability.rules.sapipe as sapipe
 from stability.quadratic import QuadraticModel
+from stability.rules.adam import SPECS as ADAM_SPECS
 from stability.rules.base import Rule
+from stability.rules.baselines import SPECS as BASELINES_SPECS
+from stability.rules.discrepancy import SPECS as DISCREPANCY_SPECS
+from stability.rules.eapipe import SPECS as EAPIPE_SPECS
+from stability.rules.lwp_sc import SPECS as LWP_SC_SPECS
+from stability.rules.pipeoptim import SPECS as PIPEOPTIM_SPECS
+from stability.rules.random_delay import SPECS as RANDOM_DELAY_SPECS
+from stability.rules.sapipe import SPECS as SAPIPE_SPECS
 from stability.rules.spec import RuleSpec
 
 RULES: dict[str, RuleSpec] = {
     spec.name: spec
     for spec in (
-        *discrepancy.SPECS,
-        *lwp_sc.SPECS,
-        *pipeoptim.SPECS,
-        *adam.SPECS,
-        *sapipe.SPECS,
-        *eapipe.SPECS,
-        *baselines.SPECS,
-        *random_delay.SPECS,
+        *DISCREPANCY_SPECS,
+        *LWP_SC_SPECS,
+        *PIPEOPTIM_SPECS,
+        *ADAM_SPECS,
+        *SAPIPE_SPECS,
+        *EAPIPE_SPECS,
+        *BASELINES_SPECS,
+        *RANDOM_DELAY_SPECS,
     )
 }
 

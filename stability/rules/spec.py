@@ -23,8 +23,9 @@ MODEL_PARAMS = ("lam", "delta", "phi")
 class Param:
     """One parameter of a rule: name, meaning, default and allowed values.
 
-    ``kind`` is ``"delay"`` (integer in [0, MAX_DELAY]), ``"real"`` (finite, in
-    [low, high] with open ends as flagged), ``"bool"`` or ``"choice"`` (one of ``choices``).
+    ``kind`` is ``"delay"`` (integer in [low, MAX_DELAY], low 0 unless given), ``"real"``
+    (finite, in [low, high] with open ends as flagged), ``"bool"`` or ``"choice"`` (one of
+    ``choices``).
     ``default=None`` marks an optional parameter whose absence the builder resolves (e.g. SC_D
     coefficients).
     """
@@ -45,7 +46,7 @@ class Param:
                 return None
             raise ValueError(f"{self.name} must be given")
         if self.kind == "delay":
-            return check_delay(self.name, value)
+            return check_delay(self.name, value, int(self.low or 0))
         if self.kind == "bool":
             if isinstance(value, bool):
                 return value
@@ -65,7 +66,7 @@ class Param:
     def allowed(self) -> str:
         """The allowed values in words (for `stability rules` and --help)."""
         if self.kind == "delay":
-            return f"integer in [0, {MAX_DELAY}]"
+            return f"integer in [{int(self.low or 0)}, {MAX_DELAY}]"
         if self.kind == "bool":
             return "true or false"
         if self.kind == "choice":
@@ -131,19 +132,6 @@ class RuleSpec:
         model = QuadraticModel(**{k: resolved[k] for k in MODEL_PARAMS if k in resolved})
         rule = self.builder(**{k: v for k, v in resolved.items() if k not in MODEL_PARAMS})
         return rule, model
-
-    def describe(self) -> dict[str, Any]:
-        """JSON-ready description (for `stability rules`)."""
-        return {
-            "name": self.name,
-            "summary": self.summary,
-            "sources": list(self.sources),
-            "parameters": [
-                {"name": p.name, "default": p.default, "allowed": p.allowed, "doc": p.doc}
-                for p in self.params
-            ],
-            "closed_forms": [c.source for c in self.closed_forms],
-        }
 
 
 # Parameters shared by many rules (one definition each).

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stability.api.max_lr import MaxLr, max_lr
-from stability.api.result import Result
+from stability.result import Result
 from stability.rules.spec import MODEL_PARAMS
 from stability.sweep.outcome import error_line
 from stability.sweep.train_runs import TRAIN_OPTIONS, TrainRun, train_chunk

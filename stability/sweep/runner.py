@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stability.api.result import Result, output
+from stability.result import Result, output
 from stability.sweep.catalog import get_command
 from stability.sweep.outcome import error_line
 from stability.sweep.specfile import SweepSpec

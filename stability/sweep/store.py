@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from stability.api.result import Result, output
 from stability.files import write_json
+from stability.result import Result, output
 from stability.sweep.catalog import get_command
 from stability.sweep.specfile import SweepSpec
 

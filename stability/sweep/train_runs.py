@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from stability.api.result import Result, output
+from stability.result import Result, output
 from stability.sweep.outcome import error_line
 
 TRAIN_OPTIONS: dict[str, tuple[str, str]] = {

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from stability.pipeline import Pipeline, per_parameter, t1_factor
-from stability.rules.base import Rule
+from stability.rules.base import Rule, with_backward_delay
 from stability.rules.registry import delay_parameter, get_spec
 from stability.trainer.engine import Phase
 
@@ -67,7 +67,7 @@ def _staged(name: str, values: dict[str, Any], tau_f: Any, tau_b: Any, consisten
         params["tau_bkwd"] = tau_b
     rule, _ = get_spec(name).build(**params)
     if key == "tau" and not consistent:
-        rule = dataclasses.replace(rule, tau_bkwd=tau_b)
+        rule = with_backward_delay(rule, name, tau_b)
     return rule
 
 
@@ -113,11 +113,18 @@ def plan(
 ) -> list[Phase]:
     """Phases for the engine: optional synchronous warm-up, then ``rule`` with optional T1.
 
-    T1 divides by the rule's forward delays (``rule.tau_fwd``), per parameter.
+    T1 divides by the rule's forward delays (``rule.tau_fwd``, or ``rule.tau`` for the rules
+    with one delay), per parameter; a rule without a fixed delay (random delays) refuses it.
     """
     scale = None
     if t1_steps is not None:
-        tau = np.asarray(rule.tau_fwd)
+        tau = getattr(rule, "tau_fwd", getattr(rule, "tau", None))
+        if tau is None:
+            raise ValueError(
+                f"t1: T1 divides the step size by the forward delay (PipeMare eq. 4), and "
+                f"{type(rule).__name__} has no fixed delay"
+            )
+        tau = np.asarray(tau)
         scale = T1(tau if tau.ndim else np.array([tau]), t1_steps)
     phases = [Phase(rule, None, scale)]
     if warmup_steps:

@@ -1,5 +1,8 @@
 """CLI commands, one module each: ``register(subparsers)`` adds the parser, whose
-``run(args) -> dict`` computes the JSON result (imports heavy libraries only when run)."""
+``run(args)`` calls the public function named ``API`` (`stability.api`) and returns its result
+(its ``to_json()`` is the ``--json`` object) and ``report(result)`` writes the text; ``EXAMPLES``
+are two command lines shown in ``--help`` (and run by the tests).  Heavy libraries are
+imported only when a command runs."""
 
 from stability.cli.commands import (
     bounds,

@@ -2,33 +2,37 @@
 
 from __future__ import annotations
 
-from stability.cli.args import add_output_arguments, add_rule_arguments, rule_values
+from stability.cli.args import add_command, add_output_arguments, add_rule_arguments
+
+API = "bounds"
+EXAMPLES = ("bounds sgd --tau 7 --lam 2.5", "bounds momentum --tau 10 --momentum 0.9 --json")
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "bounds",
+        usage="RULE [rule flags] [--json]",
         help="exact max lr vs PipeMare Lemma 1 / 2 / 3 (sgd, momentum, discrepancy)",
         description="The exact maximal stable step size of RULE (boundary locus, mpmath-refined) "
         "and the PipeMare lemma that bounds it: Lemma 1 for sgd (and momentum 0), Lemma 3 for "
         "momentum in (0, 1], Lemma 2 for discrepancy with delta > 0, tau_fwd > tau_bkwd and no "
         "momentum.  ratio = max_lr / bound: 1 for Lemma 1 (exact), <= 1 for Lemmas 2-3.",
+        examples=EXAMPLES,
     )
     add_rule_arguments(p)
     add_output_arguments(p)
-    p.set_defaults(run=run)
+    p.set_defaults(run=run, report=report)
 
 
-def run(args) -> dict:
-    from stability.analysis.bounds import bound_report
+def run(args):
+    from stability.api.bounds import bounds
+    from stability.cli.args import rule_values
 
-    r = bound_report(args.rule, **rule_values(args))
-    return {
-        "rule": r.rule,
-        "max_lr": r.max_lr,
-        "bound": r.bound,
-        "lemma": r.lemma,
-        "ratio": r.ratio,
-        "source": r.source,
-        "crossing_angle": r.crossing_angle,
-    }
+    return bounds(args.rule, **rule_values(args))
+
+
+def report(result) -> str:
+    from stability.cli.report import report as keys
+
+    return keys(result)

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
-from stability.cli.args import add_output_arguments
+from stability.cli.args import add_command, add_output_arguments
+
+API = "claims"
+EXAMPLES = (
+    "claims --claim nesterov-equals-sc --quick",
+    "claims --claim lemma3-slope --quick --json",
+)
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "claims",
+        usage="[--claim ID ...] [--quick] [--json]",
         help="check the papers' stability claims (PipeMare Lemmas 2-3, Figs. 6/10/16; Kosson)",
         description="Checks each claim numerically and grades it (holds, direction_only, "
         "partial_range with the computed range where it holds, fails), with the statement "
         "exactly as checked (grids, parameters), the measured size its wording refers to "
         "(read through the lexicon of size words, listed in the JSON) and the numbers behind "
         "the verdict.  The full grids take about a minute; --quick uses coarser ones.",
+        examples=EXAMPLES,
     )
     p.add_argument(
         "--claim",
@@ -26,24 +35,22 @@ def register(sub) -> None:
     p.set_defaults(run=run, report=report)
 
 
-def run(args) -> dict:
-    from stability.claims import check_claims, lexicon_table
+def run(args):
+    from stability.api.claims import claims
 
-    claims = check_claims(args.claim, quick=args.quick)
-    return {
-        "claims": [c.as_dict() for c in claims],
-        "all_hold": all(c.holds for c in claims),
-        "quick": bool(args.quick),
-        "lexicon": lexicon_table(),
-    }
+    return claims(args.claim, quick=args.quick)
 
 
-def report(result: dict) -> str:
+def report(result) -> str:
+    from stability.cli.report import value
+
     lines = []
-    for c in result["claims"]:
+    for c in result.claims:
         lines.append(f"{c['grade']:<14} {c['id']}  [{c['source']}]")
         lines.append(f"       {c['statement']}")
         lines.append(f"       verdict: {c['summary']}")
-        for key, value in c["numbers"].items():
-            lines.append(f"       {key}: {value}")
+        for key, number in c["numbers"].items():
+            lines.append(f"       {key}: {value(number, 6)}")
+    verdict = "every claim holds" if result.all_hold else "not every claim holds"
+    lines.append(f"{len(result.claims)} claims checked{' (quick grids)' * result.quick}: {verdict}")
     return "\n".join(lines)

@@ -1,14 +1,11 @@
-"""``stability net curvature|max-lr|train --problem FILE.py:FUNC ...``: a user's PyTorch model.
+"""``stability net curvature|max-lr|train --problem FILE.py:FUNC ...``: a user's PyTorch model
+(`stability.nets.public`: ``st.net_curvature``, ``st.net_max_lr``, ``st.net_train``).
 
-* ``curvature [--k K] [--stages P]``: ``eigenvalues`` (descending), ``stage_eigenvalues``,
-  ``negative_eigenvalues``, ``stage_sizes``, ``n_params``, ``hvps``, ``seconds``, ``method``;
-* ``max-lr --rule R [rule flags] [--stages P --schedule S --microbatches N | --tau T]
-  [--k K] [--measure]``: the coupled per-stage ``max_lr`` on the network's curvature,
-  ``scalar_bound``, ``eigenvalues``, ``stage_taus``, ``stage_sizes``, ``method``, the rates at
-  half the threshold, and with ``--measure`` the simulator's ``measured_max_lr`` and
-  ``measured_bracket`` under ``protocol``;
-* ``train --rule R [rule flags] --lr X --steps N [--batch B] [delays]``: ``diverged``,
-  ``final_loss``, ``loss_curve``, ``measured_rate``, ``protocol``.
+* ``curvature [--k K] [--stages P]``: top Hessian eigenvalues, overall and per stage;
+* ``max-lr --rule R [rule flags] [--stages P --schedule S --microbatches N | --tau T] [--k K]
+  [--measure]``: the coupled per-stage max lr on the network's curvature beside the scalar
+  bound, and with ``--measure`` the simulator's bracket;
+* ``train --rule R [rule flags] --lr X --steps N [--batch B] [delays]``: a delayed run.
 
 Needs PyTorch (``pip install stability[torch]``); without it each subcommand says so on one line
 and exits with code 2.  See docs/nets.md.
@@ -19,85 +16,128 @@ from __future__ import annotations
 import argparse
 
 from stability.cli.args import (
+    HelpFormatter,
     Parser,
+    add_command,
     add_output_arguments,
     add_rule_arguments,
+    examples_epilog,
     float_arg,
     int_arg,
-    rule_values,
 )
 
+API = "net_max_lr"
+EXAMPLES = (
+    "net curvature --problem examples/diabetes_linear.py:problem --stages 2 --k 3",
+    "net max-lr --problem examples/diabetes_linear.py:problem --rule momentum --momentum 0.5 "
+    "--stages 2 --tau 2 --k 3 --json",
+)
+SUBCOMMAND_EXAMPLES = {
+    "curvature": EXAMPLES[0],
+    "max-lr": EXAMPLES[1],
+    "train": "net train --problem examples/diabetes_linear.py:problem --rule sgd --stages 2 "
+    "--tau 1 --lr 0.1 --steps 50",
+}
+MAX_STEPS = 1_000_000
+"""Largest number of simulator steps accepted on the command line."""
 SCHEDULES = ("pipemare", "pipedream", "gpipe", "pb", "uniform")
+NOT_RULE_FLAGS = ("tau", "stages", "microbatches", "lam")
+"""Rule parameters the network sets itself: the delays come from the pipeline flags, the
+curvature from the model (so ``--lam`` is not a flag here)."""
 
 
-def _common(p: argparse.ArgumentParser, *, stages: bool) -> None:
+def _common(p: argparse.ArgumentParser) -> None:
+    from stability.checks import MAX_DELAY
+
     p.add_argument(
         "--problem",
         required=True,
         metavar="FILE.py:FUNC",
         help="a Python file and the function in it that returns the problem dict",
     )
-    if stages:
-        p.add_argument(
-            "--stages",
-            type=int_arg("stages", 1),
-            default=None,
-            help="pipeline stages P (default: the problem's, else 1)",
-        )
-    add_output_arguments(p)
+    p.add_argument(
+        "--stages",
+        type=int_arg("--stages", 1, MAX_DELAY),
+        default=None,
+        help="pipeline stages P (default: the problem's, else 1)",
+    )
 
 
 def _rule(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rule", required=True, metavar="RULE", help="rule name (stability rules)")
-    add_rule_arguments(p, positional=False)
-    p.add_argument(
+    from stability.checks import MAX_DELAY
+
+    add_rule_arguments(p, rule="--rule", exclude=NOT_RULE_FLAGS)
+    g = p.add_argument_group("per-stage delays (weight stashing)")
+    g.add_argument(
         "--schedule",
         choices=SCHEDULES,
         default=None,
         help="per-stage delays of this schedule over --stages P, --microbatches N (default "
-        "pipemare; weight stashing); or a uniform --tau",
+        "pipemare); or a uniform --tau",
+    )
+    g.add_argument("--microbatches", type=int_arg("--microbatches", 1, MAX_DELAY), default=None)
+    g.add_argument(
+        "--tau", type=int_arg("--tau", 0, MAX_DELAY), default=None, help="uniform delay τ"
+    )
+
+
+def _subcommand(net, name: str, help: str):  # noqa: A002 - argparse's name
+    return net.add_parser(
+        name,
+        help=help,
+        description=help,
+        usage=f"stability net {name} --problem FILE.py:FUNC [options]",
+        epilog=examples_epilog([SUBCOMMAND_EXAMPLES[name]]),
+        formatter_class=HelpFormatter,
     )
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "net",
+        usage="curvature|max-lr|train --problem FILE.py:FUNC [options] [--json]",
         help="a PyTorch model: curvature per stage, predicted max lr, delayed-pipeline simulator",
-        description=__doc__.split("\n\n")[0],
+        description="A user's PyTorch model split into pipeline stages: its top Hessian "
+        "eigenvalues (curvature), the max stable lr of a rule with per-stage delays on that "
+        "curvature (max-lr, --measure: bracketed by simulation), or a delayed training run "
+        "(train).  `stability net SUBCOMMAND --help` lists each one's flags.",
+        examples=EXAMPLES,
     )
     net = p.add_subparsers(dest="net_command", metavar="SUBCOMMAND", parser_class=Parser)
     net.required = True
 
-    c = net.add_parser("curvature", help="top Hessian eigenvalues, overall and per stage")
-    _common(c, stages=True)
-    c.add_argument("--k", type=int_arg("k", 1), default=10, help="eigenvalues (default 10)")
-    c.set_defaults(run=run_curvature)
+    c = _subcommand(net, "curvature", "top Hessian eigenvalues, overall and per stage")
+    _common(c)
+    c.add_argument("--k", type=int_arg("--k", 1, 1000), default=10, help="eigenvalues")
+    add_output_arguments(c)
+    c.set_defaults(run=run_curvature, report=report_curvature)
 
-    m = net.add_parser("max-lr", help="predicted (and measured) max stable lr per stage delays")
-    _common(m, stages=False)
+    m = _subcommand(net, "max-lr", "predicted (and measured) max stable lr per stage delays")
+    _common(m)
     _rule(m)
-    m.add_argument(
-        "--k", type=int_arg("k", 1), default=20, help="rank of the curvature (default 20)"
-    )
+    m.add_argument("--k", type=int_arg("--k", 1, 1000), default=20, help="rank of the curvature")
     m.add_argument("--measure", action="store_true", help="bracket the max lr by simulation")
     m.add_argument(
         "--measure-steps",
-        type=int_arg("measure_steps", 100),
+        type=int_arg("--measure-steps", 100, MAX_STEPS),
         default=None,
         help="steps per simulator run (default 2000)",
     )
-    m.set_defaults(run=run_max_lr)
+    add_output_arguments(m)
+    m.set_defaults(run=run_max_lr, report=report_max_lr)
 
-    t = net.add_parser("train", help="train the model with per-stage delays (the simulator)")
-    _common(t, stages=False)
+    t = _subcommand(net, "train", "train the model with per-stage delays (the simulator)")
+    _common(t)
     _rule(t)
-    t.add_argument("--lr", type=float_arg("lr"), required=True, help="step size > 0")
-    t.add_argument("--steps", type=int_arg("steps", 1), required=True)
-    t.add_argument("--batch", type=int_arg("batch", 1), default=None, help="minibatch size")
-    t.add_argument("--seed", type=int_arg("seed"), default=0, help="minibatch stream seed")
-    t.add_argument("--divergence", type=float_arg("divergence"), default=1e6)
-    t.add_argument("--curve-points", type=int_arg("curve_points", 2), default=200)
-    t.set_defaults(run=run_train)
+    t.add_argument("--lr", type=float_arg("--lr"), required=True, help="step size > 0")
+    t.add_argument("--steps", type=int_arg("--steps", 1, MAX_STEPS), required=True)
+    t.add_argument("--batch", type=int_arg("--batch", 1), default=None, help="minibatch size")
+    t.add_argument("--seed", type=int_arg("--seed"), default=0, help="minibatch stream seed")
+    t.add_argument("--divergence", type=float_arg("--divergence"), default=1e6)
+    t.add_argument("--curve-points", type=int_arg("--curve-points", 2, 100_000), default=200)
+    add_output_arguments(t)
+    t.set_defaults(run=run_train, report=report_train)
 
 
 def _public():
@@ -118,38 +158,34 @@ def _delays(args) -> dict:
     }
 
 
-def _params(args) -> dict:
-    from stability.rules.registry import get_spec
-
-    names = set(get_spec(args.rule).param_names) - {"tau", "stages", "microbatches", "lam"}
-    return {k: v for k, v in rule_values(args).items() if k in names}
+def run_curvature(args):
+    return _public().net_curvature(args.problem, k=args.k, stages=args.stages)
 
 
-def run_curvature(args) -> dict:
-    return _public().net_curvature(args.problem, k=args.k, stages=args.stages).to_json()
+def run_max_lr(args):
+    from stability.cli.args import rule_values
 
-
-def run_max_lr(args) -> dict:
     public = _public()
     protocol = None
     if args.measure_steps is not None:
         from stability.nets.bracket import NetProtocol
 
         protocol = NetProtocol(steps=args.measure_steps)
-    result = public.net_max_lr(
+    return public.net_max_lr(
         args.problem,
         args.rule,
         k=args.k,
         measure=args.measure,
         protocol=protocol,
         **_delays(args),
-        **_params(args),
+        **rule_values(args),
     )
-    return result.to_json()
 
 
-def run_train(args) -> dict:
-    result = _public().net_train(
+def run_train(args):
+    from stability.cli.args import rule_values
+
+    return _public().net_train(
         args.problem,
         args.rule,
         lr=args.lr,
@@ -159,6 +195,34 @@ def run_train(args) -> dict:
         divergence=args.divergence,
         curve_points=args.curve_points,
         **_delays(args),
-        **_params(args),
+        **rule_values(args),
     )
-    return result.to_json()
+
+
+def report_curvature(result) -> str:
+    from stability.cli.report import lines
+
+    return "\n".join(lines(result))
+
+
+def report_max_lr(result) -> str:
+    from stability.cli.report import lines
+
+    keys = ["rule", "max_lr", "scalar_bound", "crossing_angle", "critical_stage", "schedule",
+            "stage_taus", "stage_sizes", "rank", "truncation_change", "eigenvalues", "method",
+            "rate_lr", "predicted_rate"]  # fmt: skip
+    if result.measured_bracket is not None:
+        keys += ["measured_max_lr", "measured_bracket", "measured_rate"]
+    return "\n".join(lines(result, keys))
+
+
+def report_train(result) -> str:
+    from stability.cli.report import lines, number
+
+    out = lines(result, ["rule", "diverged", "diverged_step", "final_loss", "measured_rate",
+                         "schedule", "stage_taus", "stage_sizes"])  # fmt: skip
+    if result.loss_curve:
+        (first_step, first), (last_step, last) = result.loss_curve[0], result.loss_curve[-1]
+        out.append(f"loss {number(first, 6)} at step {first_step} → {number(last, 6)} at step "
+                   f"{last_step}")  # fmt: skip
+    return "\n".join(out)

@@ -1,23 +1,28 @@
-"""``stability noise RULE``: minibatch least squares — thresholds, expected loss, noise floor.
-
-``stability noise RULE [rule flags] --problem linreg [--data FILE] --batch B --lr X
-[--steps N] [--at t1,t2,...] [--sampling iid|reshuffle] [--schedule S --stages P]
-[--measure --runs R] --json`` prints ``ms_max_lr``, ``as_max_lr``, ``as_bracket``,
-``full_batch_max_lr``, ``expected_loss`` ([[t, E f − f*], ...]), ``floor``, ``rate`` (see
-`stability.noise.minibatch`); ``--measure`` adds ``measured`` from R independent trainer runs.
+"""``stability noise RULE --batch B --lr X``: minibatch least squares — thresholds, expected loss,
+noise floor (`stability.noise.minibatch`, ``st.noise``); ``--measure`` adds R independent
+trainer runs.
 """
 
 from __future__ import annotations
 
 from stability.cli.args import (
-    UsageError,
+    add_command,
     add_output_arguments,
     add_rule_arguments,
     choice_arg,
     float_arg,
-    rule_values,
+    int_arg,
+    int_list,
 )
-from stability.cli.commands.train import _int_arg, _int_list
+from stability.cli.problem_args import add_pipeline_arguments
+
+API = "noise"
+EXAMPLES = (
+    "noise sgd --tau 2 --batch 8 --lr 0.05 --samples 64 --steps 100 --lyapunov-steps 200 "
+    "--lyapunov-runs 4",
+    "noise momentum --tau 1 --momentum 0.5 --batch 16 --lr 0.02 --samples 64 --steps 100 "
+    "--lyapunov-steps 200 --lyapunov-runs 4 --json",
+)
 
 
 def add_data_arguments(parser) -> None:
@@ -25,46 +30,56 @@ def add_data_arguments(parser) -> None:
     from stability.trainer.data import STANDARDIZE
 
     g = parser.add_argument_group("problem and data (least squares)")
-    g.add_argument("--problem", type=choice_arg("problem", ("linreg",)), default="linreg")
+    g.add_argument("--problem", type=choice_arg("--problem", ("linreg",)), default="linreg")
     g.add_argument("--data", default=None, metavar="PATH", help="CSV or LIBSVM file (cpusmall)")
-    g.add_argument("--standardize", type=choice_arg("standardize", STANDARDIZE), default="features")
+    g.add_argument(
+        "--standardize", type=choice_arg("--standardize", STANDARDIZE), default="features"
+    )
     g.add_argument("--bias", action="store_true", help="append an intercept column")
-    g.add_argument("--samples", type=_int_arg("samples", 1), default=None, metavar="N")
-    g.add_argument("--batch", type=_int_arg("batch", 1), required=True, help="minibatch size B")
+    g.add_argument("--samples", type=int_arg("--samples", 1), default=None, metavar="N")
+    g.add_argument("--batch", type=int_arg("--batch", 1), required=True, help="minibatch size B")
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
+    from stability.noise.minibatch import MAX_STEPS
+
+    p = add_command(
+        sub,
         "noise",
+        usage="RULE --batch B --lr X [options] [rule flags] [--json]",
         help="minibatch least squares: exact mean-square threshold, expected loss, floor",
-        description=__doc__.split("\n\n")[0],
+        description="For RULE trained on least squares with minibatches of B rows drawn iid: "
+        "the full-batch, exact mean-square and almost-sure max stable lr, the expected excess "
+        "loss E f − f* over time from the exact second-moment recursion, its floor and rate; "
+        "--measure compares with independent trainer runs.  At most 32 parameters and a "
+        "state of 4000 entries (parameters × delay slots).",
+        examples=EXAMPLES,
     )
-    add_rule_arguments(p)
+    add_rule_arguments(p, exclude=("stages", "microbatches"))
     add_data_arguments(p)
     g = p.add_argument_group("prediction")
-    g.add_argument("--lr", type=float_arg("lr"), required=True, help="step size > 0")
-    g.add_argument("--steps", type=_int_arg("steps", 1), default=1000)
-    g.add_argument("--at", type=_int_list("at"), default=None, help="time points t1,t2,...")
-    g.add_argument("--sampling", type=choice_arg("sampling", ("iid", "reshuffle")), default="iid")
-    g.add_argument("--schedule", default=None, metavar="S", help="per-stage delays (--stages P)")
-    g.add_argument("--seed", type=_int_arg("seed"), default=0)
-    g.add_argument("--lyapunov-steps", type=_int_arg("lyapunov_steps", 100), default=4000)
-    g.add_argument("--lyapunov-runs", type=_int_arg("lyapunov_runs", 2), default=32)
+    g.add_argument("--lr", type=float_arg("--lr"), required=True, help="step size > 0")
+    g.add_argument("--steps", type=int_arg("--steps", 1, MAX_STEPS), default=1000, help="horizon")
+    g.add_argument("--at", type=int_list("--at"), default=None, help="time points t1,t2,...")
+    g.add_argument("--sampling", type=choice_arg("--sampling", ("iid", "reshuffle")), default="iid")
+    g.add_argument("--seed", type=int_arg("--seed"), default=0)
+    g.add_argument(
+        "--lyapunov-steps", type=int_arg("--lyapunov-steps", 100, MAX_STEPS), default=4000
+    )
+    g.add_argument("--lyapunov-runs", type=int_arg("--lyapunov-runs", 2, 10_000), default=32)
     m = p.add_argument_group("measurement")
     m.add_argument("--measure", action="store_true", help="independent trainer runs")
-    m.add_argument("--runs", type=_int_arg("runs", 2), default=256)
+    m.add_argument("--runs", type=int_arg("--runs", 2, 100_000), default=256)
+    add_pipeline_arguments(p)
     add_output_arguments(p)
-    p.set_defaults(run=run)
+    p.set_defaults(run=run, report=report)
 
 
-def run(args) -> dict:
+def run(args):
+    from stability.cli.args import rule_values
     from stability.noise.minibatch import noise
 
-    values = rule_values(args)
-    stages, microbatches = values.pop("stages", None), values.pop("microbatches", None)
-    if args.schedule is None and stages is not None and args.rule != "gpipe":
-        raise UsageError("--stages needs --schedule (per-stage delays)")
-    result = noise(
+    return noise(
         args.rule,
         batch=args.batch,
         lr=args.lr,
@@ -76,13 +91,32 @@ def run(args) -> dict:
         at=args.at,
         sampling=args.sampling,
         schedule=args.schedule,
-        stages=stages,
-        microbatches=microbatches,
+        stages=args.stages,
+        microbatches=args.microbatches,
         measure=args.measure,
         runs=args.runs,
         seed=args.seed,
         lyapunov_steps=args.lyapunov_steps,
         lyapunov_runs=args.lyapunov_runs,
-        **values,
+        **rule_values(args),
     )
-    return result.to_json()
+
+
+def report(result) -> str:
+    """The thresholds, the expected-loss curve and the floor."""
+    from stability.cli.report import aligned, lines, number
+
+    out = lines(
+        result,
+        ["rule", "batch", "lr", "samples", "parameters", "sampling_factor", "full_batch_max_lr",
+         "ms_max_lr", "as_max_lr", "as_bracket", "floor", "rate", "half_life"],
+    )  # fmt: skip
+    out.append("expected excess loss E f − f*:")
+    out += [f"  t = {t:<8}{number(v, 6)}" for t, v in result.expected_loss]
+    if result.measured is not None:
+        m = result.measured
+        pairs = [(k, number(v, 6)) for k, v in m.items() if not isinstance(v, (list, dict))]
+        out.append("measured:")
+        out += ["  " + line for line in aligned(pairs)]
+    out += [f"note: {n}" for n in result.notes]
+    return "\n".join(out)

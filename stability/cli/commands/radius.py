@@ -8,68 +8,77 @@ becomes the Schur-Cohn verdict and ``certified`` says whether one was possible (
 
 from __future__ import annotations
 
-from stability.cli.args import add_output_arguments, add_rule_arguments, build_from_args, float_arg
+from stability.cli.args import add_command, add_output_arguments, add_rule_arguments, float_arg
+
+API = "radius"
+EXAMPLES = (
+    "radius sgd --tau 4 --lr 0.2",
+    "radius sgd --tau 3 --lr 0.4450418679126288000000123 --certify",
+)
+UNIT_CIRCLE = 1e-12
+"""|ρ − 1| below which float64 cannot tell the side of the unit circle (the exact test can)."""
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "radius",
+        usage="RULE --lr X [--certify] [rule flags] [--json]",
         help="spectral radius, half-life and dominant root at one step size",
         description="Spectral radius ρ of RULE's dynamics at step size lr, refined in mpmath "
-        "(40 digits); half-life −ln2/ln ρ (null when ρ ≥ 1).",
+        "(40 digits); half-life −ln2/ln ρ (none when ρ ≥ 1).  --certify decides stability "
+        "exactly: Schur-Cohn in rational arithmetic, the decimal texts read exactly.",
+        examples=EXAMPLES,
     )
     add_rule_arguments(p)
-    p.add_argument("--lr", type=float_arg("lr"), required=True, help="step size lr > 0")
+    p.add_argument("--lr", type=float_arg("--lr"), required=True, help="step size lr > 0")
     p.add_argument(
         "--certify",
         action="store_true",
         help="decide stability exactly (Schur-Cohn in rational arithmetic; decimals read exactly)",
     )
     add_output_arguments(p)
-    p.set_defaults(run=run)
+    p.set_defaults(run=run, report=report)
 
 
-def run(args) -> dict:
-    from stability.checks import check_real
-    from stability.spectrum import dominant_root_at, half_life
-
-    spec, rule, model = build_from_args(args)
-    lr = check_real("lr", args.lr, low=0.0, low_open=True)
-    dom = dominant_root_at(rule, model, lr)
-    out = {
-        "rule": spec.name,
-        "spectral_radius": dom.radius,
-        "half_life": half_life(dom.radius),
-        "stable": dom.radius < 1,
-        "dominant_root": [dom.root.real, dom.root.imag],
-        "method": dom.method,
-    }
-    if getattr(args, "certify", False):
-        out.update(_certificate(spec, args))
-    return out
-
-
-def _certificate(spec, args) -> dict:
-    """``certified``, the exact ``stable`` verdict, ``lr_exact`` and the method (or a reason)."""
-    from stability.analysis.certify import NotCertifiable, certify
+def run(args):
+    from stability.api.radius import radius
     from stability.cli.args import rule_values
-    from stability.cli.progress import Progress
+    from stability.cli.progress import progress_bar
 
-    bar = Progress(1, "Schur-Cohn")  # shown on a terminal (or STABILITY_PROGRESS=1)
+    with progress_bar("Schur-Cohn", json=args.json) as progress:
+        values = rule_values(args)
+        return radius(args.rule, lr=args.lr, certify=args.certify, progress=progress, **values)
 
-    def progress(done: int, total: int) -> None:
-        bar.total = total
-        bar.update(done)
 
-    try:
-        cert = certify(spec, args.lr, progress, **rule_values(args))
-    except NotCertifiable as err:
-        return {"certified": False, "reason": str(err)}
-    finally:
-        bar.close()
-    return {
-        "certified": True,
-        "stable": cert.stable,
-        "lr_exact": str(cert.lr),
-        "certificate": f"{cert.method}, degree {cert.degree}",
-    }
+def report(result) -> str:
+    """ρ to all its float64 digits; with a certificate, the exact verdict (which also decides
+    when ρ is on the unit circle to float precision)."""
+    from stability.cli.report import aligned, number, rows
+
+    shown = dict(rows(result, ["rule", "half_life", "dominant_root", "method"]))
+    rho = repr(result.spectral_radius)
+    if abs(result.spectral_radius - 1) <= UNIT_CIRCLE:
+        rho += " (on the unit circle to float64 precision"
+        rho += ": the exact test decides)" if result.certified else "; --certify decides)"
+    if result.certified:
+        stable = f"{number(result.stable)}: certified {'' if result.stable else 'not '}stable"
+    else:
+        stable = f"{number(result.stable)} (ρ < 1 in floating point)"
+    half_life = shown["half_life"]
+    if result.stable and result.half_life is None:
+        half_life = "longer than float64 resolves (ρ rounds to 1)"
+    pairs = [
+        ("rule", shown["rule"]),
+        ("lr", repr(result.lr)),
+        ("spectral_radius", rho),
+        ("stable", stable),
+        ("half_life", half_life),
+        ("dominant_root", shown["dominant_root"]),
+        ("method", shown["method"]),
+    ]
+    if result.certified:
+        pairs += [("certificate", result.certificate), ("lr_exact", result.lr_exact)]
+    elif result.certified is False:
+        pairs.append(("certified", f"no: {result.reason}"))
+    return "\n".join(aligned(pairs))

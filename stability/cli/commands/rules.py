@@ -1,27 +1,49 @@
-"""``stability rules``: the registered rules, their parameters, defaults and sources."""
+"""``stability rules [RULE ...]``: the registered rules, their parameters and sources."""
 
 from __future__ import annotations
 
-from stability.cli.args import add_output_arguments
+from stability.cli.args import add_command, add_output_arguments
+
+API = "rules"
+EXAMPLES = ("rules", "rules t2 --json")
 
 
 def register(sub) -> None:
-    p = sub.add_parser("rules", help="list the rules with their parameters and sources")
+    p = add_command(
+        sub,
+        "rules",
+        usage="[RULE ...] [--json]",
+        help="the rules, their parameters (flags, defaults, ranges) and sources",
+        description="Without RULE: one line per registered rule.  With RULE names: each rule's "
+        "parameters with their flags, defaults and the ranges enforced, its sources and the "
+        "papers' closed forms checked against it.",
+        examples=EXAMPLES,
+    )
+    p.add_argument("names", nargs="*", metavar="RULE", help="rules to describe (default: all)")
     add_output_arguments(p)
     p.set_defaults(run=run, report=report)
 
 
-def run(args) -> dict:
-    from stability.rules.registry import RULES
+def run(args):
+    from stability.api.rules import rules
 
-    return {"rules": [spec.describe() for spec in RULES.values()]}
+    return rules(*args.names)
 
 
-def report(result: dict) -> str:
-    lines = []
-    for r in result["rules"]:
-        params = ", ".join(f"{p['name']}={p['default']}" for p in r["parameters"])
-        lines.append(f"{r['name']:<10} {r['summary']}")
-        lines.append(f"{'':<10} parameters: {params}")
-        lines.append(f"{'':<10} sources: {'; '.join(r['sources'])}")
+def report(result) -> str:
+    from stability.cli.report import value
+
+    if len(result.rules) > 1:
+        width = max(len(r.name) for r in result.rules) + 2
+        lines = [f"{r.name:<{width}}{r.summary}" for r in result.rules]
+        return "\n".join([*lines, "", "stability rules RULE: its flags, defaults and sources"])
+    (rule,) = result.rules
+    lines = [f"{rule.name}: {rule.summary}", f"sources: {'; '.join(rule.sources)}"]
+    if rule.closed_forms:
+        lines.append(f"checked against: {'; '.join(rule.closed_forms)}")
+    width = max(len(p.flag) for p in rule.parameters) + 2
+    lines.append("flags:")
+    for p in rule.parameters:
+        default = "derived" if p.default is None else value(p.default)
+        lines.append(f"  {p.flag:<{width}}{p.doc}; {p.allowed}; default {default}")
     return "\n".join(lines)

@@ -1,44 +1,90 @@
-"""``stability tradeoff``: speed (half-life of E f − f*) against noise floor, per mitigation.
-
-``stability tradeoff --problem linreg [--data FILE] --batch B --tau T --rules r1,r2,...
-[--target X] [--out F.png] --json`` prints each rule's Pareto front of (half_life, floor) over
-lr, momentum and horizon (`stability.noise.tradeoff`), and with ``--target`` which rule reaches
-that excess loss fastest.
+"""``stability tradeoff --batch B --tau T``: speed (half-life of E f − f*) against noise floor,
+per mitigation (`stability.noise.tradeoff`, ``st.tradeoff``).
 """
 
 from __future__ import annotations
 
-from stability.cli.args import add_output_arguments, delay_arg, float_arg
+from stability.cli.args import (
+    add_command,
+    add_output_arguments,
+    float_arg,
+    int_arg,
+    output_file_arg,
+    rule_names_arg,
+)
 from stability.cli.commands.noise import add_data_arguments
+
+API = "tradeoff"
+EXAMPLES = (
+    "tradeoff --batch 8 --tau 1 --samples 32 --rules sgd",
+    "tradeoff --batch 8 --tau 1 --samples 32 --rules sgd,momentum --target 1 --json",
+)
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
+    from stability.checks import MAX_DELAY
+
+    p = add_command(
+        sub,
         "tradeoff",
+        usage="--batch B --tau T [--rules R1,R2,...] [--target X] [--out F.png] [--json]",
         help="minibatch least squares: Pareto fronts of half-life vs noise floor per rule",
-        description=__doc__.split("\n\n")[0],
+        description="For each rule of --rules at delay τ on least squares with minibatches of "
+        "B rows: every (lr, momentum, horizon) of a fixed grid scored by the half-life of "
+        "E f − f* and its noise floor (exact mean-square theory), the Pareto front of the "
+        "two, and with --target which rule reaches that excess loss in the fewest steps.",
+        examples=EXAMPLES,
     )
     add_data_arguments(p)
-    p.add_argument("--tau", type=delay_arg("tau"), required=True, help="delay τ")
-    p.add_argument("--rules", default="sgd,momentum,lwp+sc", help="comma-separated rule names")
-    p.add_argument("--target", type=float_arg("target"), default=None, help="excess loss")
-    p.add_argument("--out", default=None, metavar="F.png", help="write the figure")
+    p.add_argument("--tau", type=int_arg("--tau", 0, MAX_DELAY), required=True, help="delay τ")
+    p.add_argument(
+        "--rules",
+        type=rule_names_arg("--rules", several=True),
+        default=("sgd", "momentum", "lwp+sc"),
+        help="comma-separated rule names (default sgd,momentum,lwp+sc)",
+    )
+    p.add_argument("--target", type=float_arg("--target"), default=None, help="excess loss > 0")
+    p.add_argument(
+        "--out", type=output_file_arg("--out"), default=None, metavar="F.png", help="figure"
+    )
     add_output_arguments(p)
-    p.set_defaults(run=run)
+    p.set_defaults(run=run, report=report)
 
 
-def run(args) -> dict:
+def run(args):
     from stability.noise.tradeoff import tradeoff
 
-    rules = [r.strip() for r in args.rules.split(",") if r.strip()]
     return tradeoff(
         batch=args.batch,
         tau=args.tau,
-        rules=rules,
+        rules=list(args.rules),
         data=args.data,
         standardize=args.standardize,
         bias=args.bias,
         samples=args.samples,
         target=args.target,
         out=args.out,
-    ).to_json()
+    )
+
+
+def report(result) -> str:
+    """Each rule's Pareto front, then the steps to the target."""
+    from stability.cli.report import number
+
+    lines = [f"speed vs floor at τ = {result.tau}, batch {result.batch} (exact mean-square)"]
+    for rule, front in result.fronts.items():
+        lines.append(f"{rule}: {len(front)} points on the front of {len(result.points[rule])}")
+        lines.append(f"  {'half-life':>12}{'floor':>14}{'lr':>12}{'momentum':>10}{'horizon':>9}")
+        for half_life, floor, lr, momentum, horizon in front:
+            lines.append(
+                f"  {number(half_life, 6):>12}{number(floor, 6):>14}{number(lr, 6):>12}"
+                f"{number(momentum, 4):>10}{number(horizon, 4):>9}"
+            )
+    if result.target is not None:
+        lines.append(f"steps to excess loss {number(result.target)}:")
+        for rule, steps in result.steps_to_target.items():
+            lines.append(f"  {rule:<12}{number(steps, 6) if steps is not None else 'never'}")
+        lines.append(f"fastest: {result.fastest or 'none reaches the target'}")
+    if result.figure is not None:
+        lines.append(f"wrote {result.figure}")
+    return "\n".join(lines)

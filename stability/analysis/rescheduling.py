@@ -39,6 +39,7 @@ from stability.analysis.boundary import max_lr
 from stability.checks import check_delay, check_real
 from stability.limits import T1_AUDIT_MAX_CELLS
 from stability.pipeline import t1_factor
+from stability.result import Result, output
 from stability.rules.registry import delay_parameter, get_spec
 
 SCHEDULE_KINDS = ("constant", "step", "warmup", "cosine")
@@ -78,7 +79,7 @@ def parse_schedule(text: str) -> Schedule:
         "cosine": "cosine:LR:T",
     }
     if kind not in usage:
-        raise ValueError(f"lr schedule must be one of {', '.join(usage.values())}, got {text!r}")
+        raise ValueError(f"lr_schedule must be one of {', '.join(usage.values())}, got {text!r}")
     if len(parts) != len(usage[kind].split(":")):
         raise ValueError(f"lr schedule {kind} is written {usage[kind]}, got {text!r}")
     lr = check_real("lr", _number(parts[1], "lr"), low=0.0, low_open=True)
@@ -111,34 +112,37 @@ def _steps(text: str, name: str) -> int:
 
 
 @dataclass(frozen=True)
-class UnsafeWindow:
+class UnsafeWindow(Result):
     """Steps ``start`` … ``end`` (inclusive) where stage ``stage`` (0-based, delay ``tau``)
     exceeds its max stable lr; ``worst_ratio`` = max α_{k,i}/max_lr_i there."""
 
-    stage: int
-    tau: int
-    start: int
-    end: int
-    worst_ratio: float
+    stage: int = output("stage index i (0-based)")
+    tau: int = output("its forward delay τ_i", "steps")
+    start: int = output("first unsafe step k", "steps")
+    end: int = output("last unsafe step k of the run (inclusive)", "steps")
+    worst_ratio: float = output("largest α_{k,i} / max_lr_i in the window")
 
 
 @dataclass(frozen=True)
-class Audit:
-    """Result of `audit` (module doc)."""
+class Audit(Result):
+    """Result of `audit` (module doc); ``safe`` is true when no window is unsafe."""
 
-    rule: str
-    taus: tuple[int, ...]
-    anneal_steps: int
-    steps: int
-    max_lr: tuple[float | None, ...]
-    margin: float
-    worst_step: int
-    worst_stage: int
-    windows: tuple[UnsafeWindow, ...]
+    rule: str = output("the rule's registry name")
+    lr_schedule: str = output("the base schedule as written (constant:LR, step:..., ...)")
+    taus: tuple[int, ...] = output("stage delays τ_i", "steps")
+    anneal_steps: int = output("T1's annealing length K (eq. 4)", "steps")
+    steps: int = output("steps audited", "steps")
+    max_lr: tuple[float | None, ...] = output(
+        "max stable lr of each stage's delay (null: stable for every lr)"
+    )
+    margin: float = output("1 − max α_{k,i}/max_lr_i: > 0 safe, < 0 unsafe")
+    worst_step: int = output("step k of the largest ratio α_{k,i}/max_lr_i", "steps")
+    worst_stage: int = output("stage i (0-based) of the largest ratio")
+    windows: tuple[UnsafeWindow, ...] = output("unsafe windows (empty when safe)")
+    safe: bool = output("α_{k,i} < max_lr_i at every step and stage", init=False)
 
-    @property
-    def safe(self) -> bool:
-        return not self.windows
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "safe", not self.windows)
 
 
 def stage_max_lr(name: str, values: dict[str, Any], taus: np.ndarray) -> dict[int, float]:
@@ -198,6 +202,7 @@ def audit(
             )
     return Audit(
         rule=name,
+        lr_schedule=schedule.text,
         taus=tuple(int(t) for t in tau),
         anneal_steps=int(anneal_steps),
         steps=int(steps),

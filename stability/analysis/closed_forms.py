@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from stability.checks import check_delay, check_real, is_literal_zero
+from stability.result import Result, output
 
 DIGITS = 40
 """Working precision (decimal digits) of the scalar closed forms."""
@@ -275,19 +276,21 @@ def gsc_for_lwp_horizon(horizon: Any, momentum: Any) -> tuple[Any, Any]:
 
 
 @dataclass(frozen=True)
-class BoundReport:
+class BoundReport(Result):
     """The exact max lr of a rule next to the closed-form bound that applies to it.
 
     ``lemma`` is "1" (exact threshold: ``ratio`` = 1), "2" or "3" (upper bounds: ratio ≤ 1).
     """
 
-    rule: str
-    lemma: str
-    source: str
-    bound: float
-    max_lr: float
-    ratio: float
-    crossing_angle: float | None
+    rule: str = output("the rule's registry name")
+    lemma: str = output("the PipeMare lemma that applies: 1 (exact), 2 or 3 (upper bounds)")
+    source: str = output("the lemma's statement and where it is proved")
+    bound: float = output("the lemma's closed-form step size")
+    max_lr: float = output("the exact max stable step size (boundary locus, mpmath-refined)")
+    ratio: float = output("max_lr / bound: 1 for Lemma 1, ≤ 1 for Lemmas 2-3")
+    crossing_angle: float | None = output(
+        "argument θ of the root e^{iθ} on the unit circle at max_lr", "rad"
+    )
 
 
 LEMMA_SOURCES = {

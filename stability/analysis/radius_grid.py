@@ -31,8 +31,9 @@ and the closed-form bounds of PipeMare Lemma 1 and 3, for the figure's overlays.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,7 @@ from stability.analysis.boundary import max_lr_grid
 from stability.dynamics.linear import characteristic_polynomial
 from stability.limits import HEATMAP_MAX_POINTS_PER_AXIS, HEATMAP_MAX_WORK
 from stability.polynomial import SparsePoly
+from stability.result import Result, output
 from stability.rules.registry import get_spec
 from stability.rules.spec import RuleSpec
 from stability.spectrum import GRID_DENSE_MAX_DEGREE, dominant_root, roots
@@ -59,15 +61,17 @@ _SPARSE_CHUNK = 2**18  # grid points × degree per argument-principle batch (pro
 
 
 @dataclass(frozen=True)
-class Axis:
+class Axis(Result):
     """One heatmap axis: ``name`` from ``lo`` to ``hi`` in ``n`` points (geometric if ``log``)."""
 
-    name: str
-    lo: float
-    hi: float
-    n: int
-    log: bool = False
-    values: np.ndarray = field(default=None, compare=False, repr=False)
+    name: str = output("the parameter along the axis (lr, lam*lr or a rule parameter)")
+    lo: float = output("first value")
+    hi: float = output("last value")
+    n: int = output("number of points (after rounding a delay axis to distinct integers)")
+    log: bool = output("geometric spacing", default=False)
+    values: np.ndarray = output(
+        "the points", kind="array of number", default=None, compare=False, repr=False
+    )
 
     @property
     def spec(self) -> str:
@@ -134,19 +138,45 @@ def _resolve_axis(spec: RuleSpec, axis: Axis) -> Axis:
 
 
 @dataclass(frozen=True)
-class Heatmap:
+class Heatmap(Result):
     """ρ over a grid: ``radius[i, j]`` at ``y.values[i]``, ``x.values[j]``.
 
     ``refined`` marks the points recomputed in mpmath (clustered top roots); ``fixed`` holds
-    the other parameters (and ``lr`` if neither axis is the step size).
+    the other parameters (and ``lr`` if neither axis is the step size).  The summary fields
+    (``points`` … ``refined_points``) are derived from the grid; ``png`` and ``csv`` name the
+    files ``st.heatmap`` wrote (null: none).
     """
 
-    rule: str
-    x: Axis
-    y: Axis
-    radius: np.ndarray
-    refined: np.ndarray
-    fixed: dict[str, Any]
+    rule: str = output("the rule's registry name")
+    x: Axis = output("horizontal axis (columns of the grid)")
+    y: Axis = output("vertical axis (rows of the grid)")
+    radius: np.ndarray = output(
+        "spectral radius ρ at [row y_i][column x_j]", kind="array of rows of number", repr=False
+    )
+    refined: np.ndarray = output(
+        "points whose ρ was recomputed in mpmath", kind="array of rows of boolean", repr=False
+    )
+    fixed: dict[str, Any] = output("the other parameters (lr when no axis is the step size)")
+    seconds: float = output("time of the grid computation", "s", default=0.0)
+    png: str | None = output("figure written (null: none)", default=None)
+    csv: str | None = output("table written, one row per point (null: none)", default=None)
+    points: int = output("grid points", init=False)
+    stable_fraction: float = output("fraction of points with ρ < 1", init=False)
+    radius_min: float | None = output("smallest finite ρ", init=False)
+    radius_max: float | None = output("largest finite ρ", init=False)
+    refined_points: int = output("points refined in mpmath", init=False)
+
+    def __post_init__(self) -> None:
+        finite = self.radius[np.isfinite(self.radius)]
+        summary = {
+            "points": int(self.radius.size),
+            "stable_fraction": float(np.mean(self.radius < 1.0)),
+            "radius_min": float(finite.min()) if finite.size else None,
+            "radius_max": float(finite.max()) if finite.size else None,
+            "refined_points": int(np.count_nonzero(self.refined)),
+        }
+        for key, value in summary.items():
+            object.__setattr__(self, key, value)
 
     @property
     def stable(self) -> np.ndarray:
@@ -187,6 +217,7 @@ def heatmap(
     ``params`` fixes the other parameters (``lr`` among them when no axis is the step size).
     ``progress(done, total)`` is called as grid points are finished.
     """
+    start = time.perf_counter()
     spec = get_spec(name)
     x, y = _resolve_axis(spec, x), _resolve_axis(spec, y)
     if x.name == y.name or {x.name, y.name} == set(STEP_AXES):
@@ -223,7 +254,8 @@ def heatmap(
         radius[block.index] = rho.reshape(block.shape)
         refined[block.index] = ref.reshape(block.shape)
         done += rho.size
-    return Heatmap(spec.name, x, y, radius, refined, fixed)
+    seconds = time.perf_counter() - start
+    return Heatmap(spec.name, x, y, radius, refined, fixed, seconds)
 
 
 def _block_polynomial(spec: RuleSpec, fixed: dict, x: Axis, y: Axis, block) -> SparsePoly:
@@ -417,12 +449,12 @@ def _max_lr(spec: RuleSpec, values: dict) -> np.ndarray:
 
 
 def lemma_bound(rule: str, tau: Any, lam: Any) -> tuple[str, Any] | None:
-    """The closed-form step bound drawn for a rule, from `stability.analysis.bounds`, or ``None``.
+    """The closed-form step bound drawn for a rule, from `stability.analysis.closed_forms`, or ``None``.
 
     sgd: stable iff α < 2/λ·sin(π/(4τ+2)) (PipeMare Lemma 1); momentum: some α ≤
     4/λ·sin(π/(4τ+2)) is unstable for every β (PipeMare Lemma 3).
     """
-    from stability.analysis.bounds import lemma1_threshold, lemma3_bound
+    from stability.analysis.closed_forms import lemma1_threshold, lemma3_bound
 
     tau, lam = np.asarray(tau, dtype=float), np.asarray(lam, dtype=float)
     if rule == "sgd":

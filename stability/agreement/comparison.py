@@ -390,6 +390,7 @@ def validate_pipeline(
     protocol: Protocol,
     *,
     batch: int | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Rows for every rule on a pipeline schedule: the scalar theory's readings vs measured."""
     sizes = setup.problem.stage_sizes(pipe.stages)
@@ -414,6 +415,8 @@ def validate_pipeline(
                 runs=m.runs,
             )
         rows.append(row)
+        if progress is not None:
+            progress(len(rows))
     return rows
 
 

@@ -1,0 +1,155 @@
+"""``st.coupled``: exact max stable lr of per-stage delays on a problem's full Hessian, next to
+the scalar theory (``stability coupled``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from stability.api.resolve import check_params, rule_name
+from stability.api.setup import build, problem_options
+from stability.checks import check_choice, check_integer, check_real
+from stability.coupled.summary import CoupledAnalysis
+from stability.result import output
+
+
+@dataclass(frozen=True)
+class Coupled(CoupledAnalysis):
+    """The coupled analysis (`CoupledAnalysis`) of a trainer problem under a pipeline schedule,
+    with what built it and, on request, the trainer's measured max lr."""
+
+    rule: str = output("the rule's registry name")
+    problem: dict[str, Any] = output("the problem (model, samples, parameters, ...)")
+    data: dict[str, Any] = output("the data set and its preprocessing")
+    schedule: str = output("pipeline schedule giving the per-stage delays")
+    microbatches: int = output("microbatches N")
+    t1_power: float = output("T1 exponent p: stage i steps with lr·τ_i^(−p)")
+    stage_tau_bkwd: tuple[int, ...] = output("backward delay of each stage", "steps")
+    hessian_shape: tuple[int, int] = output("shape of the full Hessian")
+    backward_to_forward: float | None = output("‖H_b‖/‖H_f‖ (the network's Δ; null: H_b = 0)")
+    notes: tuple[str, ...] = output("remarks on the model")
+    measured_max_lr: float | None = output("the trainer's max stable lr (null: not measured)")
+    measured_bracket: tuple[float | None, float | None] | None = output(
+        "[stable, unstable] lr bracketing it"
+    )
+    measured_ratio: float | None = output("measured_max_lr / max_lr")
+    measured_runs: int | None = output("trainer runs of the bisection")
+    protocol: dict[str, Any] | None = output("the measurement protocol (null: not measured)")
+
+
+def coupled(
+    rule: Any,
+    *,
+    stages: int,
+    schedule: str = "pipemare",
+    microbatches: int = 1,
+    taus: Sequence[int] | None = None,
+    t1_power: float = 0.0,
+    method: str = "scan",
+    measure: bool = False,
+    steps: int | None = None,
+    rel_tol: float | None = None,
+    fit_seed: int = 0,
+    problem: str = "linreg",
+    data: Any = None,
+    standardize: str | None = None,
+    bias: bool = False,
+    samples: int | None = None,
+    hidden: tuple[int, ...] = (4, 4),
+    activation: str = "tanh",
+    task: str = "regression",
+    l2: float = 0.1,
+    **params: Any,
+) -> Coupled:
+    """Every stage with its own delays on the full Hessian: the exact max lr of the coupled
+    linear system (frequency scan, `stability.coupled.scan`, or the block-state-matrix
+    bisection with ``method="dense"``) beside the scalar theory's bounds (PipeMare Lemma 1-3
+    at (λ_max, τ_max), and per stage on its diagonal block; `stability.coupled.summary`).
+    ``taus`` overrides the schedule's forward delays; ``t1_power`` applies T1's factor
+    τ_i^(−p) (PipeMare eq. 4); ``measure`` bisects the trainer's max lr on the same rule.
+
+    >>> import stability as st
+    >>> c = st.coupled("sgd", stages=4, schedule="pipemare")
+    >>> c.critical_stage, c.scalar_ratio < 1
+    (1, True)
+    """
+    from stability.agreement.coupled_runs import SCHEDULES, problem_system, stage_pipeline
+    from stability.agreement.coupled_runs import measure as measure_trainer
+    from stability.agreement.comparison import Protocol
+    from stability.coupled.summary import analyze
+    from stability.rules.registry import get_spec
+
+    name = rule_name(rule)
+    spec = get_spec(name)
+    values = {k: v for k, v in params.items() if v is not None}
+    check_params([name], values, set_by=_set_by(spec))
+    check_choice("schedule", schedule, SCHEDULES)
+    check_real("t1_power", t1_power, low=0.0, high=1.0)
+    check_choice("method", method, ("scan", "dense"))
+    stages = check_integer("stages", stages, low=1, high=100_000)
+    microbatches = check_integer("microbatches", microbatches, low=1, high=100_000)
+    if taus is not None:
+        taus = tuple(check_integer("taus", t) for t in taus)
+    options = problem_options(
+        problem, data, standardize, bias, samples, hidden, activation, task, l2
+    )
+    model, dataset, setup = build(options, fit_seed=fit_seed)
+    pipe = stage_pipeline(schedule, stages, microbatches, taus)
+    built = problem_system(setup, pipe, name, values, t1_power)
+    system = built.system
+    analysis = analyze(system, method=method)
+    analysis = dataclasses.replace(
+        analysis, stage_shares=tuple(round(float(s), 6) for s in analysis.stage_shares)
+    )
+    norms = system.hessian_norms()
+    notes = []
+    if "backward" not in norms:
+        notes.append("H_b = 0: the gradient reads the forward weights only")
+    if "tau" in spec.param_names and not pipe.consistent:
+        notes.append(f"{name} has one delay: its backward pass reads w_(t−τ_bkwd,i)")
+    measured: dict[str, Any] = dict.fromkeys(
+        ("measured_max_lr", "measured_bracket", "measured_ratio", "measured_runs", "protocol")
+    )
+    if measure:
+        if not analysis.max_lr:
+            raise ValueError("nothing to measure: the coupled system has no finite max lr")
+        mlp = problem == "mlp"
+        rel_tol = rel_tol if rel_tol is not None else (1e-2 if mlp else 1e-3)
+        check_real("rel_tol", rel_tol, low=0.0, high=1.0, low_open=True)
+        steps = check_integer("steps", steps or (5_000 if mlp else 20_000), low=10)
+        protocol = Protocol(steps=steps, rel_tol=float(rel_tol))
+        m = measure_trainer(built, setup, analysis.max_lr, protocol)
+        measured.update(
+            measured_max_lr=m.max_lr,
+            measured_bracket=(m.stable, m.unstable),
+            measured_ratio=None if m.max_lr is None else m.max_lr / analysis.max_lr,
+            measured_runs=m.runs,
+            protocol=protocol.describe(None),
+        )
+    return Coupled(
+        **{f.name: getattr(analysis, f.name) for f in dataclasses.fields(analysis)},
+        rule=name,
+        problem=model.describe(),
+        data=dataset.describe(),
+        schedule=pipe.schedule,
+        microbatches=pipe.microbatches,
+        t1_power=float(t1_power),
+        stage_tau_bkwd=tuple(int(t) for t in pipe.backward_delays),
+        hessian_shape=(system.dim, system.dim),
+        backward_to_forward=norms["backward"] / norms["forward"] if "backward" in norms else None,
+        notes=tuple(notes),
+        **measured,
+    )
+
+
+def _set_by(spec) -> dict[str, str]:
+    """The delays that the schedule (or ``taus``) sets per stage."""
+    setter = "the schedule (per stage; taus overrides it)"
+    return {
+        k: setter for k in ("tau", "tau_fwd", "tau_bkwd", "tau_recomp") if k in spec.param_names
+    }
+
+
+__all__ = ["Coupled", "coupled"]

@@ -1,0 +1,71 @@
+"""``st.halflife``: the optimal half-life over a spectrum with condition number κ
+(``stability halflife``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from stability.api.resolve import rule_name
+from stability.result import Result, output
+
+
+@dataclass(frozen=True)
+class HalfLife(Result):
+    """The fastest convergence of a rule on a quadratic whose curvatures fill [λ, κλ]."""
+
+    rule: str = output("the rule's registry name")
+    kappa: float = output("condition number κ")
+    lam_min: float = output("smallest curvature λ of the spectrum (the lam parameter)")
+    half_life: float | None = output(
+        "optimal half-life −ln2/ln(rate); null when no lr converges", "steps"
+    )
+    rate: float = output("worst spectral radius over the spectrum at the optimum")
+    lr: float | None = output("the step size that attains it")
+    momentum: float | None = output("the momentum used (optimal with optimize='momentum')")
+    horizon: float | None = output("the LWP horizon T used (optimal with optimize='horizon')")
+    optimized: tuple[str, ...] = output("the parameters minimised over")
+
+
+def halflife(rule: Any, *, kappa: float, optimize: str | None = None, **params: Any) -> HalfLife:
+    """min over lr of −ln 2 / ln max_{λ ∈ [lam, κ·lam]} ρ(lr, λ) (Kosson Sec. 3.4, Fig. 7-9).
+
+    ``optimize``: also minimise over ``"momentum"`` or ``"horizon"`` (LWP's T).  Refined to
+    1e-6 relative, the optimum evaluated in mpmath (`stability.analysis.conditioning`).
+
+    >>> import stability as st
+    >>> round(st.halflife("momentum", tau=0, kappa=100, momentum=0).lr, 6)  # 2/(λ + κλ)
+    0.019802
+    """
+    from stability.analysis.conditioning import optimal_half_life
+    from stability.rules.registry import get_spec
+
+    spec = get_spec(rule_name(rule))
+    values = {k: v for k, v in params.items() if v is not None}
+    result = optimal_half_life(spec.name, kappa, optimize=optimize, precise=True, **values)
+    found = {k: float(v) for k, v in result.values.items()}
+    resolved = spec.resolve(**{**values, **found})
+    rule_value, _ = spec.build(**{**values, **found})
+    shown = {
+        name: float(getattr(rule_value, name)) if name in spec.param_names else None
+        for name in ("momentum", "horizon")
+    }
+    return HalfLife(
+        spec.name,
+        float(kappa),
+        float(resolved.get("lam", 1.0)),
+        _finite(result.half_life),
+        float(result.rate),
+        _finite(result.lr),
+        shown["momentum"],
+        shown["horizon"],
+        ("lr", *found),
+    )
+
+
+def _finite(v: Any) -> float | None:
+    v = float(v)
+    return v if v == v and v != float("inf") else None
+
+
+__all__ = ["HalfLife", "halflife"]

@@ -1,0 +1,98 @@
+"""``st.radius``: spectral radius, half-life and dominant root at one step size, optionally
+with an exact verdict (``stability radius``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from stability.api.resolve import resolve
+from stability.checks import check_real
+from stability.result import Result, output
+
+
+@dataclass(frozen=True)
+class Radius(Result):
+    """ρ = the largest root modulus of the rule's dynamics at ``lr`` (per step), refined in
+    mpmath; with ``certify`` the exact Schur-Cohn verdict replaces the float one in ``stable``."""
+
+    rule: str = output("the rule's registry name")
+    lr: float = output("step size")
+    spectral_radius: float = output("largest root modulus ρ (float64 of a 40-digit value)")
+    half_life: float | None = output("−ln 2 / ln ρ; null when ρ ≥ 1", "steps")
+    stable: bool = output("ρ < 1; with certify, the exact verdict")
+    dominant_root: complex = output("the root of modulus ρ (upper half-plane)")
+    method: str = output("how ρ was computed")
+    certified: bool | None = output(
+        "the exact verdict was possible (null: not asked; false: see reason)"
+    )
+    certificate: str | None = output("the exact test and the polynomial degree")
+    lr_exact: str | None = output("the step size as the exact fraction that was certified")
+    reason: str | None = output("why no exact verdict was possible")
+
+
+def radius(
+    rule: Any,
+    *,
+    lr: Any,
+    certify: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+    **params: Any,
+) -> Radius:
+    """ρ, half-life −ln2/ln ρ (Kosson Sec. 3.4) and the dominant root of ``rule`` at ``lr``.
+
+    The root is that of the characteristic polynomial (PipeMare eq. 13 and its relatives,
+    derived from the rule's step), refined in mpmath (`stability.spectrum.dominant_root_at`);
+    periodic rules give the per-step Floquet multiplier.  ``certify`` decides stability
+    exactly (Schur-Cohn in rational arithmetic, `stability.analysis.certify`, up to degree
+    `stability.limits.CERTIFY_MAX_DEGREE`): decimal text (a string, or a CLI float that kept its
+    text) and fractions are read exactly; ``progress(done, total)`` follows its reduction.
+
+    >>> import stability as st
+    >>> st.radius("sgd", tau=0, lr=0.25, lam=2).spectral_radius
+    0.5
+    """
+    from stability.spectrum import dominant_root_at, half_life
+
+    exact_lr = lr
+    if isinstance(lr, (str, Fraction)):
+        try:
+            lr = float(Fraction(lr.strip() if isinstance(lr, str) else lr))
+        except (ValueError, ZeroDivisionError):
+            raise ValueError(f"lr must be a real number, got {exact_lr!r}") from None
+    check_real("lr", lr, low=0.0, low_open=True)
+    r = resolve(rule, **params)
+    dom = dominant_root_at(r.rule, r.model, lr)
+    stable = dom.radius < 1
+    certified = certificate = lr_text = reason = None
+    if certify:
+        from stability.analysis.certify import NotCertifiable
+        from stability.analysis.certify import certify as exact_verdict
+
+        if r.spec is None:
+            raise ValueError("certify needs a registered rule name (it rebuilds it exactly)")
+        try:
+            cert = exact_verdict(r.spec, exact_lr, progress, **params)
+        except NotCertifiable as err:
+            certified, reason = False, str(err)
+        else:
+            certified, stable, lr_text = True, cert.stable, str(cert.lr)
+            certificate = f"{cert.method}, degree {cert.degree}"
+    return Radius(
+        r.name,
+        float(lr),
+        float(dom.radius),
+        half_life(dom.radius),
+        bool(stable),
+        complex(dom.root),
+        dom.method,
+        certified,
+        certificate,
+        lr_text,
+        reason,
+    )
+
+
+__all__ = ["Radius", "radius"]

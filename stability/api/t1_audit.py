@@ -1,0 +1,73 @@
+"""``st.t1_audit``: PipeMare's T1 step sizes against each stage's max stable lr
+(``stability t1-audit``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from stability.analysis.rescheduling import Audit, UnsafeWindow
+from stability.api.resolve import rule_name
+from stability.checks import check_integer
+
+
+def t1_audit(
+    rule: Any,
+    *,
+    lr_schedule: str,
+    anneal_steps: int,
+    steps: int,
+    taus: Sequence[int] | None = None,
+    pipeline: str | None = None,
+    **params: Any,
+) -> Audit:
+    """Is α_{k,i} = α_base,k / τ_i^{p_k} (PipeMare eq. 4, p_k = 1 − min(k/K, 1)) below
+    max-lr(rule, λ, τ_i) at every step k < ``steps`` and stage i?
+
+    ``lr_schedule``: ``constant:LR``, ``step:LR:FACTOR:B1,B2,...``, ``warmup:LR:W`` or
+    ``cosine:LR:T``; the stage delays come from ``taus`` or from ``pipeline`` =
+    ``"NAME:P[:N]"`` (a schedule of `stability.pipeline` with P stages, N microbatches);
+    ``lam`` is λ_max of the problem (`stability.analysis.rescheduling`).
+
+    >>> import stability as st
+    >>> st.t1_audit("sgd", lr_schedule="constant:0.01", taus=[1, 4], anneal_steps=10,
+    ...             steps=20).safe
+    True
+    """
+    from stability.analysis.rescheduling import audit, parse_schedule
+    from stability.rules.registry import delay_parameter
+
+    name = rule_name(rule)
+    key = delay_parameter(name)
+    values = {k: v for k, v in params.items() if v is not None}
+    if key in values:
+        raise ValueError(f"{key} is set per stage by the audit: leave it out")
+    stage_taus = _stage_delays(taus, pipeline)
+    return audit(
+        name,
+        values,
+        parse_schedule(lr_schedule),
+        stage_taus,
+        check_integer("anneal_steps", anneal_steps, low=1),
+        check_integer("steps", steps, low=1),
+    )
+
+
+def _stage_delays(taus: Sequence[int] | None, pipeline: str | None) -> list[int]:
+    if (taus is None) == (pipeline is None):
+        raise ValueError("pipeline: give the stage delays with taus or with pipeline (one of them)")
+    if taus is not None:
+        return [check_integer("taus", t) for t in taus]
+    from stability.pipeline import pipeline as schedule
+
+    parts = pipeline.split(":")
+    try:
+        sizes = [int(x) for x in parts[1:]]
+    except ValueError:
+        sizes = []
+    if not 1 <= len(sizes) <= 2:
+        raise ValueError(f"pipeline is written NAME:P[:N], got {pipeline!r}")
+    return schedule(parts[0], *sizes).tau_fwd.tolist()
+
+
+__all__ = ["Audit", "UnsafeWindow", "t1_audit"]

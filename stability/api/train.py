@@ -1,0 +1,256 @@
+"""``st.train``: one reference-trainer run, the measured rate next to the predicted one
+(``stability train``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from stability.api.resolve import check_params, rule_name
+from stability.api.setup import build, problem_options, schedule_pipeline, schedule_sets
+from stability.checks import check_choice, check_integer, check_real
+from stability.result import Result, output
+
+UPDATES = ("analysed", "real")
+
+
+@dataclass(frozen=True)
+class Training(Result):
+    """A training run of the numpy reference trainer with the theory's prediction beside it."""
+
+    problem: dict[str, Any] = output("the problem trained (model, samples, parameters, ...)")
+    data: dict[str, Any] = output("the data set and its preprocessing")
+    rule: str = output("the rule's registry name")
+    update: str = output("analysed (the linearised rule) or real (its real update)")
+    lr: float = output("step size")
+    steps: int = output("steps run", "steps")
+    batch: int | None = output("minibatch size (null: full batch)")
+    seed: int = output("seed of the initialization and the minibatches")
+    diverged: bool = output("the loss exceeded divergence × its initial value")
+    diverged_step: int | None = output("step at which it did", "steps")
+    diverged_loss: float | None = output("loss at that step")
+    initial_loss: float | None = output("loss at step 0")
+    final_loss: float | None = output("loss at the last step (null after divergence)")
+    predicted_max_lr: float | None = output(
+        "theory's max stable lr on the problem's modes (null with a schedule: see "
+        "scalar_predictions)"
+    )
+    prediction_note: str | None = output("caveat of the prediction")
+    measured_log_rate: float | None = output("measured ln ρ̂ (slope of ln‖w_t − w*‖ per step)")
+    measured_rate: float | None = output("measured ρ̂ per step")
+    predicted_log_rate: float | None = output("predicted ln ρ at lr")
+    predicted_rate: float | None = output("predicted ρ per step")
+    rate_steps: int | None = output("length of the run the rate was measured on", "steps")
+    rate_method: str = output("how the rate was measured (none for minibatch runs)")
+    pipeline: dict[str, Any] | None = output("the schedule's per-stage delays, utilization, memory")
+    scalar_predictions: dict[str, Any] | None = output(
+        "with a schedule: the scalar theory's max lr (worst stage, per stage, min) and the "
+        "exact coupled one (linreg)"
+    )
+    assumptions: tuple[str, ...] = output("assumptions of the MLP linearization (empty: linreg)")
+    loss_curve: tuple[tuple[int, float | None], ...] = output(
+        "[step, loss] pairs, subsampled; null after divergence"
+    )
+
+
+def train(
+    rule: Any,
+    *,
+    lr: float,
+    steps: int = 10_000,
+    batch: int | None = None,
+    seed: int = 0,
+    divergence: float = 1e6,
+    t1: int | None = None,
+    warmup_epochs: int = 0,
+    start: str = "init",
+    curve_points: int = 200,
+    update: str = "analysed",
+    schedule: str | None = None,
+    stages: int | None = None,
+    microbatches: int | None = None,
+    problem: str = "linreg",
+    data: Any = None,
+    standardize: str | None = None,
+    bias: bool = False,
+    samples: int | None = None,
+    hidden: tuple[int, ...] = (4, 4),
+    activation: str = "tanh",
+    task: str = "regression",
+    l2: float = 0.1,
+    progress: Callable[[int, int], None] | None = None,
+    **params: Any,
+) -> Training:
+    """Train ``rule`` (with its ``params``) at ``lr`` on linear regression or a small MLP.
+
+    The rule's own step (the one the analysis linearises) runs in the reference trainer
+    (`stability.trainer.engine`); ``t1`` applies PipeMare's step-size rescheduling (eq. 4)
+    over that many steps, ``warmup_epochs`` synchronous epochs first (PipeMareW), and
+    ``schedule`` per-stage delays of a pipeline (PipeMare Table 1) over ``stages`` blocks.
+    The prediction is the rule's max lr and rate on the problem's Hessian modes (PipeMare
+    eq. 5 per mode; `stability.agreement.predict`).  The rate is the slope of ln‖w_t − w*‖
+    (`stability.trainer.measure`), null for minibatch runs (noise sets a floor).
+    ``progress(done, total)`` is called with the steps done.
+
+    >>> import stability as st
+    >>> run = st.train("sgd", tau=2, lr=0.01, steps=300, data=None)
+    >>> run.diverged, run.final_loss < run.initial_loss
+    (False, True)
+    """
+    from stability.agreement.predict import predict
+    from stability.agreement.comparison import scalar_stage_predictions
+    from stability.rules.registry import get_spec
+    from stability.trainer import measure
+    from stability.trainer.engine import train as run_trainer
+    from stability.trainer.schedules import pipeline_rule, plan, synchronous_rule
+
+    name = rule_name(rule)
+    spec = get_spec(name)
+    values = {k: v for k, v in params.items() if v is not None}
+    check_real("lr", lr, low=0.0, low_open=True)
+    check_real("divergence", divergence, low=1.0, low_open=True)
+    steps = check_integer("steps", steps, low=1)
+    if batch is not None:
+        batch = check_integer("batch", batch, low=1)
+    seed = check_integer("seed", seed)
+    if t1 is not None:
+        t1 = check_integer("t1", t1, low=1)
+    warmup_epochs = check_integer("warmup_epochs", warmup_epochs)
+    curve_points = check_integer("curve_points", curve_points, low=2)
+    check_choice("start", start, ("init", "minimum"))
+    check_choice("update", update, UPDATES)
+    check_params([name], values, set_by=schedule_sets(spec, schedule))
+    key = spec.delay_parameter
+    pipe = schedule_pipeline(schedule, stages, microbatches, values.get(key) if key else None)
+    options = problem_options(
+        problem, data, standardize, bias, samples, hidden, activation, task, l2
+    )
+    model, dataset, setup = build(options, fit_seed=seed)
+    if pipe is None:
+        analysed, _ = spec.build(**values)
+        sizes = None
+    else:
+        sizes = model.stage_sizes(pipe.stages)
+        analysed = pipeline_rule(name, values, pipe, sizes)
+    trained = analysed
+    if update == "real":
+        if not hasattr(analysed, "trainer_rule"):
+            raise ValueError(
+                f"rule {name!r} has no separate real update (its analysis is exact); "
+                "use update='analysed'"
+            )
+        trained = analysed.trainer_rule()
+    epoch = 1 if batch is None else max(1, model.samples // batch)
+    warmup_steps = warmup_epochs * epoch
+    phases = plan(
+        trained,
+        t1_steps=t1,
+        warmup=synchronous_rule(name, values, trained) if warmup_steps else None,
+        warmup_steps=warmup_steps,
+    )
+    if problem == "mlp" and start == "minimum":  # next to the minimizer, above float64's floor
+        w0, loss_offset = setup.rate_w0, setup.loss_offset
+    elif problem == "mlp":
+        w0, loss_offset = None, 0.0
+    else:
+        w0, loss_offset = setup.w0, 0.0
+    deterministic = batch is None
+    res = run_trainer(
+        model,
+        phases,
+        [lr],
+        steps=steps,
+        batch=batch,
+        seed=seed,
+        w0=w0,
+        w_star=setup.w_star,
+        divergence=divergence,
+        loss_offset=loss_offset,
+        record_every=max(1, steps // (curve_points - 1)),
+        track=("error",) if deterministic else (),
+        progress=None if progress is None else (lambda done: progress(done, steps)),
+    )
+
+    note, pred_log, pred_max = None, None, None
+    if pipe is None:
+        prediction = predict(analysed, setup.modes_for(analysed), lr)
+        pred_max, pred_log = prediction.max_lr, prediction.log_rate
+        note = prediction.note
+        if note is None and trained is not analysed:
+            note = "predictions are for the analysed (linearised) rule"
+    else:
+        note = "per-stage delays: see scalar_predictions"
+    meas_log, rate_steps = None, None
+    if deterministic and problem == "linreg":
+        rates = measure.converged_log_rate(
+            lambda T: run_trainer(
+                setup.rate_problem,
+                phases,
+                [lr],
+                steps=T,
+                w0=setup.rate_w0,
+                w_star=setup.rate_w_star,
+                divergence=divergence,
+                track=("error",),
+            ),
+            steps,
+            decades=None,
+            max_doublings=3,
+        )
+        meas_log, rate_steps = _finite(rates.log_rate[0]), rates.steps
+    elif deterministic:
+        rate = measure.log_rate(res.energies["error"], res.block, decades=setup.rate_decades)
+        meas_log, rate_steps = _finite(rate[0]), steps
+    return Training(
+        problem=model.describe(),
+        data=dataset.describe(),
+        rule=name,
+        update=update,
+        lr=float(lr),
+        steps=steps,
+        batch=batch,
+        seed=seed,
+        diverged=bool(res.diverged[0]),
+        diverged_step=int(res.diverged_step[0]) if res.diverged[0] else None,
+        diverged_loss=_finite(res.diverged_loss[0]),
+        initial_loss=_finite(res.initial_loss[0]),
+        final_loss=_finite(res.final_loss[0]),
+        predicted_max_lr=pred_max,
+        prediction_note=note,
+        measured_log_rate=meas_log,
+        measured_rate=_exp(meas_log),
+        predicted_log_rate=pred_log,
+        predicted_rate=_exp(pred_log),
+        rate_steps=rate_steps,
+        rate_method=_rate_method(problem, deterministic),
+        pipeline=None if pipe is None else pipe.describe(sizes),
+        scalar_predictions=None
+        if pipe is None
+        else scalar_stage_predictions(setup, name, values, pipe, sizes),
+        assumptions=tuple(setup.assumptions) if problem == "mlp" else (),
+        loss_curve=tuple(
+            (int(s), _finite(loss)) for s, loss in zip(res.curve_steps, res.curve[0], strict=True)
+        ),
+    )
+
+
+def _rate_method(problem: str, deterministic: bool) -> str:
+    if not deterministic:
+        return "none: minibatch noise sets a floor, there is no asymptotic rate"
+    if problem == "linreg":
+        return "slope of log‖w_t − w*‖ on the error recursion (LinearRegression.error_problem)"
+    return "slope of log‖w_t − w*‖ over the last half of the run, w* fitted from the same start"
+
+
+def _finite(x: Any) -> float | None:
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _exp(x: float | None) -> float | None:
+    return None if x is None else math.exp(x)
+
+
+__all__ = ["Training", "train"]

@@ -1,0 +1,115 @@
+"""What every public function returns: a frozen value whose attributes are the JSON keys.
+
+A result type is a frozen dataclass deriving from `Result` whose fields are declared with
+`output` (a one-line meaning and a unit), so that one definition gives
+
+* the Python attributes (``st.max_lr("sgd", tau=10).max_lr``),
+* the ``--json`` object of the command (`Result.to_json`: ``schema_version`` first, then the
+  fields in order; NaN and infinities as null, arrays as lists, nested results as objects),
+* the documented schema (`Result.schema`: name, JSON type, unit, meaning), from which the
+  docs' JSON reference is generated (``docs/gen_reference.py``).
+
+It sits at the foundation so that a result computed deep in the analysis (the max lr of
+`stability.analysis.boundary`, the coupled analysis, ...) is itself the public value: one type
+per concept, no copies.  ``SCHEMA_VERSION`` changes whenever a key of any result is removed
+or changes meaning (adding a key does not change it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import PurePath
+from typing import Any, ClassVar
+
+from stability.files import strict_json
+
+SCHEMA_VERSION = 1
+"""Version of the JSON objects the commands print (the ``schema_version`` key)."""
+
+
+def output(doc: str, unit: str = "", *, kind: str | None = None, **kwargs: Any) -> Any:
+    """A result field with its meaning and unit (``""``: dimensionless or not a number).
+
+    ``kind`` spells the JSON type where the annotation cannot (e.g. an array's shape).
+    """
+    return dataclasses.field(metadata={"doc": doc, "unit": unit, "kind": kind}, **kwargs)
+
+
+@dataclasses.dataclass(frozen=True)
+class SchemaEntry:
+    """One JSON key of a result: ``name``, JSON ``type`` (as text), ``unit``, ``doc``."""
+
+    name: str
+    type: str
+    unit: str
+    doc: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """Base of the public results (frozen; attributes = the command's JSON keys)."""
+
+    schema_version: ClassVar[int] = SCHEMA_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        """The command's ``--json`` object: ``schema_version``, then every field (strict JSON)."""
+        return {"schema_version": SCHEMA_VERSION, **strict_json(_plain(self))}
+
+    @classmethod
+    def schema(cls) -> tuple[SchemaEntry, ...]:
+        """The JSON keys with JSON type, unit and meaning (``schema_version`` first)."""
+        hints = typing.get_type_hints(cls)
+        entries = [SchemaEntry("schema_version", "integer", "", "version of this JSON layout")]
+        for f in dataclasses.fields(cls):
+            if "doc" not in f.metadata:
+                raise TypeError(f"{cls.__name__}.{f.name} is not declared with output(...)")
+            kind = f.metadata.get("kind") or json_type(hints[f.name])
+            entries.append(SchemaEntry(f.name, kind, f.metadata["unit"], f.metadata["doc"]))
+        return tuple(entries)
+
+
+_JSON_NAMES = {
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    complex: "[re, im]",
+    str: "string",
+    type(None): "null",
+    dict: "object",
+}
+
+
+def json_type(hint: Any) -> str:
+    """The JSON type of a field's Python annotation, e.g. ``float | None`` → ``number or null``."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(json_type(a) for a in typing.get_args(hint))
+    if origin in (tuple, list):
+        args = [a for a in typing.get_args(hint) if a is not Ellipsis]
+        inner = " or ".join(dict.fromkeys(json_type(a) for a in args)) if args else "any"
+        return f"array of {inner}"
+    if origin is dict or hint is dict:
+        return "object"
+    if isinstance(hint, type) and issubclass(hint, Result):
+        return f"object ({hint.__name__})"
+    if hint in _JSON_NAMES:
+        return _JSON_NAMES[hint]
+    name = getattr(hint, "__name__", str(hint))
+    return "array" if name == "ndarray" else name
+
+
+def _plain(x: Any) -> Any:
+    """Results as dicts (nested ones without their own schema_version), tuples as lists."""
+    if isinstance(x, Result):
+        return {f.name: _plain(getattr(x, f.name)) for f in dataclasses.fields(x)}
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, complex):
+        return [x.real, x.imag]
+    if isinstance(x, PurePath):
+        return str(x)
+    return x

@@ -1,0 +1,295 @@
+"""Issue 11: a seeded fuzzer drives every command of the CLI in-process.
+
+The inputs come from the parsers themselves (every optional flag with a value, found by
+introspecting each subparser's actions, so a new flag is covered without touching this file):
+each call takes a small valid command line of its command and corrupts one flag — a bad number
+(nan, inf, -1, 0, 1e308, '--', 'abc', empty), a size beyond the limits, a rule flag the rule
+does not take, or an output path that is a directory or lies under a regular file.  Asserted:
+exit 0 with exactly one strict JSON object under ``--json``, or exit 2 with exactly one non-empty
+stderr line naming the corrupted flag; never exit 1, 'internal error', a traceback or a
+warning.  A wall clock per call guards only against hangs (a hang fails the call).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import random
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stability.cli.main import main, make_parser
+from stability.trainer.data import synthetic_regression
+
+ROOT = Path(__file__).resolve().parents[1]
+SEED = 20261123
+CALLS = 2000
+HANG_SECONDS = 60
+BAD_VALUES = ("nan", "inf", "-inf", "-1", "0", "1e308", "--", "abc", "", "3.5", "100001", "1e-320")
+FORBIDDEN = ("internal error", "Traceback", "Warning")
+
+pytestmark = pytest.mark.xdist_group("fuzz")
+
+
+class Hang(BaseException):
+    """A call that ran longer than the guard (not an Exception: main does not catch it)."""
+
+
+def _bases(csv: str, tmp: Path) -> dict[str, tuple[list[str], int]]:
+    """A small valid command line per (sub)command, and how many fuzzed calls it gets (the
+    expensive ones fewer)."""
+    data = ["--data", csv]
+    return {
+        "rules": (["rules", "sgd"], 3),
+        "poly": (["poly", "momentum", "--tau", "2", "--lr", "0.1", "--momentum", "0.5"], 6),
+        "radius": (["radius", "momentum", "--tau", "2", "--lr", "0.1", "--momentum", "0.5"], 6),
+        "max-lr": (["max-lr", "momentum", "--tau", "2", "--momentum", "0.5"], 6),
+        "halflife": (["halflife", "momentum", "--tau", "1", "--kappa", "10"], 4),
+        "heatmap": (["heatmap", "sgd", "--x", "lr:0.1:1:3", "--y", "tau:0:2:3"], 4),
+        "bounds": (["bounds", "sgd", "--tau", "3"], 6),
+        "t1-audit": (
+            [
+                "t1-audit",
+                "sgd",
+                "--lr-schedule",
+                "constant:0.1",
+                "--taus",
+                "1,2",
+                "--anneal-steps",
+                "5",
+                "--steps",
+                "10",
+            ],
+            4,
+        ),  # fmt: skip
+        "claims": (["claims", "--claim", "nesterov-equals-sc", "--quick"], 1),
+        "repro": (["repro", "--list", "--repro-dir", str(ROOT / "paper_repro")], 2),
+        "train": (
+            ["train", "--rule", "sgd", "--tau", "1", "--lr", "0.01", "--steps", "20", *data],
+            2,
+        ),  # fmt: skip
+        "validate": (
+            [
+                "validate",
+                "--rules",
+                "sgd",
+                "--taus",
+                "1",
+                "--steps",
+                "20",
+                "--rate-steps",
+                "20",
+                "--rate-doublings",
+                "0",
+                *data,
+            ],
+            1,
+        ),  # fmt: skip
+        "coupled": (["coupled", "--rule", "sgd", "--stages", "2", *data], 1),
+        "noise": (
+            [
+                "noise",
+                "sgd",
+                "--tau",
+                "1",
+                "--batch",
+                "8",
+                "--lr",
+                "0.05",
+                "--steps",
+                "20",
+                "--lyapunov-steps",
+                "100",
+                "--lyapunov-runs",
+                "2",
+                *data,
+            ],
+            1,
+        ),  # fmt: skip
+        "tradeoff": (["tradeoff", "--batch", "8", "--tau", "1", "--rules", "sgd", *data], 1),
+        "sweep": (["sweep", "--status", str(tmp)], 2),  # refused: tmp holds no sweep
+        "net curvature": (["net", "curvature", "--problem", NET, "--k", "2"], 1),
+        "net max-lr": (
+            ["net", "max-lr", "--problem", NET, "--rule", "sgd", "--tau", "1", "--k", "2"],
+            1,
+        ),  # fmt: skip
+        "net train": (
+            [
+                "net",
+                "train",
+                "--problem",
+                NET,
+                "--rule",
+                "sgd",
+                "--tau",
+                "1",
+                "--lr",
+                "0.1",
+                "--steps",
+                "10",
+            ],
+            1,
+        ),  # fmt: skip
+    }
+
+
+NET = f"{ROOT / 'examples' / 'diabetes_linear.py'}:problem"
+BASE_FAILS = {"sweep"}
+"""Commands whose base line is itself refused (so a refusal need not name the fuzzed flag)."""
+
+
+def _parsers() -> dict[str, argparse.ArgumentParser]:
+    """Every (sub)command's parser by its name ("net max-lr" for nested ones)."""
+    found = {}
+
+    def visit(parser, prefix):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    if not any(isinstance(a, argparse._SubParsersAction) for a in sub._actions):
+                        found[f"{prefix}{name}"] = sub
+                    visit(sub, f"{prefix}{name} ")
+
+    visit(make_parser(), "")
+    return found
+
+
+def _value_flags(parser) -> list[argparse.Action]:
+    """Optional flags that take one value (help, --version and switches aside)."""
+    return [
+        a
+        for a in parser._actions
+        if a.option_strings and a.nargs is None and not isinstance(a, argparse._StoreConstAction)
+        and not isinstance(a, (argparse._HelpAction, argparse._VersionAction))
+    ]  # fmt: skip
+
+
+def _rule_of(argv: list[str]) -> str | None:
+    if "--rule" in argv:
+        return argv[argv.index("--rule") + 1]
+    if argv[0] in ("poly", "radius", "max-lr", "halflife", "heatmap", "bounds", "t1-audit",
+                   "noise"):  # fmt: skip
+        return argv[1]
+    return None
+
+
+def _set(argv: list[str], flag: str, value: str) -> list[str]:
+    """``argv`` with ``flag`` given ``value`` (replaced if present)."""
+    out = list(argv)
+    if flag in out:
+        i = out.index(flag)
+        del out[i : i + 2]
+    return [*out, f"{flag}={value}"]
+
+
+def _cases(rng: random.Random, csv: str, tmp: Path):
+    """(argv, corrupted flag or None) for the run."""
+    from stability.rules.registry import RULES
+
+    parsers = _parsers()
+    bases = _bases(csv, tmp)
+    assert set(bases) == set(parsers), "every (sub)command needs a base line here"
+    a_file = tmp / "a-file"
+    a_file.write_text("x")
+    paths = [str(tmp), str(a_file / "under-a-file.png"), ""]
+    cases = []
+    while len(cases) < CALLS:
+        name = rng.choice(sorted(parsers))
+        base, weight = bases[name]
+        if rng.random() > weight / 6:
+            continue
+        parser = parsers[name]
+        flags = _value_flags(parser)
+        rule = _rule_of(base)
+        kind = rng.random()
+        rule_actions = getattr(parser, "rule_actions", {})
+        if kind < 0.15 and rule in RULES and rule_actions:
+            others = [n for n in rule_actions if n not in RULES[rule].param_names]
+            flag = "--" + rng.choice(others).replace("_", "-")
+            cases.append((_set(base, flag, "1"), flag))
+            continue
+        if not flags or kind > 0.95:  # a flag no command has
+            cases.append(([*base, "--no-such-flag", "1"], "--no-such-flag"))
+            continue
+        action = rng.choice(flags)
+        flag = action.option_strings[-1]
+        qualname = getattr(action.type, "__qualname__", "")
+        if "output" in qualname:
+            value = rng.choice(paths)
+        else:
+            value = rng.choice(BAD_VALUES)
+        cases.append((_set(base, flag, value), flag))
+    return cases
+
+
+def _call(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+
+    def hang(signum, frame):
+        raise Hang(" ".join(argv))
+
+    previous = signal.signal(signal.SIGALRM, hang)
+    signal.alarm(HANG_SECONDS)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(argv)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _no_constants(token: str):
+    raise ValueError(f"non-strict JSON token {token}")
+
+
+def _problems(argv, flag, base_fails, code, out, err) -> list[str]:
+    found = []
+    if any(word in err for word in FORBIDDEN):
+        found.append(f"stderr: {err.strip()[:300]}")
+    if code == 0:
+        if "--json" in argv:
+            try:
+                json.loads(out, parse_constant=_no_constants)
+            except ValueError as e:
+                found.append(f"not one strict JSON object: {e}")
+            if out.count("\n") != 1:
+                found.append("not exactly one line of JSON")
+    elif code == 2:
+        lines = err.splitlines()
+        if len(lines) != 1 or not lines[0].strip():
+            found.append(f"refusal is not one line: {err!r}")
+        elif flag is not None and not base_fails and flag not in err:
+            found.append(f"refusal does not name {flag}: {err.strip()}")
+    else:
+        found.append(f"exit {code}: {err.strip()[:300]}")
+    return found
+
+
+def test_fuzz_every_command(tmp_path, monkeypatch):
+    monkeypatch.setenv("STABILITY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    data = synthetic_regression([3.0, 1.0, 0.4], samples=48, seed=3, residual=0.2)
+    csv = tmp_path / "small.csv"
+    np.savetxt(csv, np.c_[data.y, data.X], delimiter=",")
+    rng = random.Random(SEED)
+    (tmp_path / "work").mkdir()
+    cases = _cases(rng, str(csv), tmp_path / "work")
+    failures = []
+    for argv, flag in cases:
+        argv = [*argv, "--json"] if rng.random() < 0.5 else argv
+        base_fails = argv[0] in BASE_FAILS
+        try:
+            code, out, err = _call(argv)
+        except Hang:
+            failures.append(f"{' '.join(argv)}: no answer in {HANG_SECONDS} s")
+            continue
+        failures += [f"{' '.join(argv)}: {p}" for p in _problems(argv, flag, base_fails, code,
+                                                                   out, err)]  # fmt: skip
+    assert len(cases) >= 2000
+    assert not failures, f"{len(failures)} failures:\n" + "\n".join(sorted(set(failures))[:60])
