@@ -1,9 +1,9 @@
 """Kosson Fig. 6: |r_max| over the normalized rate ηλ and the momentum m, delay 0 and 1.
 
 Heatmaps of the dominant root magnitude of Kosson eq. 20-23 (GDM and Nesterov without delay;
-GDM, Nesterov, SC_D, LWP_D and LWP_D + SC_D with D = 1), computed by `stability.analysis.radius_grid`
-(ηλ axis: λ = 1), unstable region black, with the exact max stable ηλ per m
-(`stability.analysis.boundary.max_lr_grid`) as the white curve.
+GDM, Nesterov, SC_D, LWP_D and LWP_D + SC_D with D = 1), computed by
+`stability.analysis.radius_grid` (ηλ axis: λ = 1), unstable region black, with the exact max
+stable ηλ per m (`stability.analysis.boundary.max_lr_grid`) as the white curve.
 """
 
 from __future__ import annotations

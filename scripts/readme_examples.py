@@ -113,11 +113,17 @@ def _line_matches(shown: str, actual: str) -> bool:
     found = re.fullmatch(".*?".join(_pattern(p) for p in parts), actual)
     if not found:
         return False
-    expected = [float(n) for p in parts for n in NUMBER.findall(p)]
+    expected = [(float(m.group()), _is_seconds(p, m)) for p in parts for m in NUMBER.finditer(p)]
     got = [float(g) for g in found.groups()]
     return all(
-        math.isclose(e, g, rel_tol=RTOL, abs_tol=1e-12) for e, g in zip(expected, got, strict=True)
+        seconds or math.isclose(e, g, rel_tol=RTOL, abs_tol=1e-12)
+        for (e, seconds), g in zip(expected, got, strict=True)
     )
+
+
+def _is_seconds(part: str, number: re.Match) -> bool:
+    """A wall-clock time ("0.02 s", "3.4 s;"): any value matches."""
+    return re.match(r" ?s\b", part[number.end() :]) is not None
 
 
 def differences(example: Example, actual: str) -> list[str]:

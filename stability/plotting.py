@@ -145,8 +145,8 @@ def heatmap_figure(hm, metric: str = "radius", *, curves=(), title: str | None =
     """The figure of ``stability heatmap``: one heatmap, colour bar, overlays, legend.
 
     ``hm`` is a `stability.analysis.radius_grid.Heatmap`; ``curves`` are
-    `stability.analysis.radius_grid.Curve`s of the step-size bound over the other axis (drawn as lines
-    on the step axis).
+    `stability.analysis.radius_grid.Curve`s of the step-size bound over the other axis (drawn as
+    lines on the step axis).
     """
     fig, ax = plt.subplots(figsize=(7.0, 5.2))
     fig.subplots_adjust(left=0.1, right=0.87, bottom=0.11, top=0.86)  # no layout engine: fast

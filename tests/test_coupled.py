@@ -370,8 +370,8 @@ def test_cpusmall_uniform_delays_are_the_scalar_bound(cpusmall):
 )
 def test_cpusmall_prediction_is_the_measured_max_lr(cpusmall, schedule, stages, rule, params):
     """The trainer's bisection (full batch, bracket 0.1 %) lands within 1 % of the coupled lr."""
-    from stability.agreement.coupled_runs import measure, problem_system, stage_pipeline
     from stability.agreement.comparison import Protocol
+    from stability.agreement.coupled_runs import measure, problem_system, stage_pipeline
 
     built = problem_system(cpusmall, stage_pipeline(schedule, stages), rule, params)
     predicted = scan_max_lr(built.system).max_lr
@@ -381,8 +381,8 @@ def test_cpusmall_prediction_is_the_measured_max_lr(cpusmall, schedule, stages, 
 
 def test_other_regression_data_prediction_is_the_measured_max_lr():
     """Data the analysis was never tuned on: a synthetic design with a prescribed spectrum."""
-    from stability.agreement.coupled_runs import measure, problem_system, stage_pipeline
     from stability.agreement.comparison import Protocol, linreg_setup
+    from stability.agreement.coupled_runs import measure, problem_system, stage_pipeline
     from stability.trainer.data import synthetic_regression
     from stability.trainer.linreg import LinearRegression
 
@@ -397,8 +397,8 @@ def test_other_regression_data_prediction_is_the_measured_max_lr():
 @pytest.mark.slow
 def test_tiny_mlp_prediction_is_the_measured_max_lr(cpusmall_csv):
     """Per-layer stages of a tiny MLP: measured H_f, H_b; prediction within 25 % (issue)."""
-    from stability.agreement.coupled_runs import measure, problem_system, stage_pipeline
     from stability.agreement.comparison import Protocol, mlp_setup
+    from stability.agreement.coupled_runs import measure, problem_system, stage_pipeline
     from stability.trainer.problems import ProblemOptions, build_problem
 
     mlp, _ = build_problem(

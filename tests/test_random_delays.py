@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from oracles import first_crossing, polynomial_radius
 
-from stability.agreement.predict import predicted_max_lr
 from stability.agreement.comparison import Protocol, linreg_setup, measure_max_lr
+from stability.agreement.predict import predicted_max_lr
 from stability.analysis.boundary import max_lr
 from stability.analysis.random_delays import (
     delay_matrices,

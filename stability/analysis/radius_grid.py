@@ -449,7 +449,7 @@ def _max_lr(spec: RuleSpec, values: dict) -> np.ndarray:
 
 
 def lemma_bound(rule: str, tau: Any, lam: Any) -> tuple[str, Any] | None:
-    """The closed-form step bound drawn for a rule, from `stability.analysis.closed_forms`, or ``None``.
+    """The closed-form step bound drawn for a rule (`stability.analysis.closed_forms`) or ``None``.
 
     sgd: stable iff α < 2/λ·sin(π/(4τ+2)) (PipeMare Lemma 1); momentum: some α ≤
     4/λ·sin(π/(4τ+2)) is unstable for every β (PipeMare Lemma 3).

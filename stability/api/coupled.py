@@ -75,9 +75,9 @@ def coupled(
     >>> c.critical_stage, c.scalar_ratio < 1
     (1, True)
     """
+    from stability.agreement.comparison import Protocol
     from stability.agreement.coupled_runs import SCHEDULES, problem_system, stage_pipeline
     from stability.agreement.coupled_runs import measure as measure_trainer
-    from stability.agreement.comparison import Protocol
     from stability.coupled.summary import analyze
     from stability.rules.registry import get_spec
 

@@ -99,8 +99,8 @@ def train(
     >>> run.diverged, run.final_loss < run.initial_loss
     (False, True)
     """
-    from stability.agreement.predict import predict
     from stability.agreement.comparison import scalar_stage_predictions
+    from stability.agreement.predict import predict
     from stability.rules.registry import get_spec
     from stability.trainer import measure
     from stability.trainer.engine import train as run_trainer

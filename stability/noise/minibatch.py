@@ -124,8 +124,8 @@ def setup(rule: Any, problem, schedule: str | None, stages, microbatches, params
         built = r.rule
         fb = uniform_full_batch(built, problem.hessian_eigenvalues())
         return Setup(r.name, problem, lambda lr: uniform_state(built, lr, d), built, fb, None)
-    from stability.agreement.coupled_runs import problem_system, stage_pipeline
     from stability.agreement.comparison import linreg_setup
+    from stability.agreement.coupled_runs import problem_system, stage_pipeline
     from stability.coupled.scan import scan_max_lr
     from stability.trainer.schedules import pipeline_rule
 

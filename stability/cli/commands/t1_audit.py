@@ -1,8 +1,8 @@
 """``stability t1-audit RULE --lr-schedule S --taus T1,T2,… --anneal-steps K --steps N``.
 
 Checks PipeMare's T1 step sizes α_{k,i} = α_base,k/τ_i^{p_k} (eq. 4) against each stage's max
-stable lr (`stability.analysis.rescheduling`): the unsafe (step, stage) windows (none when safe) and the
-margin.  Stage delays come from ``--taus`` or from a pipeline schedule (``--pipeline
+stable lr (`stability.analysis.rescheduling`): the unsafe (step, stage) windows (none when safe)
+and the margin.  Stage delays come from ``--taus`` or from a pipeline schedule (``--pipeline
 NAME:P[:N]``, P stages and N microbatches, `stability.pipeline`); ``--lam`` is λ_max of the
 problem.
 """
