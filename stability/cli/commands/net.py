@@ -7,8 +7,12 @@
   ``scalar_bound``, ``eigenvalues``, ``stage_taus``, ``stage_sizes``, ``method``, the rates at
   half the threshold, and with ``--measure`` the simulator's ``measured_max_lr`` and
   ``measured_bracket`` under ``protocol``;
-* ``train --rule R [rule flags] --lr X --steps N [--batch B] [delays]``: ``diverged``,
-  ``final_loss``, ``loss_curve``, ``measured_rate``, ``protocol``.
+* ``train --rule R [rule flags] --lr X --steps N [--batch B] [delays]
+  [--backward stashed|current] [--sharpness-every K]``: ``diverged``, ``final_loss``,
+  ``loss_curve``, ``measured_rate``, ``protocol``; with ``--backward current`` no weight
+  stashing (backward delays from the schedule, or ``--tau-bkwd`` with a uniform ``--tau``;
+  ``--tau-recomp`` for rule recompute); with ``--sharpness-every K`` the edge of stability:
+  ``sharpness``, ``predicted_edge``, ``plateau``, ``reached``, ``edge_ratio``.
 
 Needs PyTorch (``pip install stability[torch]``); without it each subcommand says so on one line
 and exits with code 2.  See docs/nets.md.
@@ -55,7 +59,14 @@ def _rule(p: argparse.ArgumentParser) -> None:
         choices=SCHEDULES,
         default=None,
         help="per-stage delays of this schedule over --stages P, --microbatches N (default "
-        "pipemare; weight stashing); or a uniform --tau",
+        "pipemare); or a uniform --tau",
+    )
+    p.add_argument(
+        "--backward",
+        choices=("stashed", "current"),
+        default="stashed",
+        help="stashed: each stage's backward pass uses its forward weights (default); current: "
+        "no stashing, input-gradients with the current (backward) weights",
     )
 
 
@@ -97,6 +108,13 @@ def register(sub) -> None:
     t.add_argument("--seed", type=int_arg("seed"), default=0, help="minibatch stream seed")
     t.add_argument("--divergence", type=float_arg("divergence"), default=1e6)
     t.add_argument("--curve-points", type=int_arg("curve_points", 2), default=200)
+    t.add_argument(
+        "--sharpness-every",
+        type=int_arg("sharpness_every", 1),
+        default=None,
+        metavar="K",
+        help="record the top Hessian eigenvalue every K steps and read the edge of stability",
+    )
     t.set_defaults(run=run_train)
 
 
@@ -121,8 +139,17 @@ def _delays(args) -> dict:
 def _params(args) -> dict:
     from stability.rules.registry import get_spec
 
-    names = set(get_spec(args.rule).param_names) - {"tau", "stages", "microbatches", "lam"}
+    skip = {"tau", "stages", "microbatches", "lam", "tau_bkwd", "tau_recomp"}
+    names = set(get_spec(args.rule).param_names) - skip
     return {k: v for k, v in rule_values(args).items() if k in names}
+
+
+def _backward(args) -> dict:
+    return {
+        "backward": args.backward,
+        "tau_bkwd": getattr(args, "tau_bkwd", None),
+        "tau_recomp": getattr(args, "tau_recomp", None),
+    }
 
 
 def run_curvature(args) -> dict:
@@ -142,6 +169,7 @@ def run_max_lr(args) -> dict:
         k=args.k,
         measure=args.measure,
         protocol=protocol,
+        **_backward(args),
         **_delays(args),
         **_params(args),
     )
@@ -158,6 +186,8 @@ def run_train(args) -> dict:
         seed=args.seed,
         divergence=args.divergence,
         curve_points=args.curve_points,
+        sharpness_every=args.sharpness_every,
+        **_backward(args),
         **_delays(args),
         **_params(args),
     )
