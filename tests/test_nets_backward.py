@@ -319,3 +319,11 @@ def test_net_train_sharpness_and_current_backward_json(tmp_path, capsys):
                  "--lr", "0.01", "--steps", "5"])  # fmt: skip
     err = capsys.readouterr().err
     assert code == 2 and "--backward current" in err and len(err.strip().splitlines()) == 1
+
+
+def test_fitting_cache_folder_defaults_to_the_user_cache(monkeypatch, tmp_path):
+    from stability.nets.fitting import cache_folder
+
+    monkeypatch.delenv("STABILITY_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert cache_folder() == tmp_path / "stability" / "nets"

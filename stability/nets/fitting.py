@@ -27,9 +27,8 @@ def cache_folder() -> Path:
     """Where fitted weights are cached (module doc)."""
     if os.environ.get("STABILITY_CACHE"):
         return Path(os.environ["STABILITY_CACHE"])
-    from stability.trainer.data import cache_dir
-
-    return cache_dir() / "nets"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "stability" / "nets"
 
 
 def _key(name: str, seed: int, iterations: int, model: torch.nn.Module, inputs, targets) -> str:
