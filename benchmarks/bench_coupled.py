@@ -73,8 +73,8 @@ def speed_table(cases) -> None:
 
 
 def cpusmall_table() -> None:
-    from stability.agreement.coupled_runs import measure, problem_system, stage_pipeline
     from stability.agreement.comparison import Protocol, linreg_setup
+    from stability.agreement.coupled_runs import measure, problem_system, stage_pipeline
     from stability.coupled.summary import analyze
     from stability.trainer.problems import ProblemOptions, build_problem
 

@@ -5,6 +5,8 @@ r"""The simulator's measured max stable step size and rate of a network (`NetPro
 constant history (every past version equal to w₀), and runs the tilted gradient
 ∇f(u) − ∇f(w*) (`stability.nets.simulator`): w* is then an exact stationary point with the
 network's Hessian, so the small gradient left by an inexact minimum cannot drift the runs.
+Rules that read other backward or recompute weights than the forward ones run with
+``backward="current"`` (backpropagation with inconsistent weights), the others stashed.
 
 **Verdict** (the linear threshold, not the escape from a catapult).  A run of ``steps`` steps is
 unstable if ‖w_t − w*‖ exceeds ``growth`` × ‖w₀ − w*‖ (10³·ε by default) or becomes
@@ -37,7 +39,7 @@ import numpy as np
 import torch
 
 from stability.nets.problem import NetProblem
-from stability.nets.simulator import simulate
+from stability.nets.simulator import consistent, simulate
 from stability.rules.base import Rule
 from stability.trainer.measure import MaxLrMeasurement, bisect_max_lr, log_rate
 
@@ -98,6 +100,7 @@ def _runs(problem, rules, lrs, protocol, v1, steps, lr_scales):
         divergence=protocol.growth,
         check_every=protocol.check_every,
         track=("increment", "error"),
+        backward="stashed" if all(consistent(r) for r in rules) else "current",
     )
 
 

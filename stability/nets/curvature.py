@@ -52,16 +52,19 @@ class HessianOperator(LinearOperator):
     """v ↦ ∇²f(w*)·v as a scipy `LinearOperator` on float64 arrays, counting HVPs.
 
     ``block``: a slice of the flat vector (a stage): the operator is then the diagonal block
-    H_ii (v padded with zeros outside the block, the product read on it).
+    H_ii (v padded with zeros outside the block, the product read on it); ``w``: the point
+    (default w*).
     """
 
-    def __init__(self, problem: NetProblem, block: slice | None = None):
+    def __init__(
+        self, problem: NetProblem, block: slice | None = None, w: torch.Tensor | None = None
+    ):
         self.problem = problem
         self.block = block
         n = problem.dim if block is None else block.stop - block.start
         super().__init__(dtype=np.float64, shape=(n, n))
         self.hvps = 0
-        self._w = problem.w_star.detach()
+        self._w = (problem.w_star if w is None else w).detach()
 
     def _matvec(self, v):
         v = np.asarray(v, dtype=np.float64).reshape(-1)
@@ -194,6 +197,21 @@ def curvature(
     )
 
 
+def top_eigenpair(
+    problem: NetProblem, w: torch.Tensor, v0: np.ndarray | None = None, tol: float = 1e-4
+) -> tuple[float, np.ndarray, int]:
+    """(λ₁, v₁, HVPs): the largest algebraic eigenvalue of ∇²f(w) by Lanczos, warm-started
+    from ``v0`` (the previous eigenvector along a trajectory), to relative residual ``tol``."""
+    op = HessianOperator(problem, w=w)
+    n = op.shape[0]
+    if n <= DENSE_BLOCK:
+        pairs = lanczos(op, 1)
+        return float(pairs.values[0]), pairs.vectors[:, 0], pairs.hvps
+    start = np.random.default_rng(0).standard_normal(n) if v0 is None else np.asarray(v0)
+    lam, vec = eigsh(op, k=1, which="LA", tol=tol, v0=start, ncv=min(n, 12))
+    return float(lam[0]), vec[:, 0], op.hvps
+
+
 def dense_hessian(problem: NetProblem) -> np.ndarray:
     """∇²f(w*) formed by ``torch.func.hessian`` (the reference for small models)."""
     if problem.dim > DENSE_HESSIAN_MAX:
@@ -213,4 +231,5 @@ __all__ = [
     "curvature",
     "dense_hessian",
     "lanczos",
+    "top_eigenpair",
 ]

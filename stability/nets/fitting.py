@@ -27,7 +27,7 @@ def cache_folder() -> Path:
     """Where fitted weights are cached (module doc)."""
     if os.environ.get("STABILITY_CACHE"):
         return Path(os.environ["STABILITY_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "stability" / "nets"
 
 

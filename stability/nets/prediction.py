@@ -44,37 +44,68 @@ def net_pipeline(
     schedule: str | None = None,
     microbatches: int | None = None,
     tau: int | None = None,
+    backward: str = "stashed",
+    tau_bkwd: int | None = None,
 ) -> Pipeline:
-    """Per-stage delays with weight stashing (τ_bkwd,i = τ_fwd,i): a uniform ``tau`` or a
-    ``schedule`` (default pipemare) over ``stages`` stages and ``microbatches``."""
+    """Per-stage delays: a uniform ``tau`` or a ``schedule`` (default pipemare) over ``stages``
+    stages and ``microbatches``.  ``backward="stashed"``: τ_bkwd,i = τ_fwd,i (weight
+    stashing); ``"current"``: the schedule's own backward delays (PipeMare Table 1: 0 for
+    pipemare and pb), or with a uniform ``tau`` the uniform ``tau_bkwd`` (default 0: the
+    backward pass uses the current weights, PipeMare Sec. 2)."""
     from stability.agreement.coupled_runs import stage_pipeline
-    from stability.checks import check_delay
+    from stability.checks import check_choice, check_delay, check_order
 
+    check_choice("backward", backward, ("stashed", "current"))
+    if tau_bkwd is not None and (backward != "current" or tau is None):
+        raise ValueError("tau_bkwd needs --backward current and a uniform --tau")
     if tau is not None:
         if schedule not in (None, "uniform"):
             raise ValueError("give a uniform --tau or a --schedule, not both")
         tau = check_delay("tau", tau)
-        return Pipeline("uniform", stages, 1, np.full(stages, tau, dtype=np.int64), None)
+        tf = np.full(stages, tau, dtype=np.int64)
+        tb = None
+        if backward == "current":
+            b = check_delay("tau_bkwd", 0 if tau_bkwd is None else tau_bkwd)
+            check_order("tau_bkwd", b, "tau", tau)
+            tb = np.full(stages, b, dtype=np.int64)
+        return Pipeline("uniform", stages, 1, tf, tb)
     base = stage_pipeline(schedule or DEFAULT_SCHEDULE, stages, microbatches or 1)
-    return Pipeline(base.schedule, base.stages, base.microbatches, base.tau_fwd, None)
+    tb = base.tau_bkwd if backward == "current" else None
+    return Pipeline(base.schedule, base.stages, base.microbatches, base.tau_fwd, tb)
 
 
 _NOT_PER_STAGE = ("lam", "delta", "phi", "tau", "tau_fwd", "tau_bkwd", "tau_recomp")
 
 
-def net_rules(rule: str, values: dict[str, Any], pipe: Pipeline) -> tuple[Rule, ...]:
-    """One instance of registry rule ``rule`` per stage, with that stage's delay; refused if
-    the simulator cannot run it with weight stashing (`check_stashed`)."""
+def net_rules(
+    rule: str, values: dict[str, Any], pipe: Pipeline, *, tau_recomp: int | None = None
+) -> tuple[Rule, ...]:
+    """One instance of registry rule ``rule`` per stage, with that stage's delays.
+
+    With weight stashing (``pipe.tau_bkwd`` None) rules that read other backward weights are
+    refused (`check_stashed`); otherwise every stage reads its backward weights at
+    τ_bkwd,i (`stability.coupled.system.stage_rules`), and rules with a recompute pass at
+    τ_recomp,i = ``tau_recomp`` clipped to [τ_bkwd,i, τ_fwd,i].
+    """
     from stability.coupled.system import stage_rules
     from stability.rules.registry import get_spec
 
     spec = get_spec(rule)
-    check_stashed(None, rule)
     params = {k: v for k, v in values.items() if k in spec.param_names and k not in _NOT_PER_STAGE}
-    rules = stage_rules(rule, pipe.tau_fwd.tolist(), **params)
-    for r in rules:
-        check_stashed(r, rule)
-    return rules
+    if pipe.tau_bkwd is None:
+        check_stashed(None, rule)
+        rules = stage_rules(rule, pipe.tau_fwd.tolist(), **params)
+        for r in rules:
+            check_stashed(r, rule)
+        return rules
+    recomp = None
+    if "tau_recomp" in spec.param_names:
+        if tau_recomp is None:
+            raise ValueError(f"rule {rule!r} needs tau_recomp (the recompute delay)")
+        recomp = np.clip(int(tau_recomp), pipe.tau_bkwd, pipe.tau_fwd).tolist()
+    elif tau_recomp is not None:
+        raise ValueError(f"tau_recomp applies to rule 'recompute' only, not {rule!r}")
+    return stage_rules(rule, pipe.tau_fwd.tolist(), pipe.tau_bkwd.tolist(), recomp, **params)
 
 
 @dataclass(frozen=True)

@@ -111,8 +111,13 @@ class NetMaxLr(Result):
     negative_eigenvalues: list = output("negative eigenvalues found (left out, see docs)", "1/lr")
     rank: int = output("k: eigenpairs of the curvature in the coupled analysis")
     truncation_change: float | None = output("relative change of max_lr from rank k/2 to k")
-    schedule: str = output("pipemare, pipedream, pb, gpipe or uniform (weight stashing)")
-    stage_taus: list = output("forward (= backward, stashed) delay per stage")
+    schedule: str = output("pipemare, pipedream, pb, gpipe or uniform")
+    backward: str = output("stashed (backward uses the forward weights) or current")
+    stage_taus: list = output("forward delay per stage")
+    stage_taus_bkwd: list = output("backward delay per stage (= stage_taus when stashed)")
+    delta: float | None = output(
+        "effective Δ₁ = −v₁ᵀH_b v₁ along the top eigenvector (--backward current)", "1/lr"
+    )
     stage_sizes: list = output("parameters per stage")
     method: str = output("how max_lr was computed")
     rate_lr: float | None = output("the lr of the rates: 0.5 × max_lr", "lr")
@@ -131,6 +136,9 @@ def net_max_lr(
     schedule: str | None = None,
     microbatches: int | None = None,
     tau: int | None = None,
+    backward: str = "stashed",
+    tau_bkwd: int | None = None,
+    tau_recomp: int | None = None,
     k: int = 20,
     measure: bool = False,
     protocol: NetProtocol | None = None,
@@ -142,17 +150,30 @@ def net_max_lr(
     Kosson eq. 20-23 per stage, coupled through the Hessian) on the rank-``k`` curvature
     (`stability.nets.lowrank`), beside the scalar bound (PipeMare Lemma 1-3 at (λ_max, τ_max));
     with ``measure`` the simulator's bracket and rates (`stability.nets.bracket`).
+    ``backward="current"`` (no weight stashing): the analysis carries the network's H_b
+    (`stability.nets.sensitivity`; PipeMare eq. 5, App. B.4, D.1 in matrix form) and reports
+    the effective Δ₁; no rate is predicted then.
     """
+    from stability.nets.sensitivity import effective_delta, predict_inconsistent
+
     net = _problem(problem, stages)
     k = _check_int("k", k, 1)
-    pipe = net_pipeline(len(net.stage_sizes), schedule=schedule, microbatches=microbatches, tau=tau)
-    rules = net_rules(rule, _rule_params(rule, params), pipe)
+    pipe = net_pipeline(
+        len(net.stage_sizes),
+        schedule=schedule,
+        microbatches=microbatches,
+        tau=tau,
+        backward=backward,
+        tau_bkwd=tau_bkwd,
+    )
+    rules = net_rules(rule, _rule_params(rule, params), pipe, tau_recomp=tau_recomp)
     curv = curvature(net, k, stage_k=1)
-    pred = predict(curv, rules)
+    stashed = pipe.tau_bkwd is None
+    pred = predict(curv, rules) if stashed else predict_inconsistent(net, curv, rules)
     a = pred.analysis
     out: dict[str, Any] = {}
     rate_lr = None if not a.max_lr else RATE_FRACTION * a.max_lr
-    if rate_lr is not None:
+    if rate_lr is not None and stashed:
         out["predicted_rate"] = math.exp(predicted_log_rate(curv, rules, rate_lr))
     if measure:
         if not a.max_lr:
@@ -160,7 +181,9 @@ def net_max_lr(
         protocol = protocol or NetProtocol()
         v1 = curv.eigenvectors[:, 0]
         m = measure_max_lr(net, rules, v1, a.max_lr, protocol)
-        rate = float(measure_log_rate(net, rules, v1, [rate_lr], protocol)[0])
+        rate = (
+            float(measure_log_rate(net, rules, v1, [rate_lr], protocol)[0]) if stashed else math.nan
+        )
         out.update(
             measured_max_lr=m.max_lr,
             measured_bracket=[m.stable, m.unstable],
@@ -178,9 +201,13 @@ def net_max_lr(
         rank=pred.rank,
         truncation_change=pred.truncation_change,
         schedule=pipe.schedule,
+        backward=backward,
         stage_taus=pipe.tau_fwd.tolist(),
+        stage_taus_bkwd=pipe.backward_delays.tolist(),
+        delta=None if stashed else float(effective_delta(net, curv, 1)[0]),
         stage_sizes=list(net.stage_sizes),
-        method=f"{a.method}, on the rank-{pred.rank} curvature (Lanczos)",
+        method=f"{a.method}, on the rank-{pred.rank} curvature (Lanczos)"
+        + ("" if stashed else " with the projected H_b (Galerkin on the stage bases)"),
         rate_lr=rate_lr,
         predicted_rate=out.get("predicted_rate"),
         measured_max_lr=out.get("measured_max_lr"),
@@ -203,9 +230,20 @@ class NetTrain(Result):
     final_loss: float | None = output("loss at the last step (null if diverged)")
     loss_curve: list = output("[step, loss] pairs, subsampled; null after divergence")
     measured_rate: float | None = output("ρ̂ of ‖w_t − w_(t−1)‖ over the last half (full batch)")
-    schedule: str = output("pipemare, pipedream, pb, gpipe or uniform (weight stashing)")
-    stage_taus: list = output("forward (= backward, stashed) delay per stage")
+    schedule: str = output("pipemare, pipedream, pb, gpipe or uniform")
+    backward: str = output("stashed (backward uses the forward weights) or current")
+    stage_taus: list = output("forward delay per stage")
+    stage_taus_bkwd: list = output("backward delay per stage (= stage_taus when stashed)")
     stage_sizes: list = output("parameters per stage")
+    sharpness: list | None = output("[step, λ₁] every sharpness_every steps (Lanczos)", "1/lr")
+    predicted_edge: float | None = output(
+        "max_lr(rule, delays; λ = 1)/lr; per-stage delays: the coupled edge along v₁", "1/lr"
+    )
+    plateau: float | None = output(
+        "median λ₁ over the last quarter of the steps (null: diverged or edge not reached)", "1/lr"
+    )
+    reached: bool | None = output("some λ₁ sample came within 10 % of predicted_edge (≥ 0.9×)")
+    edge_ratio: float | None = output("plateau / predicted_edge")
     protocol: dict = output("how the run was made and judged")
 
 
@@ -219,15 +257,28 @@ def net_train(
     schedule: str | None = None,
     microbatches: int | None = None,
     tau: int | None = None,
+    backward: str = "stashed",
+    tau_bkwd: int | None = None,
+    tau_recomp: int | None = None,
     batch: int | None = None,
     seed: int = 0,
     divergence: float = 1e6,
     curve_points: int = 200,
+    sharpness_every: int | None = None,
     **params: Any,
 ) -> NetTrain:
     """Train the network from its weights with ``rule`` under per-stage delays (the simulator,
-    `stability.nets.simulator`; the rule's own equations, e.g. PipeMare eq. 1, Kosson eq. 4-12)."""
+    `stability.nets.simulator`; the rule's own equations, e.g. PipeMare eq. 1, Kosson eq. 4-12).
+
+    ``backward="current"``: no weight stashing — backpropagation with the stages' backward
+    (and recompute) weights (`stability.nets.inconsistent`; PipeMare Sec. 2, 3.2, App. D.1),
+    τ_bkwd from the schedule or the uniform ``tau_bkwd`` (default 0), ``tau_recomp`` for rule
+    ``recompute``.  ``sharpness_every`` K: λ₁ every K steps and the edge of stability reading
+    (`stability.nets.sharpness`: λ_edge = max_lr(rule, delays; λ = 1)/lr, Cohen et al. 2021
+    at τ = 0).
+    """
     from stability.checks import check_real
+    from stability.nets.sharpness import SharpnessTracker, coupled_edge, edge_summary
 
     net = _problem(problem, stages)
     check_real("lr", lr, low=0.0, low_open=True)
@@ -235,13 +286,25 @@ def net_train(
     seed = _check_int("seed", seed, 0)
     curve_points = _check_int("curve_points", curve_points, 2)
     check_real("divergence", divergence, low=1.0, low_open=True)
+    if sharpness_every is not None:
+        sharpness_every = _check_int("sharpness_every", sharpness_every, 1)
     if batch is not None:
         batch = _check_int("batch", batch, 1)
         if batch > net.samples:
             raise ValueError(f"batch must be an integer in [1, {net.samples}], got {batch}")
-    pipe = net_pipeline(len(net.stage_sizes), schedule=schedule, microbatches=microbatches, tau=tau)
-    rules = net_rules(rule, _rule_params(rule, params), pipe)
+    pipe = net_pipeline(
+        len(net.stage_sizes),
+        schedule=schedule,
+        microbatches=microbatches,
+        tau=tau,
+        backward=backward,
+        tau_bkwd=tau_bkwd,
+    )
+    rules = net_rules(rule, _rule_params(rule, params), pipe, tau_recomp=tau_recomp)
     every = max(1, steps // (curve_points - 1))
+    tracker = None if sharpness_every is None else SharpnessTracker(net, sharpness_every)
+    if tracker is not None:
+        tracker.start(net.w_star)
     res = simulate(
         net,
         rules,
@@ -252,12 +315,49 @@ def net_train(
         divergence=divergence,
         record_every=every,
         track=("increment",),
+        backward=backward,
+        observe=tracker,
     )
     diverged = bool(res.diverged[0])
     rate = None
     if batch is None and not diverged:
         value = float(log_rate(res.energies["increment"], 1)[0])
         rate = math.exp(value) if math.isfinite(value) else None
+    edge = None
+    if tracker is not None:
+        v1 = tracker.vector
+        reading = edge_summary(
+            tracker.samples, coupled_edge(rules, v1, net.stage_sizes, float(lr)), steps, diverged
+        )
+        edge = {
+            "sharpness": reading.sharpness,
+            "predicted_edge": reading.predicted_edge,
+            "plateau": reading.plateau,
+            "reached": reading.reached,
+            "edge_ratio": reading.edge_ratio,
+        }
+    weights = (
+        "stashed: each stage's backward pass uses its forward weights"
+        if backward == "stashed"
+        else "current: forward weights u_fwd, input-gradients with backward weights u_bkwd"
+        + (", activations recomputed with u_recomp" if tau_recomp is not None else "")
+    )
+    protocol = {
+        "start": "the problem's weights, constant history",
+        "batch": batch,
+        "seed": seed,
+        "steps": steps,
+        "divergence": f"loss non-finite or > {divergence:g} × initial loss",
+        "weights": weights,
+        "rate": "slope of log ‖w_t − w_(t−1)‖ over the last half of the run (full batch)",
+    }
+    if tracker is not None:
+        protocol["sharpness"] = (
+            f"λ₁ by Lanczos (ARPACK, tol 1e-4, warm-started) every {sharpness_every} steps; "
+            "plateau: median over the last quarter of the steps; reached: some λ₁ ≥ 0.9 × "
+            "predicted_edge; predicted_edge from the last eigenvector's stage shares"
+        )
+        protocol["hvps"] = tracker.hvps
     return NetTrain(
         rule=rule,
         diverged=diverged,
@@ -266,17 +366,16 @@ def net_train(
         loss_curve=[[int(s), float(v)] for s, v in zip(res.curve_steps, res.curve[0], strict=True)],
         measured_rate=rate,
         schedule=pipe.schedule,
+        backward=backward,
         stage_taus=pipe.tau_fwd.tolist(),
+        stage_taus_bkwd=pipe.backward_delays.tolist(),
         stage_sizes=list(net.stage_sizes),
-        protocol={
-            "start": "the problem's weights, constant history",
-            "batch": batch,
-            "seed": seed,
-            "steps": steps,
-            "divergence": f"loss non-finite or > {divergence:g} × initial loss",
-            "weights": "stashed: each stage's backward pass uses its forward weights",
-            "rate": "slope of log ‖w_t − w_(t−1)‖ over the last half of the run (full batch)",
-        },
+        sharpness=None if edge is None else edge["sharpness"],
+        predicted_edge=None if edge is None else edge["predicted_edge"],
+        plateau=None if edge is None else edge["plateau"],
+        reached=None if edge is None else edge["reached"],
+        edge_ratio=None if edge is None else edge["edge_ratio"],
+        protocol=protocol,
     )
 
 

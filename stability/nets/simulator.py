@@ -17,12 +17,14 @@ view, no copy.  Rules use only + − × ÷ on tap values, so they run on torch t
 R runs (one per step size) advance in lockstep; c_i are T1's per-stage factors (PipeMare eq. 4,
 1 by default).
 
-**Weight stashing.**  The gradient is computed at one vector u: each stage's backward pass uses
-the weights its forward pass used (PipeDream's stashing; PipeMare Sec. 2 with τ_bkwd = τ_fwd).
-Rules whose passes read *different* backward or recompute weights (``discrepancy``, ``t2``,
-``recompute``, or any rule whose probe says so, `check_stashed`) are refused: running them needs
-per-layer forward and backward weights, ``--backward current`` (issue 13).  The oracle is the
-one hook for that: it receives the stages' `Passes`.
+**Backward weights.**  ``backward="stashed"`` (default): the gradient is computed at one
+vector u, each stage's backward pass using the weights its forward pass used (PipeDream's
+stashing; PipeMare Sec. 2 with τ_bkwd = τ_fwd); rules whose passes read *different* backward or
+recompute weights (``discrepancy``, ``t2``, ``recompute``, or any rule whose probe says so,
+`check_stashed`) are refused.  ``backward="current"``: the stages' passes are assembled into
+three vectors u_fwd, u_bkwd, u_recomp and the gradient is backpropagation with inconsistent
+weights, ∇f(u_fwd, u_bkwd, u_recomp) (`stability.nets.inconsistent`; PipeMare Sec. 2, App. D.1;
+the recompute chain only where some stage's rule reads recompute weights of its own).
 
 **Runs.**  Full batch, or minibatches of B rows drawn by the trainer's seeded stream (random
 reshuffling, `stability.trainer.engine.BatchStream`), shared by the R runs.  ``tilt`` subtracts
@@ -39,6 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import torch
@@ -52,7 +55,9 @@ MAX_BUFFER = 250_000_000
 """Largest ring buffer (floats: depth × runs × p × state variables) a simulation may hold."""
 
 INCONSISTENT_RULES = ("discrepancy", "t2", "recompute")
-"""Registry rules defined by inconsistent backward weights (refused until ``--backward``)."""
+"""Registry rules defined by inconsistent backward weights (``backward="current"`` only)."""
+
+BACKWARDS = ("stashed", "current")
 
 
 class _Ring:
@@ -121,7 +126,7 @@ def check_stashed(rule: Rule | None, name: str = "") -> None:
         raise ValueError(
             f"rule {name!r} models backward weights that differ from the forward ones; the "
             "simulator runs weight stashing (each stage's backward uses its forward weights) — "
-            "inconsistent weights need --backward current (issue 13)"
+            "inconsistent weights need --backward current"
         )
     if rule is None:
         return
@@ -130,12 +135,20 @@ def check_stashed(rule: Rule | None, name: str = "") -> None:
             f"rule {name or type(rule).__name__!r} is periodic; the simulator and the coupled "
             "analysis need time-invariant rules"
         )
-    p = rule.passes(_Probe(), 0.1)
-    if not (p.backward == p.forward and p.recompute == p.forward):
+    if not consistent(rule):
         raise ValueError(
             f"rule {name or type(rule).__name__!r} reads different backward or recompute "
-            "weights; the simulator runs weight stashing only (issue 13 adds --backward current)"
+            "weights; with weight stashing it needs --backward current"
         )
+
+
+def consistent(rule: Rule, role: str = "backward") -> bool:
+    """Whether the rule's ``role`` pass (``"backward"``, or ``"recompute"``: against the
+    backward one) reads the same weights as its reference pass, by a probe of distinct values."""
+    p = rule.passes(_Probe(), 0.1)
+    if role == "recompute":
+        return p.recompute == p.backward
+    return p.backward == p.forward and p.recompute == p.forward
 
 
 @dataclass(frozen=True)
@@ -180,11 +193,15 @@ def simulate(
     check_every: int = 10,
     record_every: int | None = None,
     track: Sequence[str] = (),
+    backward: str = "stashed",
+    observe=None,
 ) -> SimResult:
     """Train R = len(lr) runs of the stage ``rules`` on ``problem`` for ``steps`` steps.
 
     ``w0``: start, (p,) or (R, p) (default the problem's weights); ``w_ref``: the reference
-    point of ``tilt``, the distance criterion and the ``"error"`` track (default w*).  See the
+    point of ``tilt``, the distance criterion and the ``"error"`` track (default w*);
+    ``backward``: ``"stashed"`` or ``"current"`` (module doc); ``observe(step, w)``: called
+    after every step with the (R_active, p) weights (e.g. to record the sharpness).  See the
     module doc for the rest.
     """
     lr = np.asarray(lr, dtype=float).reshape(-1)
@@ -199,6 +216,18 @@ def simulate(
         raise ValueError(f"criterion must be loss or distance, got {criterion!r}")
     if tilt and batch is not None:
         raise ValueError("tilt needs full-batch gradients")
+    if backward not in BACKWARDS:
+        raise ValueError(f"backward must be stashed or current, got {backward!r}")
+    if backward == "stashed":
+        for rule in rules:
+            check_stashed(rule)
+        oracle = _oracle
+    else:
+        from stability.nets.inconsistent import check_layers
+
+        check_layers(problem.model)
+        recompute = not all(consistent(r, "recompute") for r in rules)
+        oracle = partial(_inconsistent_oracle, recompute=recompute)
     scales = tuple(lr_scales) or (1.0,) * len(rules)
     depth = max(history_depth(r) for r in rules)
     variables = list(dict.fromkeys(v for r in rules for v in r.variables))
@@ -243,7 +272,7 @@ def simulate(
             index = None
         step_lr = [lr_t * c for c in scales]
         passes = [rule.passes(x, a) for rule, x, a in zip(rules, taps, step_lr, strict=True)]
-        g = _oracle(problem, blocks, passes, index)
+        g = oracle(problem, blocks, passes, index)
         if g_ref is not None:
             g = g - g_ref
         news = [
@@ -254,6 +283,8 @@ def simulate(
         ring.push(blocks, news)
         w = ring.buffers["w"][ring.head]
         done = t + 1
+        if observe is not None:
+            observe(done, w)
         if "increment" in track:
             energies["increment"][active, t] = ((w - w_prev) ** 2).sum(dim=1).numpy()
         if "error" in track:
@@ -285,20 +316,42 @@ def simulate(
     )
 
 
-def _oracle(problem: NetProblem, blocks, passes: Sequence[Passes], index) -> torch.Tensor:
-    """∇f at the forward weights the stages' passes assembled (weight stashing: the backward
-    pass uses the same weights), one gradient per run — vectorized over the runs with
-    ``torch.func.vmap`` where the model allows it, else one run at a time."""
+def _assemble(problem: NetProblem, blocks, passes: Sequence[Passes], role: str) -> torch.Tensor:
+    """The (R, p) vectors of one pass role, each stage's block from its own `Passes`."""
     first = passes[0].forward
     u = torch.empty((first.shape[0], problem.dim), dtype=torch.float64)
     for block, ps in zip(blocks, passes, strict=True):
-        u[:, block] = ps.forward
+        u[:, block] = getattr(ps, role)
+    return u
+
+
+def _batched(problem: NetProblem, fn, *args: torch.Tensor) -> torch.Tensor:
+    """``fn`` on each run's rows of ``args`` — vectorized over the runs with
+    ``torch.func.vmap`` where the model allows it, else one run at a time."""
     if id(problem) not in _NO_VMAP:
         try:
-            return vmap(lambda w: problem.gradient(w, index))(u).detach()
+            return vmap(fn)(*args).detach()
         except (RuntimeError, NotImplementedError):
             _NO_VMAP.add(id(problem))
-    return torch.stack([problem.gradient(u[r], index) for r in range(u.shape[0])]).detach()
+    return torch.stack([fn(*(a[r] for a in args)) for r in range(args[0].shape[0])]).detach()
+
+
+def _oracle(problem: NetProblem, blocks, passes: Sequence[Passes], index) -> torch.Tensor:
+    """∇f at the forward weights the stages' passes assembled (weight stashing: the backward
+    pass uses the same weights), one gradient per run."""
+    u = _assemble(problem, blocks, passes, "forward")
+    return _batched(problem, lambda w: problem.gradient(w, index), u)
+
+
+def _inconsistent_oracle(
+    problem: NetProblem, blocks, passes: Sequence[Passes], index, *, recompute: bool
+) -> torch.Tensor:
+    """∇f(u_fwd, u_bkwd[, u_recomp]) with the stages' three pass vectors, one per run."""
+    from stability.nets.inconsistent import inconsistent_gradient
+
+    roles = ("forward", "backward", "recompute") if recompute else ("forward", "backward")
+    us = [_assemble(problem, blocks, passes, role) for role in roles]
+    return _batched(problem, lambda *u: inconsistent_gradient(problem, *u, index=index), *us)
 
 
 _NO_VMAP: set[int] = set()
@@ -309,7 +362,9 @@ __all__ = [
     "INCONSISTENT_RULES",
     "MAX_BUFFER",
     "SimResult",
+    "BACKWARDS",
     "StageTaps",
     "check_stashed",
+    "consistent",
     "simulate",
 ]

@@ -1,11 +1,19 @@
 """``stability net curvature|max-lr|train --problem FILE.py:FUNC ...``: a user's PyTorch model
 (`stability.nets.public`: ``st.net_curvature``, ``st.net_max_lr``, ``st.net_train``).
 
-* ``curvature [--k K] [--stages P]``: top Hessian eigenvalues, overall and per stage;
-* ``max-lr --rule R [rule flags] [--stages P --schedule S --microbatches N | --tau T] [--k K]
-  [--measure]``: the coupled per-stage max lr on the network's curvature beside the scalar
-  bound, and with ``--measure`` the simulator's bracket;
-* ``train --rule R [rule flags] --lr X --steps N [--batch B] [delays]``: a delayed run.
+* ``curvature [--k K] [--stages P]``: ``eigenvalues`` (descending), ``stage_eigenvalues``,
+  ``negative_eigenvalues``, ``stage_sizes``, ``n_params``, ``hvps``, ``seconds``, ``method``;
+* ``max-lr --rule R [rule flags] [--stages P --schedule S --microbatches N | --tau T]
+  [--k K] [--measure]``: the coupled per-stage ``max_lr`` on the network's curvature,
+  ``scalar_bound``, ``eigenvalues``, ``stage_taus``, ``stage_sizes``, ``method``, the rates at
+  half the threshold, and with ``--measure`` the simulator's ``measured_max_lr`` and
+  ``measured_bracket`` under ``protocol``;
+* ``train --rule R [rule flags] --lr X --steps N [--batch B] [delays]
+  [--backward stashed|current] [--sharpness-every K]``: ``diverged``, ``final_loss``,
+  ``loss_curve``, ``measured_rate``, ``protocol``; with ``--backward current`` no weight
+  stashing (backward delays from the schedule, or ``--tau-bkwd`` with a uniform ``--tau``;
+  ``--tau-recomp`` for rule recompute); with ``--sharpness-every K`` the edge of stability:
+  ``sharpness``, ``predicted_edge``, ``plateau``, ``reached``, ``edge_ratio``.
 
 Needs PyTorch (``pip install stability[torch]``); without it each subcommand says so on one line
 and exits with code 2.  See docs/nets.md.
@@ -79,6 +87,13 @@ def _rule(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--tau", type=int_arg("--tau", 0, MAX_DELAY), default=None, help="uniform delay τ"
     )
+    p.add_argument(
+        "--backward",
+        choices=("stashed", "current"),
+        default="stashed",
+        help="stashed: each stage's backward pass uses its forward weights (default); current: "
+        "no stashing, input-gradients with the current (backward) weights",
+    )
 
 
 def _subcommand(net, name: str, help: str):  # noqa: A002 - argparse's name
@@ -136,6 +151,13 @@ def register(sub) -> None:
     t.add_argument("--seed", type=int_arg("--seed"), default=0, help="minibatch stream seed")
     t.add_argument("--divergence", type=float_arg("--divergence"), default=1e6)
     t.add_argument("--curve-points", type=int_arg("--curve-points", 2, 100_000), default=200)
+    t.add_argument(
+        "--sharpness-every",
+        type=int_arg("--sharpness-every", 1, MAX_STEPS),
+        default=None,
+        metavar="K",
+        help="record the top Hessian eigenvalue every K steps and read the edge of stability",
+    )
     add_output_arguments(t)
     t.set_defaults(run=run_train, report=report_train)
 
@@ -158,13 +180,25 @@ def _delays(args) -> dict:
     }
 
 
+def _split(args) -> tuple[dict, dict]:
+    """(rule parameters, backward-pass options): the backward delays go to the simulator."""
+    from stability.cli.args import rule_values
+
+    values = rule_values(args)
+    backward = {
+        "backward": args.backward,
+        "tau_bkwd": values.pop("tau_bkwd", None),
+        "tau_recomp": values.pop("tau_recomp", None),
+    }
+    return values, backward
+
+
 def run_curvature(args):
     return _public().net_curvature(args.problem, k=args.k, stages=args.stages)
 
 
 def run_max_lr(args):
-    from stability.cli.args import rule_values
-
+    values, backward = _split(args)
     public = _public()
     protocol = None
     if args.measure_steps is not None:
@@ -177,14 +211,14 @@ def run_max_lr(args):
         k=args.k,
         measure=args.measure,
         protocol=protocol,
+        **backward,
         **_delays(args),
-        **rule_values(args),
+        **values,
     )
 
 
 def run_train(args):
-    from stability.cli.args import rule_values
-
+    values, backward = _split(args)
     return _public().net_train(
         args.problem,
         args.rule,
@@ -194,8 +228,10 @@ def run_train(args):
         seed=args.seed,
         divergence=args.divergence,
         curve_points=args.curve_points,
+        sharpness_every=args.sharpness_every,
+        **backward,
         **_delays(args),
-        **rule_values(args),
+        **values,
     )
 
 
@@ -219,8 +255,11 @@ def report_max_lr(result) -> str:
 def report_train(result) -> str:
     from stability.cli.report import lines, number
 
-    out = lines(result, ["rule", "diverged", "diverged_step", "final_loss", "measured_rate",
-                         "schedule", "stage_taus", "stage_sizes"])  # fmt: skip
+    keys = ["rule", "diverged", "diverged_step", "final_loss", "measured_rate", "schedule",
+            "backward", "stage_taus", "stage_taus_bkwd", "stage_sizes"]  # fmt: skip
+    if result.sharpness:
+        keys += ["predicted_edge", "plateau", "reached", "edge_ratio"]
+    out = lines(result, keys)
     if result.loss_curve:
         (first_step, first), (last_step, last) = result.loss_curve[0], result.loss_curve[-1]
         out.append(f"loss {number(first, 6)} at step {first_step} → {number(last, 6)} at step "

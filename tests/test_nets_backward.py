@@ -1,0 +1,334 @@
+"""stability.nets part 2: backpropagation with inconsistent weights (``--backward current``),
+the network's discrepancy sensitivity H_b, and the edge-of-stability reading.
+
+Independent references: torch autograd (consistent weights), backpropagation written out by
+hand in numpy (inconsistent and recomputed weights), closed-form H_f, H_b, H_r of a linear
+network driven through the coupled system's own composed step (the matrix form of PipeMare's
+quadratic model, eq. 5 and App. D.1), dense Hessians, and the scalar max lr of
+`stability.analysis.boundary`.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from stability.analysis.boundary import max_lr  # noqa: E402
+from stability.cli.main import main  # noqa: E402
+from stability.coupled.system import CoupledSystem, composed_step  # noqa: E402
+from stability.nets.curvature import dense_hessian, top_eigenpair  # noqa: E402
+from stability.nets.inconsistent import check_layers, inconsistent_gradient  # noqa: E402
+from stability.nets.prediction import net_pipeline, net_rules  # noqa: E402
+from stability.nets.problem import problem_from_dict  # noqa: E402
+from stability.nets.public import net_train  # noqa: E402
+from stability.nets.sensitivity import discrepancy_jacobian  # noqa: E402
+from stability.nets.sharpness import coupled_edge, edge_summary  # noqa: E402
+from stability.nets.simulator import simulate  # noqa: E402
+from stability.rules.registry import build_rule  # noqa: E402
+
+nn = torch.nn
+
+
+def _mse(out, y):
+    return 0.5 * ((out - y) ** 2).sum(dim=1).mean()
+
+
+def _problem(model, X, Y, stages=None, **extra):
+    return problem_from_dict({"model": model, "loss": _mse, "inputs": X, "targets": Y, **extra},
+                             stages=stages)  # fmt: skip
+
+
+def _cnn():
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(1, 3, 3, padding=1), nn.ReLU(), nn.AvgPool2d(2), nn.Flatten(),
+        nn.LayerNorm(48, elementwise_affine=False), nn.Linear(48, 8), nn.Tanh(), nn.Linear(8, 3),
+    )  # fmt: skip
+    g = torch.Generator().manual_seed(1)
+    X = torch.randn(20, 1, 8, 8, generator=g, dtype=torch.float64)
+    Y = torch.randn(20, 3, generator=g, dtype=torch.float64)
+    return _problem(model, X, Y, stages=3)
+
+
+# -- the inconsistent gradient ----------------------------------------------------------------
+
+
+def test_consistent_weights_give_the_autograd_gradient():
+    net = _cnn()
+    w = net.w_star + 0.1 * torch.randn(net.dim, dtype=torch.float64)
+    g = net.gradient(w)
+    scale = float(g.abs().max())
+    assert float((inconsistent_gradient(net, w, w) - g).abs().max()) <= 1e-12 * scale
+    assert float((inconsistent_gradient(net, w, w, w) - g).abs().max()) <= 1e-12 * scale
+    # the simulator with --backward current and consistent delays runs the same trajectory
+    pipe = net_pipeline(3, tau=2)
+    stashed = simulate(net, net_rules("sgd", {}, pipe), [0.05], steps=15)
+    same = net_pipeline(3, tau=2, backward="current", tau_bkwd=2)
+    current = simulate(net, net_rules("discrepancy", {}, same), [0.05], steps=15,
+                       backward="current")  # fmt: skip
+    assert np.abs(current.final_weights - stashed.final_weights).max() <= 1e-12
+
+
+def _hand_mlp(X, Y, Wf, Wb, Wr):
+    """Backpropagation of 0.5·mean‖W3 tanh(W2 tanh(W1 x))‖²-loss written out: output and error
+    from the forward weights, input-gradients with the backward weights, activations (for
+    the weight gradients and tanh') from the recompute weights."""
+
+    def acts(W):
+        z1 = X @ W[0].T
+        h1 = np.tanh(z1)
+        z2 = h1 @ W[1].T
+        h2 = np.tanh(z2)
+        return h1, h2, h2 @ W[2].T
+
+    _, _, out = acts(Wf)
+    h1, h2, _ = acts(Wr)
+    E = (out - Y) / len(X)
+    d2 = (E @ Wb[2]) * (1 - h2**2)
+    d1 = (d2 @ Wb[1]) * (1 - h1**2)
+    return [d1.T @ X, d2.T @ h1, E.T @ h2]
+
+
+def test_inconsistent_gradient_equals_backpropagation_by_hand():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 5, bias=False), nn.Tanh(), nn.Linear(5, 3, bias=False),
+                          nn.Tanh(), nn.Linear(3, 2, bias=False))  # fmt: skip
+    rng = np.random.default_rng(0)
+    X, Y = rng.standard_normal((12, 4)), rng.standard_normal((12, 2))
+    net = _problem(model, torch.tensor(X), torch.tensor(Y), stages=3)
+    shapes = [(5, 4), (3, 5), (2, 3)]
+
+    def weights(w):
+        out, i = [], 0
+        for s in shapes:
+            out.append(w[i : i + s[0] * s[1]].reshape(s))
+            i += s[0] * s[1]
+        return out
+
+    uf, ub, ur = (net.w_star + 0.3 * torch.randn(net.dim, dtype=torch.float64) for _ in range(3))
+    Wf, Wb, Wr = (weights(u.numpy()) for u in (uf, ub, ur))
+    got = inconsistent_gradient(net, uf, ub, ur).numpy()
+    want = np.concatenate([m.ravel() for m in _hand_mlp(X, Y, Wf, Wb, Wr)])
+    assert np.abs(got - want).max() <= 1e-12 * np.abs(want).max()
+    got2 = inconsistent_gradient(net, uf, ub).numpy()
+    want2 = np.concatenate([m.ravel() for m in _hand_mlp(X, Y, Wf, Wb, Wf)])
+    assert np.abs(got2 - want2).max() <= 1e-12 * np.abs(want2).max()
+    assert np.abs(got - got2).max() > 1e-3  # the recompute weights matter
+
+
+@pytest.mark.parametrize(
+    "layer, name",
+    [
+        (nn.LayerNorm(4), "1 (LayerNorm)"),
+        (nn.BatchNorm1d(4), "1 (BatchNorm1d)"),
+        (nn.PReLU(), "1 (PReLU)"),
+    ],
+)
+def test_layers_with_other_parameters_are_refused_in_one_line(layer, name):
+    model = nn.Sequential(nn.Linear(3, 4), layer, nn.Linear(4, 1))
+    with pytest.raises(ValueError, match=r"^--backward current supports") as err:
+        check_layers(model)
+    assert name in str(err.value) and "\n" not in str(err.value)
+    assert check_layers(nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Dropout(), nn.Linear(4, 1)))
+
+
+# -- a linear network: the matrix form of the quadratic model's Δ (and Φ) ---------------------
+
+
+def _linear_net():
+    rng = np.random.default_rng(3)
+    X, Y = rng.standard_normal((15, 3)), rng.standard_normal((15, 2))
+    model = nn.Sequential(nn.Linear(3, 4, bias=False), nn.Linear(4, 2, bias=False))
+    with torch.no_grad():
+        model[0].weight[:] = torch.tensor(rng.standard_normal((4, 3)) * 0.7)
+        model[1].weight[:] = torch.tensor(rng.standard_normal((2, 4)) * 0.7)
+    return _problem(model, torch.tensor(X), torch.tensor(Y), stages=2), X, Y
+
+
+def _closed_form_jacobians(net, X, Y):
+    """H_f, H_b, H_r of g = (∂/∂W1, ∂/∂W2) for out = X W1ᵀ W2ᵀ, written out (row-major)."""
+    W1 = net.w_star[:12].numpy().reshape(4, 3)
+    W2 = net.w_star[12:].numpy().reshape(2, 4)
+    n = len(X)
+    A = X @ W1.T
+    E = (A @ W2.T - Y) / n
+    p = 20
+    Hf, Hb, Hr = np.zeros((p, p)), np.zeros((p, p)), np.zeros((p, p))
+    for j in range(p):
+        e = np.zeros(p)
+        e[j] = 1.0
+        d1, d2 = e[:12].reshape(4, 3), e[12:].reshape(2, 4)
+        dA = X @ d1.T
+        dE = (dA @ W2.T + A @ d2.T) / n
+        # forward weights: the output, hence the error E
+        Hf[:, j] = np.concatenate([((dE @ W2).T @ X).ravel(), (dE.T @ A).ravel()])
+        # backward weights: W2_b in the input-gradient E·W2 of layer 1
+        Hb[:, j] = np.concatenate([((E @ d2).T @ X).ravel(), np.zeros(8)])
+        # recompute weights: the activations A of layer 2's weight gradient
+        Hr[:, j] = np.concatenate([np.zeros(12), (E.T @ dA).ravel()])
+    return Hf, Hb, Hr
+
+
+@pytest.mark.parametrize(
+    "rule, values, recomp",
+    [("discrepancy", {}, None), ("t2", {"decay": 0.2}, None),
+     ("recompute", {"decay": 0.2}, 1)],
+)  # fmt: skip
+def test_linear_network_runs_the_quadratic_models_delta_dynamics(rule, values, recomp):
+    """Around a non-stationary point (tilted gradient) the simulator with --backward current
+    follows x ↦ composed step of the coupled system with the closed-form H_f, H_b, H_r — the
+    matrix form of PipeMare eq. 5 / App. D.1 — to O(ε) (it is exact up to the network's
+    second-order terms)."""
+    net, X, Y = _linear_net()
+    Hf, Hb, Hr = _closed_form_jacobians(net, X, Y)
+    assert np.linalg.norm(Hb) > 0.1 * np.linalg.norm(Hf)
+    # the sensitivity module's H_b·v, H_r·v equal the closed forms
+    V = np.random.default_rng(0).standard_normal((20, 3))
+    for role, H in (("backward", Hb), ("recompute", Hr)):
+        got = discrepancy_jacobian(net, net.w_star, V, role)
+        assert np.abs(got - H @ V).max() <= 1e-9 * np.abs(H @ V).max()
+    assert np.allclose(Hf + Hb + Hr, dense_hessian(net), atol=1e-12)
+    pipe = net_pipeline(2, tau=3, backward="current", tau_bkwd=0)
+    rules = net_rules(rule, values, pipe, tau_recomp=recomp)
+    eps = 1e-7
+    e0 = eps * torch.linspace(-1, 1, 20, dtype=torch.float64)
+    lr, steps = 0.04, 30
+    res = simulate(net, rules, [lr], steps=steps, w0=net.w_star + e0, tilt=True,
+                   criterion="distance", backward="current")  # fmt: skip
+    hessians = {"forward": Hf, "backward": Hb} if recomp is None else {
+        "forward": Hf, "backward": Hb, "recompute": Hr}  # fmt: skip
+    if recomp is None:
+        hessians["forward"] = Hf + Hr  # activations stored from the forward pass
+    system = CoupledSystem(rules, (12, 8), hessians)
+    hist = []
+    for entry, block in zip(system.state_layout, system.blocks, strict=True):
+        hist.append({v: np.zeros((d, 1, block.stop - block.start)) for v, (_, d) in entry.items()})
+        hist[-1]["w"][:] = e0.numpy()[block]
+    for _ in range(steps):
+        hist = composed_step(system, hist, lr)
+    expected = np.concatenate([h["w"][0, 0] for h in hist])
+    got = res.final_weights[0] - net.w_star.numpy()
+    assert np.abs(expected).max() > 0.5 * eps
+    assert np.abs(got - expected).max() <= 1e-5 * np.abs(expected).max()
+    # and the Δ term matters: without H_b the dynamics differ
+    no_delta = CoupledSystem(rules, (12, 8), {"forward": Hf + Hb + Hr})
+    hist0 = [{v: np.zeros((d, 1, b.stop - b.start)) for v, (_, d) in entry.items()}
+             for entry, b in zip(no_delta.state_layout, no_delta.blocks, strict=True)]  # fmt: skip
+    for h, b in zip(hist0, no_delta.blocks, strict=True):
+        h["w"][:] = e0.numpy()[b]
+    for _ in range(steps):
+        hist0 = composed_step(no_delta, hist0, lr)
+    other = np.concatenate([h["w"][0, 0] for h in hist0])
+    assert np.abs(other - expected).max() > 1e-3 * np.abs(expected).max()
+
+
+# -- sharpness and the edge -----------------------------------------------------------------
+
+
+def test_top_eigenpair_equals_the_dense_hessian_and_warm_starts():
+    net = _cnn()
+    w = net.w_star + 0.05 * torch.randn(net.dim, dtype=torch.float64)
+    shifted = problem_from_dict({"model": _with_weights(net, w), "loss": _mse,
+                                 "inputs": net.inputs, "targets": net.targets})  # fmt: skip
+    exact = np.linalg.eigvalsh(dense_hessian(shifted))[-1]
+    lam, v, hvps = top_eigenpair(net, w, tol=1e-10)
+    assert abs(lam - exact) <= 1e-8 * exact
+    lam2, _, warm = top_eigenpair(net, w, v, tol=1e-10)
+    assert abs(lam2 - exact) <= 1e-8 * exact and warm < hvps
+
+
+def _with_weights(net, w):
+    import copy
+
+    model = copy.deepcopy(net.model)
+    params = dict(model.named_parameters())
+    for name, value in net.params(w).items():
+        with torch.no_grad():
+            params[name][:] = value
+    return model
+
+
+@pytest.mark.parametrize("rule, params", [("sgd", {}), ("momentum", {"momentum": 0.9}),
+                                          ("lwp+sc", {"momentum": 0.9})])  # fmt: skip
+def test_coupled_edge_is_the_scalar_edge_with_equal_delays(rule, params):
+    v1 = np.random.default_rng(0).standard_normal(30)
+    v1 /= np.linalg.norm(v1)
+    lr = 0.01
+    for tau in (0, 2):
+        rules = net_rules(rule, params, net_pipeline(3, tau=tau))
+        scalar = max_lr(*build_rule(rule, tau=tau, lam=1.0, **params)).max_lr / lr
+        assert coupled_edge(rules, v1, (10, 10, 10), lr) == pytest.approx(scalar, rel=1e-7)
+    assert coupled_edge(net_rules("sgd", {}, net_pipeline(3, tau=0)), v1, (10, 10, 10), lr) == (
+        pytest.approx(2 / lr, rel=1e-9)
+    )
+    # per-stage delays: v1 on one stage only gives that stage's scalar edge
+    pipe = net_pipeline(3, schedule="pipemare")
+    rules = net_rules(rule, params, pipe)
+    for i, tau in enumerate(pipe.tau_fwd):
+        v = np.zeros(30)
+        v[10 * i : 10 * i + 10] = 1 / np.sqrt(10)
+        scalar = max_lr(*build_rule(rule, tau=int(tau), lam=1.0, **params)).max_lr / lr
+        assert coupled_edge(rules, v, (10, 10, 10), lr) == pytest.approx(scalar, rel=1e-6)
+
+
+def test_edge_summary_reads_plateau_reached_and_ratio():
+    samples = [(0, 5.0), (25, 9.5), (50, 12.0), (75, 10.4), (100, 9.8)]
+    s = edge_summary(samples, 10.0, 100, diverged=False)
+    assert s.reached and s.first_reached == 25
+    assert s.plateau == pytest.approx(np.median([10.4, 9.8])) and s.edge_ratio == s.plateau / 10
+    low = edge_summary([(0, 5.0), (50, 8.0), (100, 8.9)], 10.0, 100, diverged=False)
+    assert not low.reached and low.plateau is None and low.edge_ratio is None
+    gone = edge_summary(samples, 10.0, 100, diverged=True)
+    assert gone.reached and gone.plateau is None
+
+
+def test_net_train_sharpness_and_current_backward_json(tmp_path, capsys):
+    net = _cnn()
+    res = net_train(net, "sgd", lr=0.02, steps=40, tau=1, sharpness_every=20)
+    assert [s for s, _ in res.sharpness] == [0, 20, 40]
+    exact = np.linalg.eigvalsh(dense_hessian(net))[-1]
+    assert res.sharpness[0][1] == pytest.approx(exact, rel=1e-3)
+    assert res.predicted_edge == pytest.approx(1.0 / 0.02, rel=1e-9)  # 2 sin(π/6)/η at τ = 1
+    assert res.reached is (max(v for _, v in res.sharpness) >= 0.9 * res.predicted_edge)
+    assert res.to_json()["backward"] == "stashed"
+    path = tmp_path / "p.py"
+    path.write_text(
+        "import torch\n"
+        "def problem():\n"
+        "    torch.manual_seed(0)\n"
+        "    m = torch.nn.Sequential(torch.nn.Linear(3, 6), torch.nn.Tanh(), "
+        "torch.nn.Linear(6, 6), torch.nn.Tanh(), torch.nn.Linear(6, 2))\n"
+        "    g = torch.Generator().manual_seed(0)\n"
+        "    X = torch.randn(30, 3, generator=g)\n"
+        "    return {'model': m, 'loss': lambda o, y: ((o - y) ** 2).mean(), 'inputs': X,"
+        " 'targets': torch.sin(X[:, :2])}\n"
+    )
+    for extra in (["--rule", "t2", "--decay", "0.2"],
+                  ["--rule", "recompute", "--decay", "0.2", "--tau-recomp", "1"]):  # fmt: skip
+        code = main(["net", "train", "--problem", f"{path}:problem", "--stages", "3", "--schedule",
+                     "pipemare", "--backward", "current", "--lr", "0.01", "--steps", "20",
+                     "--json", *extra])  # fmt: skip
+        out = json.loads(capsys.readouterr().out)
+        assert code == 0 and out["backward"] == "current" and not out["diverged"]
+        assert out["stage_taus"] == [5, 3, 1] and out["stage_taus_bkwd"] == [0, 0, 0]
+    code = main(["net", "max-lr", "--problem", f"{path}:problem", "--rule", "discrepancy",
+                 "--tau", "2", "--backward", "current", "--k", "3", "--json"])  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["stage_taus_bkwd"] == [0] and isinstance(out["delta"], float)
+    assert out["max_lr"] > 0 and out["predicted_rate"] is None
+    code = main(["net", "train", "--problem", f"{path}:problem", "--rule", "t2", "--tau", "2",
+                 "--lr", "0.01", "--steps", "5"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "--backward current" in err and len(err.strip().splitlines()) == 1
+
+
+def test_fitting_cache_folder_defaults_to_the_user_cache(monkeypatch, tmp_path):
+    from stability.nets.fitting import cache_folder
+
+    monkeypatch.delenv("STABILITY_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert cache_folder() == tmp_path / "stability" / "nets"
