@@ -63,8 +63,9 @@ def rules(*names: str) -> Rules:
     The registry (`stability.rules.registry`) cites each rule's equations; this lists them.
 
     >>> import stability as st
-    >>> [p.name for p in st.rules("sgd").rules[0].parameters]
-    ['tau', 'lam']
+    >>> sgd = st.rules("sgd").rules[0]
+    >>> tuple(p.name for p in sgd.parameters)
+    ('tau', 'lam')
     """
     specs = [get_spec(n) for n in names] if names else list(RULES.values())
     return Rules(tuple(RuleInfo.of(s) for s in specs))

@@ -72,7 +72,8 @@ def validate(
 
     >>> import stability as st
     >>> v = st.validate(["sgd"], taus=[2], steps=2000, rate_steps=2000, rate_doublings=0)
-    >>> abs(v.rows[0]["ratio"] - 1) < 0.01
+    >>> row = v.rows[0]
+    >>> abs(row["ratio"] - 1) < 0.01
     True
     """
     from stability.agreement.comparison import Protocol, validate_pipeline, validate_uniform
