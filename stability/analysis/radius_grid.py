@@ -151,7 +151,9 @@ class Heatmap(Result):
     x: Axis = output("horizontal axis (columns of the grid)")
     y: Axis = output("vertical axis (rows of the grid)")
     radius: np.ndarray = output(
-        "spectral radius ρ: one row per y value, one column per x value", kind="array of rows of number", repr=False
+        "spectral radius ρ: one row per y value, one column per x value",
+        kind="array of rows of number",
+        repr=False,
     )
     refined: np.ndarray = output(
         "points whose ρ was recomputed in mpmath", kind="array of rows of boolean", repr=False
