@@ -30,7 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SEED = 20261123
 CALLS = 2000
 HANG_SECONDS = 60
-BAD_VALUES = ("nan", "inf", "-inf", "-1", "0", "1e308", "--", "abc", "", "3.5", "100001", "1e-320")
+BEYOND = "100001"
+"""Beyond the delay limit; for an integer flag with its own limit (steps, points): limit + 1."""
+BAD_VALUES = ("nan", "inf", "-inf", "-1", "0", "1e308", "--", "abc", "", "3.5", BEYOND, "1e-320")
 FORBIDDEN = ("internal error", "Traceback", "Warning")
 
 pytestmark = pytest.mark.xdist_group("fuzz")
@@ -223,6 +225,9 @@ def _cases(rng: random.Random, csv: str, tmp: Path):
             value = rng.choice(paths)
         else:
             value = rng.choice(BAD_VALUES)
+            if value == BEYOND:  # a size just beyond the flag's documented limit, if it has one
+                high = getattr(action.type, "high", None)
+                value = BEYOND if high is None else str(high + 1)
         cases.append((_set(base, flag, value), flag))
     return cases
 

@@ -90,6 +90,7 @@ def int_arg(flag: str, low: int = 0, high: int | None = None) -> Callable[[str],
             raise UsageError(f"{flag} must be {rng}, got {value}")
         return value
 
+    parse.high = high  # the documented limit (help, the CLI fuzz test)
     return parse
 
 
