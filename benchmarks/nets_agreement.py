@@ -99,7 +99,10 @@ def networks():
     }
 
 
-def agreement_rows(name, net, protocol, rank=20):
+def agreement_rows(name, net, protocol, rank=20, done=frozenset()):
+    """Rows of table 1 for ``name``, skipping the (rule, delays) pairs in ``done``."""
+    if all((rule, label) in done for rule, _ in RULES for label, _ in DELAYS):
+        return
     curv = curvature(net, rank, stage_k=1, negative_k=5)
     base = {
         "network": name,
@@ -110,6 +113,8 @@ def agreement_rows(name, net, protocol, rank=20):
     }
     for rule, values in RULES:
         for label, delays in DELAYS:
+            if (rule, label) in done:
+                continue
             start = time.perf_counter()
             pipe = net_pipeline(len(net.stage_sizes), **delays)
             rules = net_rules(rule, values, pipe)
@@ -214,12 +219,19 @@ def main() -> int:
         chosen = ["wine_mlp"]
     protocol = NetProtocol(steps=600, rate_steps=600) if args.quick else NetProtocol()
     agreement, truncation = [], []
+    previous = Path(args.out)
+    if previous.exists() and not args.quick:  # resume: keep the rows measured before
+        old = json.loads(previous.read_text())
+        if old.get("protocol") == protocol.describe():
+            agreement, truncation = old["agreement"], old["truncation"]
     for name in chosen:
+        done = frozenset((r["rule"], r["delays"]) for r in agreement if r["network"] == name)
         net = nets[name]()
-        if (args.truncation or args.truncation_only) and net.dim <= 500:
+        measured = {r["network"] for r in truncation}
+        if (args.truncation or args.truncation_only) and net.dim <= 500 and name not in measured:
             truncation += list(truncation_rows(name, net))
             save(args, protocol, agreement, truncation)
-        for row in [] if args.truncation_only else agreement_rows(name, net, protocol):
+        for row in [] if args.truncation_only else agreement_rows(name, net, protocol, done=done):
             agreement.append(row)
             print(json.dumps(row), flush=True)
             save(args, protocol, agreement, truncation)
