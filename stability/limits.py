@@ -47,6 +47,11 @@ RATE_PREDICTION_MAX_WORK = 240_000
 """train / validate: largest modes × degree for the predicted rate (τ ≲ 20,000 with 12
 modes); above it the rate prediction is left out with a note, the run still happens."""
 
+NOISE_MAX_STATE = 400
+"""noise / tradeoff: largest d × state size (parameters × the rule's state per parameter:
+τ ≲ 32 for sgd at d = 12).  The almost-sure estimate runs 2 × 12 step sizes × 32 paths × 4,000
+steps of the random linear system, O(d·s²) per step: ~10–25 s at the limit on one core."""
+
 TABLE = (
     ("every command", "delays (tau, tau_fwd, ...)", f"≤ {MAX_DELAY:,}"),
     ("max-lr/radius ea", "tau (default replicas)", f"≤ {EA_MAX_REPLICA_VALUES - 1:,}"),
@@ -59,6 +64,7 @@ TABLE = (
     ("radius --certify", "degree (state size)", f"≤ {CERTIFY_MAX_DEGREE}"),
     ("t1-audit", "steps × stages", f"≤ {T1_AUDIT_MAX_CELLS:,}"),
     ("train/validate", "modes × degree (rate prediction)", f"≤ {RATE_PREDICTION_MAX_WORK:,}"),
+    ("noise/tradeoff", "parameters × state size", f"≤ {NOISE_MAX_STATE}"),
 )
 """(command, what is limited, the limit) rows, as in docs/limits.md and ``--help``."""
 
@@ -73,6 +79,7 @@ def help_text() -> str:
 
 
 __all__ = [
+    "NOISE_MAX_STATE",
     "CERTIFY_MAX_DEGREE",
     "EA_MAX_REPLICA_LAGS",
     "EA_MAX_REPLICA_VALUES",

@@ -265,3 +265,14 @@ def test_cli_noise_and_tradeoff(tmp_path, capsys):
     code = main(["noise", "sgd", "--data", str(path), "--batch", "99", "--lr", "0.1"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "batch must be an integer in [1, 30]" in err
+
+
+def test_state_beyond_the_documented_limit_is_refused_in_one_line(capsys):
+    """Size contract: d × state size ≤ NOISE_MAX_STATE (12 × 33 fits at τ = 31; τ = 40 does not)."""
+    from stability.cli.main import main
+    from stability.limits import NOISE_MAX_STATE
+
+    argv = ["noise", "sgd", "--problem", "linreg", "--batch", "32", "--lr", "0.001", "--tau"]
+    assert main([*argv, "40"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--tau" in err and f"≤ {NOISE_MAX_STATE}" in err

@@ -57,16 +57,19 @@ def lyapunov_exponents(
     burn = steps // 5
     total = np.zeros((L, runs))
     chunk = max(1, min(256, (1 << 21) // (runs * batch)))
+    # z ← K̃ z per coordinate as one (runs × s)·(s × s) product per (lr, coordinate): BLAS
+    KT, phi_runs = K.transpose(0, 1, 3, 2).copy(), phi[:, None]
     with np.errstate(over="ignore", invalid="ignore"):
         for start in range(0, steps, chunk):
             indices = stream.take(min(chunk, steps - start))
             for k, idx in enumerate(indices):
                 t = start + k
                 Xb = X.take(idx.ravel(), axis=0).reshape(runs, batch, d)
-                u = np.einsum("lcs,lrcs->lrc", phi, Z)
-                Xu = np.einsum("rbc,lrc->lrb", Xb, u)
-                g = np.einsum("rbc,lrb->lrc", Xb, Xu) / batch
-                Z = np.einsum("lcab,lrcb->lrca", K, Z) + beta * g[..., None]
+                u = (Z * phi_runs).sum(axis=-1)  # Φ̃ z per run: (L, runs, d)
+                Xu = (Xb @ u[..., None])[..., 0]  # X_B Φ̃ z: (L, runs, B)
+                g = (Xb.transpose(0, 2, 1) @ Xu[..., None])[..., 0] / batch  # H_B Φ̃ z
+                KZ = np.matmul(Z.transpose(0, 2, 1, 3), KT).transpose(0, 2, 1, 3)
+                Z = KZ + beta * g[..., None]
                 if t % 4 == 3 or t == steps - 1:
                     norm = np.sqrt(np.einsum("lrcs,lrcs->lr", Z, Z))
                     bad = ~np.isfinite(norm) | (norm == 0)

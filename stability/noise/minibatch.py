@@ -31,12 +31,13 @@ import numpy as np
 
 from stability.api.resolve import resolve
 from stability.checks import check_choice, check_real
+from stability.limits import NOISE_MAX_STATE
 from stability.result import Result, output
 
 MAX_PARAMETERS = 32
 """Largest number of parameters d (the reduced problems are d(d+1)/2-dimensional)."""
-MAX_STATE = 4000
-"""Largest state d·s (parameters × slots per parameter)."""
+MAX_STATE = NOISE_MAX_STATE
+"""Largest state d·s (parameters × slots per parameter; `stability.limits`)."""
 MAX_STEPS = 1_000_000
 """Largest horizon of the exact recursion."""
 
@@ -206,7 +207,10 @@ def noise(
     ctx = setup(rule, problem, schedule, stages, microbatches, params)
     state = ctx.builder(lr)
     if d * state.size > MAX_STATE:
-        raise ValueError(f"the state has {d * state.size} entries (> {MAX_STATE}): shorter delays")
+        raise ValueError(
+            f"tau: the minibatch analysis's state (parameters × state size) must be ≤ "
+            f"{MAX_STATE} (docs/limits.md), got {d} × {state.size} = {d * state.size}"
+        )
     moments = SampleMoments.of(problem, batch)
     noise_map = NoiseMap.of(moments)
     fb = ctx.full_batch
