@@ -140,3 +140,8 @@ def finite_float(value: Any) -> float:
     if not math.isfinite(x):
         raise ArithmeticError(f"non-finite result {x}")
     return x
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a long run, carrying what was completed (each finished piece is already
+    written atomically; nothing partial is left).  The CLI prints the message on one line."""

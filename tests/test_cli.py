@@ -6,10 +6,13 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from stability.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_cli(capsys, *argv):
@@ -126,3 +129,31 @@ def test_repro_out_dir_must_be_a_directory(tmp_path, capsys):
     assert main(["repro", "kosson_fig6", "--quick", "--out-dir", str(regular)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--out-dir" in err
+
+
+def test_ctrl_c_during_repro_says_what_was_completed(tmp_path, capsys, monkeypatch):
+    """Issue 11: an interrupted long run says, on one line, what it completed (exit 130)."""
+    from stability.api import repro as api_repro
+
+    calls = []
+
+    def run_one(repro_dir, name, out_dir, quick):
+        calls.append(name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return api_repro.ReproRun(name, "a.png", "a.json", True, (), 0.0)
+
+    monkeypatch.setattr(api_repro, "_run_one", run_one)
+    argv = ["repro", "--all", "--quick", "--repro-dir", str(ROOT / "paper_repro")]
+    assert main([*argv, "--out-dir", str(tmp_path)]) == 130
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"1 of {len(api_repro.available(ROOT / 'paper_repro'))} reproductions completed" in err
+    assert f"({calls[0]})" in err and f"{calls[1]} was stopped" in err
+
+
+def test_a_refusal_about_one_delay_names_the_list_flag_typed(capsys):
+    """`validate --taus` refused at a size limit names --taus (the message says `tau`)."""
+    assert main(["validate", "--rules", "sgd", "--taus", "100000", "--steps", "100"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("stability: error: --taus ")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stability.checks import Interrupted
 from stability.result import Result, output
 
 DEFAULT_REPRO_DIR = Path("paper_repro")
@@ -92,7 +93,14 @@ def repro(
     out = Path(out_dir).resolve()
     results = []
     for name in chosen:
-        results.append(_run_one(repro_dir, name, out, quick))
+        try:
+            results.append(_run_one(repro_dir, name, out, quick))
+        except KeyboardInterrupt:
+            done = ", ".join(r.name for r in results) or "none"
+            raise Interrupted(
+                f"{len(results)} of {len(chosen)} reproductions completed ({done}), written to "
+                f"{out}; {name} was stopped before writing"
+            ) from None
         if progress is not None:
             progress(len(results), len(chosen))
     holds = builtins.all(r.holds for r in results)

@@ -113,8 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, ValueError, OSError) as err:
         sys.stderr.write(f"stability: error: {_naming_the_flag(err, argv)}\n")
         return 2
-    except KeyboardInterrupt:
-        sys.stderr.write("stability: interrupted (no partial files are left behind)\n")
+    except KeyboardInterrupt as stop:  # `stability.checks.Interrupted` says what was completed
+        done = f": {stop}" if str(stop) else ""
+        sys.stderr.write(f"stability: interrupted{done} (no partial files are left behind)\n")
         return 130
     except Exception as err:  # noqa: BLE001 - the contract is one line, never a traceback
         if os.environ.get("STABILITY_DEBUG"):
@@ -148,9 +149,11 @@ def _naming_the_flag(err: Exception, argv: Sequence[str]) -> str:
         where = f" {err.filename}" if err.filename else ""
         return f"cannot access{where}: {err.strerror or err}"
     first = text.split(" ", 1)[0].rstrip(":")
-    flag = flag_of(first)
-    if first.isidentifier() and any(a == flag or a.startswith(flag + "=") for a in argv):
-        return flag + text[len(first) :]
+    if not first.isidentifier():
+        return text
+    for flag in (flag_of(first), *(["--taus"] if first == "tau" else [])):  # or the list
+        if any(a == flag or a.startswith(flag + "=") for a in argv):
+            return flag + text[len(first) :]
     return text
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from stability.checks import Interrupted
 from stability.result import Result, output
 from stability.sweep.catalog import get_command
 from stability.sweep.outcome import error_line
@@ -139,7 +140,14 @@ def _run(spec, store, scheduler, workers, report) -> SweepSummary:
             address = client.scheduler.address
             n_workers = len(client.nthreads())
             compute_started = time.perf_counter()
-            computed, failed_chunks = _compute(client, spec, todo, store, run, report, skipped)
+            try:
+                computed, failed_chunks = _compute(client, spec, todo, store, run, report, skipped)
+            except KeyboardInterrupt:
+                stored = sum(m.status == "done" for m in store.finished().values())
+                raise Interrupted(
+                    f"{stored} of {spec.chunks} chunks are stored in {store.out}; "
+                    f"rerun the same command to compute the other {spec.chunks - stored}"
+                ) from None
             compute_seconds = time.perf_counter() - compute_started
     finished = store.finished()
     done = [m for m in finished.values() if m.status == "done"]
