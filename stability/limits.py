@@ -47,6 +47,10 @@ RATE_PREDICTION_MAX_WORK = 240_000
 """train / validate: largest modes × degree for the predicted rate (τ ≲ 20,000 with 12
 modes); above it the rate prediction is left out with a note, the run still happens."""
 
+TRAIN_MAX_STEPS = 1_000_000
+"""train / validate / coupled --measure: largest --steps per run (the reference trainer takes
+~2 ms per step on cpusmall, one run: ≲ 30 min at the limit)."""
+
 NOISE_MAX_STATE = 400
 """noise / tradeoff: largest d × state size (parameters × the rule's state per parameter:
 τ ≲ 32 for sgd at d = 12).  The almost-sure estimate runs 2 × 12 step sizes × 32 paths × 4,000
@@ -64,6 +68,7 @@ TABLE = (
     ("radius --certify", "degree (state size)", f"≤ {CERTIFY_MAX_DEGREE}"),
     ("t1-audit", "steps × stages", f"≤ {T1_AUDIT_MAX_CELLS:,}"),
     ("train/validate", "modes × degree (rate prediction)", f"≤ {RATE_PREDICTION_MAX_WORK:,}"),
+    ("train/validate/coupled", "steps per run", f"≤ {TRAIN_MAX_STEPS:,}"),
     ("noise/tradeoff", "parameters × state size", f"≤ {NOISE_MAX_STATE}"),
 )
 """(command, what is limited, the limit) rows, as in docs/limits.md and ``--help``."""
@@ -79,6 +84,7 @@ def help_text() -> str:
 
 
 __all__ = [
+    "TRAIN_MAX_STEPS",
     "NOISE_MAX_STATE",
     "CERTIFY_MAX_DEGREE",
     "EA_MAX_REPLICA_LAGS",

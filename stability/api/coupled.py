@@ -12,6 +12,7 @@ from stability.api.resolve import check_params, rule_name
 from stability.api.setup import build, problem_options
 from stability.checks import check_choice, check_integer, check_real
 from stability.coupled.summary import CoupledAnalysis
+from stability.limits import TRAIN_MAX_STEPS
 from stability.result import output
 
 
@@ -118,7 +119,9 @@ def coupled(
         mlp = problem == "mlp"
         rel_tol = rel_tol if rel_tol is not None else (1e-2 if mlp else 1e-3)
         check_real("rel_tol", rel_tol, low=0.0, high=1.0, low_open=True)
-        steps = check_integer("steps", steps or (5_000 if mlp else 20_000), low=10)
+        steps = check_integer(
+            "steps", steps or (5_000 if mlp else 20_000), low=10, high=TRAIN_MAX_STEPS
+        )
         protocol = Protocol(steps=steps, rel_tol=float(rel_tol))
         m = measure_trainer(built, setup, analysis.max_lr, protocol)
         measured.update(

@@ -11,6 +11,7 @@ from typing import Any
 from stability.api.resolve import check_params, rule_name
 from stability.api.setup import build, problem_options, schedule_pipeline, schedule_sets
 from stability.checks import check_choice, check_integer, check_real
+from stability.limits import TRAIN_MAX_STEPS
 from stability.result import Result, output
 
 UPDATES = ("analysed", "real")
@@ -111,7 +112,7 @@ def train(
     values = {k: v for k, v in params.items() if v is not None}
     check_real("lr", lr, low=0.0, low_open=True)
     check_real("divergence", divergence, low=1.0, low_open=True)
-    steps = check_integer("steps", steps, low=1)
+    steps = check_integer("steps", steps, low=1, high=TRAIN_MAX_STEPS)
     if batch is not None:
         batch = check_integer("batch", batch, low=1)
     seed = check_integer("seed", seed)

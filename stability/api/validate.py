@@ -11,6 +11,7 @@ from typing import Any
 from stability.api.resolve import check_params, rule_name
 from stability.api.setup import build, problem_options, schedule_pipeline, schedule_sets
 from stability.checks import check_integer, check_real
+from stability.limits import TRAIN_MAX_STEPS
 from stability.result import Result, output
 
 
@@ -103,7 +104,9 @@ def validate(
     if batch is not None:
         batch = check_integer("batch", batch, low=1)
     protocol = Protocol(
-        steps=check_integer("steps", steps or (5_000 if mlp else default.steps), low=10),
+        steps=check_integer(
+            "steps", steps or (5_000 if mlp else default.steps), low=10, high=TRAIN_MAX_STEPS
+        ),
         rate_steps=check_integer(
             "rate_steps", rate_steps or (5_000 if mlp else default.rate_steps), low=10
         ),

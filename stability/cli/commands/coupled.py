@@ -19,6 +19,7 @@ from stability.cli.args import (
     int_list,
 )
 from stability.cli.problem_args import add_pipeline_arguments, add_problem_arguments
+from stability.limits import TRAIN_MAX_STEPS
 
 API = "coupled"
 EXAMPLES = (
@@ -66,7 +67,7 @@ def register(sub) -> None:
     m.add_argument("--measure", action="store_true", help="measure the max lr on the trainer")
     m.add_argument(
         "--steps",
-        type=int_arg("--steps", 10),
+        type=int_arg("--steps", 10, TRAIN_MAX_STEPS),
         default=None,
         help="steps per run (default 20000; 5000 for mlp)",
     )

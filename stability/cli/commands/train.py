@@ -17,6 +17,7 @@ from stability.cli.args import (
     int_arg,
 )
 from stability.cli.problem_args import add_pipeline_arguments, add_problem_arguments
+from stability.limits import TRAIN_MAX_STEPS
 
 API = "train"
 EXAMPLES = (
@@ -40,7 +41,7 @@ def register(sub) -> None:
     add_rule_arguments(p, rule="--rule", exclude=("stages", "microbatches"))
     g = p.add_argument_group("training")
     g.add_argument("--lr", type=float_arg("--lr"), required=True, help="step size > 0")
-    g.add_argument("--steps", type=int_arg("--steps", 1), default=10_000)
+    g.add_argument("--steps", type=int_arg("--steps", 1, TRAIN_MAX_STEPS), default=10_000)
     g.add_argument("--batch", type=int_arg("--batch", 1), default=None, help="minibatch size")
     g.add_argument("--seed", type=int_arg("--seed"), default=0)
     g.add_argument("--divergence", type=float_arg("--divergence"), default=1e6)

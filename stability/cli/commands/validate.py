@@ -19,6 +19,7 @@ from stability.cli.args import (
     int_list,
 )
 from stability.cli.problem_args import add_pipeline_arguments, add_problem_arguments
+from stability.limits import TRAIN_MAX_STEPS
 
 API = "validate"
 EXAMPLES = (
@@ -45,7 +46,7 @@ def register(sub) -> None:
     g.add_argument("--batch", type=int_arg("--batch", 1), default=None, help="minibatch size")
     g.add_argument(
         "--steps",
-        type=int_arg("--steps", 10),
+        type=int_arg("--steps", 10, TRAIN_MAX_STEPS),
         default=None,
         help="steps per stability run (default 20000; 5000 for mlp)",
     )
