@@ -241,6 +241,21 @@ def test_almost_sure_threshold_lies_between(tmp_path):
     assert lo <= r.as_max_lr <= hi
 
 
+@pytest.mark.parametrize(
+    "name, params", [("sgd", {"tau": 1}), ("momentum", {"tau": 1, "momentum": 0.5})]
+)
+def test_almost_sure_threshold_is_where_runs_sharing_batches_drift_apart(name, params):
+    """Issue 14: the Lyapunov threshold inside the measured bracket widened by 5 %; the
+    measurement (pairs of trainer runs) is independent of the random linear system's code."""
+    problem = tiny(n=40, d=3, seed=10, tails=True)
+    r = noise(name, batch=4, lr=0.01, data=problem, steps=50, lyapunov_steps=3000,
+              lyapunov_runs=32, measure=True, runs=8, **params)  # fmt: skip
+    lo, hi = r.measured["as_bracket"]
+    assert lo < hi < 1.01 * lo  # a bracket, not a collapsed pair read as divergence
+    assert 0.95 * lo <= r.as_max_lr <= 1.05 * hi
+    assert r.ms_max_lr < lo and hi < r.full_batch_max_lr
+
+
 def test_cli_noise_and_tradeoff(tmp_path, capsys):
     from stability.cli.main import main
 

@@ -129,8 +129,10 @@ def pair_growth(problem, rule, lrs, batch, *, pairs, steps, sampling="iid", seed
     w = res.final_weights.reshape(L, pairs, 2, d)
     with np.errstate(all="ignore"):
         delta = np.linalg.norm(w[:, :, 1] - w[:, :, 0], axis=-1)
+        # a pair contracted below rounding becomes one run (Δ = 0 exactly): contracting, not
+        # diverged — its growth is at most ln(tiny/kick)/T; a non-finite Δ is a diverged pair
+        delta = np.where(np.isfinite(delta), np.maximum(delta, np.finfo(float).tiny), np.inf)
         growth = np.log(delta / np.linalg.norm(kick, axis=1)) / steps
-    growth[~np.isfinite(growth)] = np.inf
     return growth.mean(axis=1)
 
 
