@@ -29,6 +29,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
+REQUIRES = ("torch",)
+"""Optional modules this script needs (`stability repro --all` skips it without them)."""
 NAME = "edge_of_stability_delay"
 SOURCE = "Cohen et al. ICLR 2021 (edge of stability) under PipeMare/Kosson delays, issue 13"
 TOLERANCE = 0.10

@@ -39,6 +39,22 @@ def available(repro_dir: Path = DEFAULT_REPRO_DIR) -> list[str]:
     return sorted(p.stem for p in repro_dir.glob("*.py") if not p.stem.startswith("_"))
 
 
+def missing_requirements(repro_dir: Path, name: str) -> list[str]:
+    """The optional modules a script declares in its top-level ``REQUIRES = ("torch", ...)``
+    (read without running it) that are not installed."""
+    import ast
+    import importlib.util
+
+    tree = ast.parse((Path(repro_dir) / f"{name}.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "REQUIRES" for t in node.targets
+        ):
+            needed = ast.literal_eval(node.value)
+            return [m for m in needed if importlib.util.find_spec(m) is None]
+    return []
+
+
 @dataclass(frozen=True)
 class ReproRun(Result):
     """One reproduction: the files it wrote and its claims' verdicts."""
@@ -62,6 +78,9 @@ class Repro(Result):
     quick: bool = output("coarse grids (seconds per script)")
     all_hold: bool | None = output("every claim of every reproduction run holds")
     results: tuple[ReproRun, ...] = output("one entry per reproduction run")
+    skipped: tuple[str, ...] = output(
+        "reproductions of --all not run: an optional dependency is not installed (which one)"
+    )
 
 
 def repro(
@@ -83,13 +102,23 @@ def repro(
     repro_dir = Path(repro_dir)
     known = available(repro_dir)
     if list_only:
-        return Repro(tuple(known), None, bool(quick), None, ())
+        return Repro(tuple(known), None, bool(quick), None, (), ())
     if all == bool(names):
         raise ValueError("give script NAMEs or --all (not both); --list shows the names")
-    chosen = known if all else list(names)
+    chosen = list(known) if all else list(names)
     for name in chosen:
         if name not in known:
             raise ValueError(f"unknown reproduction {name!r}; available: {', '.join(known)}")
+    skipped = []
+    for name in list(chosen):
+        missing = missing_requirements(repro_dir, name)
+        if missing and not all:
+            raise ValueError(
+                f"reproduction {name!r} needs {', '.join(missing)} (pip install 'stability[torch]')"
+            )
+        if missing:
+            chosen.remove(name)
+            skipped.append(f"{name} (needs {', '.join(missing)}: pip install 'stability[torch]')")
     out = Path(out_dir).resolve()
     results = []
     for name in chosen:
@@ -104,7 +133,7 @@ def repro(
         if progress is not None:
             progress(len(results), len(chosen))
     holds = builtins.all(r.holds for r in results)
-    return Repro(tuple(known), str(out), bool(quick), holds, tuple(results))
+    return Repro(tuple(known), str(out), bool(quick), holds, tuple(results), tuple(skipped))
 
 
 def _run_one(repro_dir: Path, name: str, out_dir: Path, quick: bool) -> ReproRun:

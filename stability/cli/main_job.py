@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from stability.analysis.boundary import max_lr
-from stability.api.repro import DEFAULT_REPRO_DIR, available
+from stability.api.repro import DEFAULT_REPRO_DIR, available, missing_requirements
 from stability.cli.main import main as cli
 from stability.files import write_json
 from stability.rules.registry import RULES
@@ -116,7 +116,8 @@ def main(argv=None) -> int:
         argv = ["repro", "--all", "--quick", "--repro-dir", str(args.repro_dir)]
         if cli([*argv, "--out-dir", str(repro)]) != 0:
             return 1
-        written += [repro / f"{name}.{ext}" for name in names for ext in ("png", "json")]
+        ran = [n for n in names if not missing_requirements(args.repro_dir, n)]
+        written += [repro / f"{name}.{ext}" for name in ran for ext in ("png", "json")]
     else:
         print(
             f"\nreproductions skipped: no {args.repro_dir}/ in {Path.cwd()} (they are scripts "

@@ -76,6 +76,7 @@ def report(result) -> str:
         lines.append(f"{r.name}: {verdict} ({r.seconds:.1f} s)")
         lines += [f"  {c['grade']:<15}{c['id']}" for c in r.claims]
         lines.append(f"  wrote {r.png}, {Path(r.json).name}")
+    lines += [f"skipped {name}" for name in result.skipped]
     verdict = "every claim holds" if result.all_hold else "not every claim holds"
     lines.append(f"{len(result.results)} reproductions in {result.out_dir}: {verdict}")
     return "\n".join(lines)
