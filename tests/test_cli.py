@@ -157,3 +157,20 @@ def test_a_refusal_about_one_delay_names_the_list_flag_typed(capsys):
     assert main(["validate", "--rules", "sgd", "--taus", "100000", "--steps", "100"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("stability: error: --taus ")
+
+
+def test_repro_skips_a_script_whose_optional_modules_are_missing(tmp_path, capsys):
+    """`make run` installs the core only: --all skips (and lists) a script whose REQUIRES are
+    not installed; naming it is a one-line refusal."""
+    (tmp_path / "needs_x.py").write_text(
+        'REQUIRES = ("no_such_module_xyz",)\nraise SystemExit(3)\n'
+    )
+    argv = ["repro", "--repro-dir", str(tmp_path), "--out-dir", str(tmp_path / "out"), "--json"]
+    assert main([*argv, "--all"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["results"] == [] and out["skipped"][0].startswith(
+        "needs_x (needs no_such_module_xyz"
+    )
+    assert main([*argv, "needs_x"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs no_such_module_xyz" in err
