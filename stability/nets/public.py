@@ -14,8 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from stability.checks import check_integer
 from stability.nets.bracket import NetProtocol, measure_log_rate, measure_max_lr
 from stability.nets.curvature import curvature
 from stability.nets.prediction import (
@@ -42,21 +41,10 @@ def _problem(problem: str | NetProblem, stages: int | None) -> NetProblem:
     return load_problem(problem, stages=stages)
 
 
-def _check_int(name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name} must be an integer ≥ {low}, got {value!r}")
-    return int(value)
-
-
 def _rule_params(rule: str, params: dict[str, Any]) -> dict[str, Any]:
     from stability.rules.registry import get_spec
 
-    names = get_spec(rule).param_names
-    for key in params:
-        if key not in names:
-            raise ValueError(
-                f"rule {rule!r} has no parameter {key!r} (its parameters: {', '.join(names)})"
-            )
+    get_spec(rule).check_names(params)
     return {k: v for k, v in params.items() if v is not None}
 
 
@@ -88,7 +76,7 @@ def net_curvature(
     (`stability.nets.curvature`); ``negative=False`` skips the search at the bottom.
     """
     net = _problem(problem, stages)
-    k = _check_int("k", k, 1)
+    k = check_integer("k", k, low=1)
     c = curvature(net, k, negative_k=5 if negative else 0)
     return NetCurvature(
         eigenvalues=c.eigenvalues.tolist(),
@@ -165,7 +153,7 @@ def net_max_lr(
     from stability.nets.sensitivity import effective_delta, predict_inconsistent
 
     net = _problem(problem, stages)
-    k = _check_int("k", k, 1)
+    k = check_integer("k", k, low=1)
     pipe = Pipeline.from_options(
         schedule,
         stage_delays=stage_delays,
@@ -293,14 +281,14 @@ def net_train(
 
     net = _problem(problem, stages)
     check_real("lr", lr, low=0.0, low_open=True)
-    steps = _check_int("steps", steps, 1)
-    seed = _check_int("seed", seed, 0)
-    curve_points = _check_int("curve_points", curve_points, 2)
+    steps = check_integer("steps", steps, low=1)
+    seed = check_integer("seed", seed, low=0)
+    curve_points = check_integer("curve_points", curve_points, low=2)
     check_real("divergence", divergence, low=1.0, low_open=True)
     if sharpness_every is not None:
-        sharpness_every = _check_int("sharpness_every", sharpness_every, 1)
+        sharpness_every = check_integer("sharpness_every", sharpness_every, low=1)
     if batch is not None:
-        batch = _check_int("batch", batch, 1)
+        batch = check_integer("batch", batch, low=1)
         if batch > net.samples:
             raise ValueError(f"batch must be an integer in [1, {net.samples}], got {batch}")
     pipe = Pipeline.from_options(
