@@ -75,7 +75,7 @@ def coupled(
     >>> import stability as st
     >>> c = st.coupled("sgd", stages=4, schedule="pipemare")
     >>> c.critical_stage, c.scalar_ratio < 1
-    (1, True)
+    (2, True)
     """
     from stability.agreement.comparison import Protocol
     from stability.agreement.coupled_runs import measure as measure_trainer

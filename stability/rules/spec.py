@@ -1,8 +1,8 @@
 """Registry records: a rule's user-facing parameters, its builder and the papers' closed forms.
 
-A `RuleSpec` turns named parameters (CLI flags or keywords, DESIGN.md names) into a rule value
-and the quadratic model it is analysed on, validating every parameter with a one-line
-`ValueError` that names it and its allowed range.
+A `RuleSpec` turns named parameters (CLI flags or keywords, the names of docs/conventions.md)
+into a rule value and the quadratic model it is analysed on, validating every parameter with a
+one-line `ValueError` that names it and its allowed range.
 """
 
 from __future__ import annotations
