@@ -25,6 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "stability.checks",
         "stability.lazy",
         "stability.limits",
+        "stability.options",
         "stability.files",
         "stability.result",
         "stability.version",

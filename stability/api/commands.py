@@ -1,0 +1,218 @@
+"""The commands as data: each command's public function, result type and option table.
+
+A `Command` names its public function (``st.max_lr``) and result type by module, so that this
+registry imports no analysis (the command line reads it to build its parser), and declares the
+command's inputs besides the rule and its parameters once, as `stability.options.Option`
+values.  From one entry follow
+
+* the public function's validation (``check_options(command("max-lr").options, ...)``),
+* the command line's flags, help texts and defaults (`stability.cli.args.add_options`; the
+  command's module adds only its text report),
+* the sweep's keyword tables (`stability.sweep.catalog`),
+* the docs' option tables (`stability.options.option_rows`).
+
+``pipeline``: the command takes a `stability.pipeline.Pipeline` (keyword ``pipeline=``; on the
+command line the flags of `PIPELINE_OPTIONS`, which build it with
+`stability.pipeline.Pipeline.from_options`).  How to add a command: docs/development.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from stability.checks import MAX_DELAY
+from stability.options import Option, option
+from stability.pipeline import SCHEDULES
+from stability.trainer.data import STANDARDIZE
+from stability.trainer.mlp import ACTIVATIONS, TASKS
+from stability.trainer.problems import PROBLEMS
+
+PIPELINE_OPTIONS: tuple[Option, ...] = (
+    option(
+        "schedule",
+        "per-stage delays of this schedule over --stages P, --microbatches N (PipeMare Table 1); "
+        "uniform: every stage at the rule's delay",
+        "str",
+        default=None,
+        choices=SCHEDULES,
+    ),
+    option(
+        "stage_delays",
+        "explicit forward delay of each stage, stage 1 first (e.g. 7,5,3,1): the delay profile "
+        "itself; with --schedule it overrides that schedule's forward delays",
+        "ints",
+        "steps",
+        default=None,
+        metavar="T1,T2,...",
+    ),
+    option(
+        "stages",
+        "pipeline stages P (2 with a schedule)",
+        "int",
+        default=None,
+        low=1,
+        high=MAX_DELAY,
+    ),
+    option(
+        "microbatches",
+        "microbatches N per update (1)",
+        "int",
+        default=None,
+        low=1,
+        high=MAX_DELAY,
+    ),
+)
+"""The pipeline's inputs, wherever a command takes a pipeline."""
+
+PROBLEM_OPTIONS: tuple[Option, ...] = (
+    option("problem", "the model trained", "str", default="linreg", choices=PROBLEMS),
+    option(
+        "data",
+        "CSV (target in column 0) or LIBSVM file; default: cpusmall",
+        "str",
+        default=None,
+        metavar="PATH",
+    ),
+    option(
+        "standardize",
+        "none: as stored; features: z-score features, centre the target; all: also scale the "
+        "target (default: features for linreg, all for mlp)",
+        "str",
+        default=None,
+        choices=STANDARDIZE,
+    ),
+    option("bias", "append an intercept column", "bool", default=False),
+    option(
+        "samples",
+        "train on a seeded random subset of this many rows (mlp default: at most 128)",
+        "int",
+        default=None,
+        low=1,
+    ),
+    option(
+        "hidden",
+        "MLP hidden widths (4,4: with one hidden layer the backward weights do not enter the "
+        "gradient's linearization at a minimum)",
+        "ints",
+        default=(4, 4),
+        low=1,
+    ),
+    option("activation", "MLP activation", "str", default="tanh", choices=ACTIVATIONS),
+    option("task", "MLP task", "str", default="regression", choices=TASKS),
+    option(
+        "l2", "MLP loss regularization l2/2·‖w‖² (a strict minimum)", "real", default=0.1, low=0.0
+    ),
+)
+"""The trainer's problem and its data (`stability.api.setup.problem_options` builds the
+`stability.trainer.problems.ProblemOptions` from them)."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command (module doc): CLI name, the public function's module and name, its result
+    type's name, its option table, whether it takes a pipeline, whether it can be swept."""
+
+    name: str
+    module: str
+    function_name: str
+    result_name: str
+    options: tuple[Option, ...] = ()
+    pipeline: bool = False
+    sweepable: bool = False
+
+    @property
+    def function(self) -> Callable[..., Any]:
+        return getattr(importlib.import_module(self.module), self.function_name)
+
+    @property
+    def result(self) -> type:
+        return getattr(importlib.import_module(self.module), self.result_name)
+
+    @property
+    def all_options(self) -> tuple[Option, ...]:
+        """The options, then the pipeline's when the command takes one."""
+        return self.options + (PIPELINE_OPTIONS if self.pipeline else ())
+
+
+LR = option("lr", "step size", "real", low=0.0, low_open=True)
+
+COMMANDS: dict[str, Command] = {
+    c.name: c
+    for c in (
+        Command(
+            "poly",
+            "stability.api.poly",
+            "poly",
+            "Poly",
+            (LR, option("symbolic", "add the sympy polynomial", "bool", default=False)),
+        ),
+        Command(
+            "radius",
+            "stability.api.radius",
+            "radius",
+            "Radius",
+            (
+                LR,
+                option(
+                    "certify",
+                    "decide stability exactly (Schur-Cohn in rational arithmetic; decimals "
+                    "read exactly)",
+                    "bool",
+                    default=False,
+                ),
+            ),
+            pipeline=True,
+        ),
+        Command(
+            "max-lr",
+            "stability.api.max_lr",
+            "max_lr",
+            "MaxLr",
+            (
+                option(
+                    "method",
+                    "boundary locus (polynomials affine in lr) or bisection on the spectral radius",
+                    "str",
+                    default="auto",
+                    choices=("auto", "locus", "bisection"),
+                ),
+            ),
+            pipeline=True,
+            sweepable=True,
+        ),
+        Command("bounds", "stability.api.bounds", "bounds", "BoundReport"),
+        Command(
+            "halflife",
+            "stability.api.halflife",
+            "halflife",
+            "HalfLife",
+            (
+                option("kappa", "condition number κ of the spectrum [λ, κλ]", "real", low=1.0),
+                option(
+                    "optimize",
+                    "also minimise over this parameter (the momentum m or the LWP horizon T)",
+                    "str",
+                    default=None,
+                    choices=("momentum", "horizon"),
+                    switches=True,
+                ),
+            ),
+            pipeline=True,
+        ),
+    )
+}
+"""The commands declared here, by CLI name (the others still spell their flags by hand)."""
+
+
+def command(name: str) -> Command:
+    """The registry entry of command ``name``."""
+    try:
+        return COMMANDS[name]
+    except KeyError:
+        raise ValueError(f"unknown command {name!r} (declared: {', '.join(COMMANDS)})") from None
+
+
+__all__ = ["COMMANDS", "PIPELINE_OPTIONS", "PROBLEM_OPTIONS", "Command", "command"]
