@@ -26,6 +26,7 @@ Kinds: ``real``, ``int``, ``ints`` (a list of integers; on the command line comm
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,6 +122,8 @@ class Option:
             return value
         if self.choices is not None:
             return check_choice(self.name, value, self.choices)
+        if isinstance(value, os.PathLike):  # a path given as a Path
+            value = os.fspath(value)
         if not isinstance(value, str):
             raise ValueError(f"{self.name} must be a string, got {value!r}")
         return value

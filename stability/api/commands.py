@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stability.checks import MAX_DELAY
+from stability.limits import TRAIN_MAX_STEPS
 from stability.options import Option, option
 from stability.pipeline import SCHEDULES
 from stability.trainer.data import STANDARDIZE
@@ -139,6 +140,132 @@ class Command:
 
 LR = option("lr", "step size", "real", low=0.0, low_open=True)
 
+# -- the trainer commands (train, validate, coupled) -------------------------------------------
+
+BATCH = option("batch", "minibatch size (default: full batch)", "int", default=None, low=1)
+DIVERGENCE = option(
+    "divergence",
+    "diverged: loss above this × the initial loss",
+    "real",
+    default=1e6,
+    low=1.0,
+    low_open=True,
+)
+PROTOCOL_STEPS = option(
+    "steps",
+    "steps per stability run (default 20000; 5000 for mlp)",
+    "int",
+    default=None,
+    low=10,
+    high=TRAIN_MAX_STEPS,
+)
+REL_TOL = option(
+    "rel_tol",
+    "bisection bracket width (default 1e-3; 1e-2 for mlp)",
+    "real",
+    default=None,
+    low=0.0,
+    high=1.0,
+    low_open=True,
+)
+FIT_SEED = option(
+    "fit_seed", "mlp: initialization the minimizer is fitted from", "int", default=0, low=0
+)
+
+TRAIN_OPTIONS: tuple[Option, ...] = (
+    LR,
+    option("steps", "training steps", "int", "steps", default=10_000, low=1, high=TRAIN_MAX_STEPS),
+    BATCH,
+    option("seed", "seed of the initialization and the minibatches", "int", default=0, low=0),
+    DIVERGENCE,
+    option(
+        "t1",
+        "T1 step-size rescheduling over K steps (PipeMare eq. 4)",
+        "int",
+        default=None,
+        low=1,
+        metavar="K",
+    ),
+    option(
+        "warmup_epochs", "synchronous warm-up epochs first (PipeMareW)", "int", default=0, low=0
+    ),
+    option(
+        "start",
+        "mlp: seeded initialization, or next to the fitted minimizer",
+        "str",
+        default="init",
+        choices=("init", "minimum"),
+    ),
+    option("curve_points", "points of the loss curve", "int", default=200, low=2),
+    option(
+        "update",
+        "train the rule as analysed or its real update where the analysis linearises it (adam, "
+        "pipeoptim with adam/adamw: real Adam; dc: outer-product DC)",
+        "str",
+        default="analysed",
+        choices=("analysed", "real"),
+    ),
+)
+"""``train``'s options (with the problem's and the pipeline's)."""
+
+VALIDATE_OPTIONS: tuple[Option, ...] = (
+    option(
+        "taus",
+        "uniform delays τ, one row per rule × τ (the rule's tau, or tau_fwd)",
+        "ints",
+        default=(0, 1, 4, 16),
+    ),
+    BATCH,
+    PROTOCOL_STEPS,
+    option(
+        "rate_steps",
+        "first length of the rate runs, doubled until the rate settles (default 20000; 5000 "
+        "for mlp)",
+        "int",
+        default=None,
+        low=10,
+    ),
+    option(
+        "rate_doublings", "doublings of the rate runs (default 5; 1 for mlp)", "int", default=None
+    ),
+    option("seeds", "minibatch seeds (unstable if any diverges)", "ints", default=(0, 1, 2)),
+    DIVERGENCE,
+    REL_TOL,
+    FIT_SEED,
+)
+"""``validate``'s options (with the problem's and the pipeline's)."""
+
+COUPLED_OPTIONS: tuple[Option, ...] = (
+    option(
+        "taus",
+        "forward delays per stage (or one for all), overriding the schedule's",
+        "ints",
+        "steps",
+        default=None,
+    ),
+    option(
+        "t1_power",
+        "T1 exponent p: stage i steps with lr·τ_i^(−p) (PipeMare eq. 4)",
+        "real",
+        default=0.0,
+        low=0.0,
+        high=1.0,
+    ),
+    option(
+        "method",
+        "frequency scan (any size) or block-state-matrix bisection (small)",
+        "str",
+        default="scan",
+        choices=("scan", "dense"),
+    ),
+    option("measure", "measure the max lr on the trainer", "bool", default=False),
+    PROTOCOL_STEPS,
+    REL_TOL,
+    FIT_SEED,
+)
+"""``coupled``'s options (with the problem's and the pipeline's)."""
+
+
 COMMANDS: dict[str, Command] = {
     c.name: c
     for c in (
@@ -184,6 +311,9 @@ COMMANDS: dict[str, Command] = {
             sweepable=True,
         ),
         Command("bounds", "stability.api.bounds", "bounds", "BoundReport"),
+        Command("train", "stability.api.train", "train", "Training", TRAIN_OPTIONS),
+        Command("validate", "stability.api.validate", "validate", "Validation", VALIDATE_OPTIONS),
+        Command("coupled", "stability.api.coupled", "coupled", "Coupled", COUPLED_OPTIONS),
         Command(
             "halflife",
             "stability.api.halflife",
@@ -204,7 +334,10 @@ COMMANDS: dict[str, Command] = {
         ),
     )
 }
-"""The commands declared here, by CLI name (the others still spell their flags by hand)."""
+"""The commands declared here, by CLI name (the others still spell their flags by hand).
+``train``, ``validate`` and ``coupled`` also take the problem's and the pipeline's keywords
+(`PROBLEM_OPTIONS`, `PIPELINE_OPTIONS`), which their functions turn into values
+(`stability.api.setup`)."""
 
 
 def command(name: str) -> Command:

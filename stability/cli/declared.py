@@ -29,18 +29,16 @@ def register_declared(
     sub,
     name: str,
     *,
-    usage: str,
-    help: str,  # noqa: A002 - argparse's name
-    description: str,
-    examples: Sequence[str],
     report: Callable[[Any], str],
     run: Callable[[argparse.Namespace], Any] | None = None,
+    **words: Any,
 ) -> argparse.ArgumentParser:
-    """The parser of declared command ``name`` (module doc); ``run`` defaults to `call`."""
+    """The parser of declared command ``name`` (module doc): ``words`` are `add_command`'s
+    (usage, help, description, examples); ``run`` defaults to `call`."""
     from stability.api.commands import PIPELINE_OPTIONS, command
 
     spec = command(name)
-    p = add_command(sub, name, usage=usage, help=help, description=description, examples=examples)
+    p = add_command(sub, name, **words)
     exclude = tuple(o.name for o in PIPELINE_OPTIONS) if spec.pipeline else ()
     add_rule_arguments(p, exclude=exclude)
     add_options(p, spec.options)

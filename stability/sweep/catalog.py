@@ -33,7 +33,7 @@ from typing import Any
 
 from stability.api.commands import command
 from stability.api.max_lr import MaxLr, max_lr
-from stability.options import Option, option
+from stability.options import Option
 from stability.result import Result
 from stability.rules.spec import MODEL_PARAMS
 from stability.sweep.outcome import error_line
@@ -98,11 +98,9 @@ COMMANDS: dict[str, SweepCommand] = {
         ),
         SweepCommand(
             "train",
-            None,  # the public st.train is not there yet: the trainer in lockstep
+            None,  # st.train's uniform-delay runs, a chunk in lockstep (train_runs.py)
             TrainRun,
-            options=tuple(
-                option(name, doc, kind, default=None) for name, (kind, doc) in TRAIN_OPTIONS.items()
-            ),
+            options=TRAIN_OPTIONS,
             model_params=False,
             evaluate_chunk=train_chunk,
         ),
