@@ -85,7 +85,15 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'stability' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
+    try:
+        module = importlib.import_module(home)
+    except ModuleNotFoundError as err:  # an optional extra (torch, dask): say what installs it
+        from stability.extras import extra_of, missing_extra
+
+        if extra_of(err.name) is None:
+            raise
+        raise missing_extra(err.name) from None
+    value = getattr(module, name)
     globals()[name] = value
     return value
 

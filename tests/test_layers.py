@@ -22,6 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # shipped data
     (
         "stability.checks",
+        "stability.extras",
         "stability.limits",
         "stability.files",
         "stability.result",

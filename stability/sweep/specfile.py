@@ -5,7 +5,7 @@ fixed keyword parameters and the grid axes, named like the command's Python keyw
 flags in snake case)::
 
     command = "max-lr"
-    rule = "lwp"                       # or a grid axis: rule = ["sgd", "momentum"]
+    rule = "lwp"                       # or a grid axis: [grid] rule = ["sgd", "momentum"]
     [fixed]
     lam = 1.0
     [grid]                             # one dimension of the result per axis, in this order
@@ -257,6 +257,8 @@ def _rules(raw: dict, grid: dict, fail) -> tuple[str, ...]:
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise fail("axis 'rule' must be a list of rule names")
     elif "rule" in raw:
+        if isinstance(raw["rule"], list):
+            raise fail("a list of rules is a grid axis: put rule = [...] under [grid]")
         if not isinstance(raw["rule"], str):
             raise fail(f"rule must be a rule name, got {_type_name(raw['rule'])}")
         names = [raw["rule"]]

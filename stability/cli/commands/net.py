@@ -15,8 +15,8 @@
   ``--tau-recomp`` for rule recompute); with ``--sharpness-every K`` the edge of stability:
   ``sharpness``, ``predicted_edge``, ``plateau``, ``reached``, ``edge_ratio``.
 
-Needs PyTorch (``pip install stability[torch]``); without it each subcommand says so on one line
-and exits with code 2.  See docs/nets.md.
+Needs PyTorch (``pip install -e '.[torch]'`` in the checkout); without it each subcommand says
+so on one line and exits with code 2.  See docs/nets.md.
 """
 
 from __future__ import annotations
