@@ -83,7 +83,12 @@ def _rule(p: argparse.ArgumentParser) -> None:
         help="per-stage delays of this schedule over --stages P, --microbatches N (default "
         "pipemare); or a uniform --tau",
     )
-    g.add_argument("--microbatches", type=int_arg("--microbatches", 1, MAX_DELAY), default=None)
+    g.add_argument(
+        "--microbatches",
+        type=int_arg("--microbatches", 1, MAX_DELAY),
+        default=None,
+        help="microbatches N of the schedule (default 1)",
+    )
     g.add_argument(
         "--tau", type=int_arg("--tau", 0, MAX_DELAY), default=None, help="uniform delay τ"
     )
@@ -146,11 +151,28 @@ def register(sub) -> None:
     _common(t)
     _rule(t)
     t.add_argument("--lr", type=float_arg("--lr"), required=True, help="step size > 0")
-    t.add_argument("--steps", type=int_arg("--steps", 1, MAX_STEPS), required=True)
-    t.add_argument("--batch", type=int_arg("--batch", 1), default=None, help="minibatch size")
+    t.add_argument(
+        "--steps", type=int_arg("--steps", 1, MAX_STEPS), required=True, help="simulator steps"
+    )
+    t.add_argument(
+        "--batch",
+        type=int_arg("--batch", 1),
+        default=None,
+        help="minibatch size (default: full batch)",
+    )
     t.add_argument("--seed", type=int_arg("--seed"), default=0, help="minibatch stream seed")
-    t.add_argument("--divergence", type=float_arg("--divergence"), default=1e6)
-    t.add_argument("--curve-points", type=int_arg("--curve-points", 2, 100_000), default=200)
+    t.add_argument(
+        "--divergence",
+        type=float_arg("--divergence"),
+        default=1e6,
+        help="a run diverged once its loss is non-finite or exceeds this × its initial loss",
+    )
+    t.add_argument(
+        "--curve-points",
+        type=int_arg("--curve-points", 2, 100_000),
+        default=200,
+        help="points of the reported loss curve (subsampled)",
+    )
     t.add_argument(
         "--sharpness-every",
         type=int_arg("--sharpness-every", 1, MAX_STEPS),
