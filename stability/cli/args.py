@@ -376,7 +376,8 @@ def _writable_directory(flag: str, directory: Path) -> None:
 
 
 def output_file_arg(flag: str) -> Callable[[str], Path]:
-    """A file to write: not a directory, in a directory where files can be created."""
+    """A file to write: not a directory, in a directory where files can be created (its
+    missing directories are created when writing, as for `output_dir_arg`; docs/conventions.md)."""
 
     def parse(text: str) -> Path:
         if not text.strip():

@@ -112,7 +112,8 @@ def run_sweep(
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> SweepSummary:
-    """Run (or resume) ``spec`` into the directory ``out`` (module doc).
+    """Run (or resume) ``spec`` into the directory ``out``: every chunk of the grid on a Dask
+    cluster, each stored as it finishes (docs/sweep.md); the summary of this run.
 
     ``workers``: local worker processes (default: the CPUs this process may use); not with
     ``scheduler``.  ``progress(done, total)`` is called with the chunks finished so far.

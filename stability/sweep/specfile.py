@@ -68,7 +68,9 @@ class Axis:
 
 @dataclass(frozen=True)
 class SweepSpec:
-    """A parsed spec (module doc).  ``text``: the TOML it was read from (not part of its
+    """A parsed sweep spec (format: docs/sweep.md): the command, its rule (or a ``rule``
+    axis), the fixed parameters, the grid axes and the chunk size.  ``text``: the TOML it was
+    read from (not part of its
     identity: two specs are the same sweep when `identity` is)."""
 
     command: str
@@ -165,7 +167,8 @@ class SweepSpec:
 
 
 def read_spec(path: str | Path) -> SweepSpec:
-    """Parse the TOML spec at ``path`` (module doc); `SpecError` names what is wrong."""
+    """Parse the TOML spec at ``path`` (format: docs/sweep.md); `SpecError` names what is
+    wrong in one line."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
