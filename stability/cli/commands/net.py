@@ -258,9 +258,16 @@ def run_train(args):
 
 
 def report_curvature(result) -> str:
-    from stability.cli.report import lines
+    """Every key; the stage eigenvalues one line per stage."""
+    from stability.cli.report import aligned, rows, value
 
-    return "\n".join(lines(result))
+    keys = [k for k in result.to_json() if k not in ("schema_version", "stage_eigenvalues")]
+    pairs = rows(result, keys)
+    pairs[1:1] = [
+        (f"stage {i} eigenvalues", f"{value(v)} 1/lr")
+        for i, v in enumerate(result.stage_eigenvalues, start=1)
+    ]
+    return "\n".join(aligned(pairs))
 
 
 def report_max_lr(result) -> str:
@@ -282,6 +289,11 @@ def report_train(result) -> str:
     if result.sharpness:
         keys += ["predicted_edge", "plateau", "reached", "edge_ratio"]
     out = lines(result, keys)
+    if result.sharpness:  # [[step, λ₁], ...]
+        (s0, l0), (s1, l1) = result.sharpness[0], result.sharpness[-1]
+        top = max((v for _, v in result.sharpness if v is not None), default=None)
+        out.append(f"sharpness λ₁ {number(l0, 6)} at step {s0} → {number(l1, 6)} at step {s1} "
+                   f"(max {number(top, 6)}, {len(result.sharpness)} points)")  # fmt: skip
     if result.loss_curve:
         (first_step, first), (last_step, last) = result.loss_curve[0], result.loss_curve[-1]
         out.append(f"loss {number(first, 6)} at step {first_step} → {number(last, 6)} at step "

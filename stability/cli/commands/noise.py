@@ -149,19 +149,27 @@ def run(args):
 
 
 def report(result) -> str:
-    """The thresholds, the expected-loss curve and the floor."""
+    """The thresholds, the expected-loss curve (predicted, and measured with --measure) and the
+    floor; every field of the measured block, text ones as they are."""
     from stability.cli.report import aligned, lines, number, value
 
     out = lines(
         result,
-        ["rule", "batch", "lr", "samples", "parameters", "sampling_factor", "full_batch_max_lr",
-         "ms_max_lr", "as_max_lr", "as_bracket", "floor", "rate", "half_life"],
+        ["rule", "batch", "lr", "sampling", "samples", "parameters", "sampling_factor",
+         "full_batch_max_lr", "ms_max_lr", "as_max_lr", "as_bracket", "floor", "rate",
+         "half_life", "ms_radius", "mean_radius"] + (["stages"] if result.stages else []),
     )  # fmt: skip
-    out.append("expected excess loss E f − f*:")
-    out += [f"  t = {t:<8}{number(v, 6)}" for t, v in result.expected_loss]
-    if result.measured is not None:
-        m = result.measured
-        pairs = [(k, value(v, 6)) for k, v in m.items() if not isinstance(v, (list, dict))]
+    m = result.measured
+    measured = {} if m is None else {int(t): (mean, se) for t, mean, se in m["expected_loss"]}
+    out.append("expected excess loss E f − f*:" + ("   predicted   measured ± se" if m else ""))
+    for t, v in result.expected_loss:
+        row = f"  t = {t:<8}{number(v, 6)}"
+        if t in measured:
+            mean, se = measured[t]
+            row = f"{row:<26}{number(mean, 6)} ± {number(se, 3)}"
+        out.append(row)
+    if m is not None:
+        pairs = [(k, value(v, 6)) for k, v in m.items() if k != "expected_loss"]
         out.append("measured:")
         out += ["  " + line for line in aligned(pairs)]
     out += [f"note: {n}" for n in result.notes]
