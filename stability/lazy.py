@@ -24,7 +24,15 @@ def lazy_names(
         home = homes.get(name)
         if home is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(home), name)
+        try:
+            module = importlib.import_module(home)
+        except ModuleNotFoundError as err:  # an optional extra (torch, dask): say what installs it
+            from stability.extras import extra_of, missing_extra
+
+            if extra_of(err.name) is None:
+                raise
+            raise missing_extra(err.name) from None
+        value = getattr(module, name)
         setattr(sys.modules[package], name, value)
         return value
 

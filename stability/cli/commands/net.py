@@ -15,8 +15,8 @@
   ``--tau-recomp`` for rule recompute); with ``--sharpness-every K`` the edge of stability:
   ``sharpness``, ``predicted_edge``, ``plateau``, ``reached``, ``edge_ratio``.
 
-Needs PyTorch (``pip install stability[torch]``); without it each subcommand says so on one line
-and exits with code 2.  See docs/nets.md.
+Needs PyTorch (``pip install -e '.[torch]'`` in the checkout); without it each subcommand says
+so on one line and exits with code 2.  See docs/nets.md.
 """
 
 from __future__ import annotations
@@ -85,7 +85,12 @@ def _rule(p: argparse.ArgumentParser) -> None:
         "pipemare); or a uniform --tau",
     )
     add_stage_delays_argument(g)
-    g.add_argument("--microbatches", type=int_arg("--microbatches", 1, MAX_DELAY), default=None)
+    g.add_argument(
+        "--microbatches",
+        type=int_arg("--microbatches", 1, MAX_DELAY),
+        default=None,
+        help="microbatches N of the schedule (default 1)",
+    )
     g.add_argument(
         "--tau", type=int_arg("--tau", 0, MAX_DELAY), default=None, help="uniform delay τ"
     )
@@ -148,11 +153,28 @@ def register(sub) -> None:
     _common(t)
     _rule(t)
     t.add_argument("--lr", type=float_arg("--lr"), required=True, help="step size > 0")
-    t.add_argument("--steps", type=int_arg("--steps", 1, MAX_STEPS), required=True)
-    t.add_argument("--batch", type=int_arg("--batch", 1), default=None, help="minibatch size")
+    t.add_argument(
+        "--steps", type=int_arg("--steps", 1, MAX_STEPS), required=True, help="simulator steps"
+    )
+    t.add_argument(
+        "--batch",
+        type=int_arg("--batch", 1),
+        default=None,
+        help="minibatch size (default: full batch)",
+    )
     t.add_argument("--seed", type=int_arg("--seed"), default=0, help="minibatch stream seed")
-    t.add_argument("--divergence", type=float_arg("--divergence"), default=1e6)
-    t.add_argument("--curve-points", type=int_arg("--curve-points", 2, 100_000), default=200)
+    t.add_argument(
+        "--divergence",
+        type=float_arg("--divergence"),
+        default=1e6,
+        help="a run diverged once its loss is non-finite or exceeds this × its initial loss",
+    )
+    t.add_argument(
+        "--curve-points",
+        type=int_arg("--curve-points", 2, 100_000),
+        default=200,
+        help="points of the reported loss curve (subsampled)",
+    )
     t.add_argument(
         "--sharpness-every",
         type=int_arg("--sharpness-every", 1, MAX_STEPS),
@@ -239,9 +261,16 @@ def run_train(args):
 
 
 def report_curvature(result) -> str:
-    from stability.cli.report import lines
+    """Every key; the stage eigenvalues one line per stage."""
+    from stability.cli.report import aligned, rows, value
 
-    return "\n".join(lines(result))
+    keys = [k for k in result.to_json() if k not in ("schema_version", "stage_eigenvalues")]
+    pairs = rows(result, keys)
+    pairs[1:1] = [
+        (f"stage {i} eigenvalues", f"{value(v)} 1/lr")
+        for i, v in enumerate(result.stage_eigenvalues, start=1)
+    ]
+    return "\n".join(aligned(pairs))
 
 
 def report_max_lr(result) -> str:
@@ -263,6 +292,11 @@ def report_train(result) -> str:
     if result.sharpness:
         keys += ["predicted_edge", "plateau", "reached", "edge_ratio"]
     out = lines(result, keys)
+    if result.sharpness:  # [[step, λ₁], ...]
+        (s0, l0), (s1, l1) = result.sharpness[0], result.sharpness[-1]
+        top = max((v for _, v in result.sharpness if v is not None), default=None)
+        out.append(f"sharpness λ₁ {number(l0, 6)} at step {s0} → {number(l1, 6)} at step {s1} "
+                   f"(max {number(top, 6)}, {len(result.sharpness)} points)")  # fmt: skip
     if result.loss_curve:
         (first_step, first), (last_step, last) = result.loss_curve[0], result.loss_curve[-1]
         out.append(f"loss {number(first, 6)} at step {first_step} → {number(last, 6)} at step "
