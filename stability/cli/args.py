@@ -104,8 +104,7 @@ def add_stage_delays_argument(group) -> None:
         type=int_list("--stage-delays", 0),
         default=None,
         metavar="T1,T2,...",
-        help="forward delay of each stage, stage 1 first (e.g. 7,5,3,1); overrides the "
-        "schedule's",
+        help="forward delay of each stage, stage 1 first (e.g. 7,5,3,1); overrides the schedule's",
     )
 
 
