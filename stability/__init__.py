@@ -67,6 +67,12 @@ _HOMES: dict[str, str] = {
 
 __all__ = sorted(_HOMES)
 
+_RECORDING = {names[0] for names in _FUNCTIONS.values()} | {
+    "describe", "noise", "tradeoff", "net_curvature", "net_max_lr", "net_train"
+}  # fmt: skip
+"""The public functions that return a `stability.result.Result`: their warnings are recorded
+on it (``result.warnings``, the CLI's ``warnings`` key) instead of printed."""
+
 
 class _Package(types.ModuleType):
     """The package module: a subpackage never takes the attribute of a public function of the
@@ -86,6 +92,8 @@ def __getattr__(name: str) -> Any:
     if home is None:
         raise AttributeError(f"module 'stability' has no attribute {name!r}")
     value = getattr(importlib.import_module(home), name)
+    if name in _RECORDING:  # warnings that bear on the numbers go to result.warnings, as the CLI
+        value = importlib.import_module("stability.result").recording_warnings(value)
     globals()[name] = value
     return value
 

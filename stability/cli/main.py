@@ -32,6 +32,7 @@ from stability.cli.args import (
     focus_help,
     rule_names_in,
 )
+from stability.result import Result, warning_lines, with_warnings
 
 BLAS_THREADS = (
     "OMP_NUM_THREADS",
@@ -102,10 +103,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_rule_flags(args)
         result, lost = run_recording_warnings(args)
         if args.json:
-            out = {**result.to_json(), **({"warnings": lost} if lost else {})}
+            out = result.to_json()
+            if not isinstance(result, Result) and lost:
+                out["warnings"] = lost
             sys.stdout.write(json.dumps(out, allow_nan=False) + "\n")
         else:
-            text = args.report(result) + "".join(f"\nwarning: {w}" for w in lost)
+            shown = result.warnings if isinstance(result, Result) else lost
+            text = args.report(result) + "".join(f"\nwarning: {w}" for w in shown)
             sys.stdout.write(text + "\n")
         return 0
     except SystemExit as done:  # --help, --version
@@ -133,12 +137,8 @@ def run_recording_warnings(args) -> tuple[Any, list[str]]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = args.run(args)
-    lost = dict.fromkeys(
-        f"{w.category.__name__}: {w.message} ({os.path.basename(w.filename)}:{w.lineno}); "
-        "the result may have lost accuracy"
-        for w in caught
-    )
-    return result, list(lost)
+    lost = warning_lines(caught)  # deprecation notices are dropped: they are not results
+    return with_warnings(result, lost), lost
 
 
 def _naming_the_flag(err: Exception, argv: Sequence[str]) -> str:
