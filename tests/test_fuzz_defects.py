@@ -66,3 +66,23 @@ def test_coupled_without_delay_is_the_closed_form():
     kappa = np.linalg.eigvals(H_f + H_b)  # gradient H_f·w_f + H_b·w_b at w_f = w_b
     assert fast.max_lr == pytest.approx(np.min(2 * kappa.real / np.abs(kappa) ** 2), rel=1e-9)
     assert spectral_radius(system, fast.max_lr * 0.999) < 1
+
+
+def test_api_results_carry_the_warnings_the_cli_prints():
+    import warnings
+
+    import stability as st
+    from stability.result import warning_lines
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing escapes: it is on the result
+        r = st.bounds("sgd", lam=5e-324)
+    assert r.warnings and all("lost accuracy" in w for w in r.warnings)
+    assert r.to_json()["warnings"] == list(r.warnings)
+    assert st.max_lr("sgd", tau=3).warnings == ()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.warn("`torch.jit.script` is deprecated", DeprecationWarning, stacklevel=1)
+        warnings.warn("overflow encountered in exp", RuntimeWarning, stacklevel=1)
+    [line] = warning_lines(caught)
+    assert line.startswith("RuntimeWarning: overflow") and "lost accuracy" in line

@@ -109,7 +109,7 @@ class RateCurve:
             raise ValueError("the half-life analysis needs a polynomial affine in lr")
         if not depends_on_lr_lam_only(rule, delta, phi):
             given = [f"{k} = {v:g}" for k, v in (("delta", delta), ("phi", phi)) if np.any(v)]
-            lead = f"{given[0].split()[0]}: with {', '.join(given)} t" if given else "T"
+            lead = f"{given[0].split()[0]}: with {', '.join(given)} t" if given else "rule: t"
             raise ValueError(
                 f"{lead}he dynamics depend on lr and λ not only through lr·λ, which the "
                 "half-life over a spectrum [λ, κλ] needs (Kosson Sec. 3.4): give Δ = Φ = 0, "
