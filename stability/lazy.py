@@ -15,10 +15,13 @@ from typing import Any
 
 
 def lazy_names(
-    package: str, homes: dict[str, str]
+    package: str,
+    homes: dict[str, str],
+    wrap: Callable[[str, Any], Any] = lambda name, value: value,
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """``(__getattr__, __dir__)`` for ``package`` whose public names live in ``homes``
-    (name → module)."""
+    (name → module); ``wrap(name, value)`` gives the value the package keeps (default: the
+    home's own)."""
 
     def __getattr__(name: str) -> Any:
         home = homes.get(name)
@@ -32,7 +35,7 @@ def lazy_names(
             if extra_of(err.name) is None:
                 raise
             raise missing_extra(err.name) from None
-        value = getattr(module, name)
+        value = wrap(name, getattr(module, name))
         setattr(sys.modules[package], name, value)
         return value
 

@@ -17,6 +17,7 @@ from typing import Any
 from stability.checks import check_integer
 from stability.nets.bracket import NetProtocol, measure_log_rate, measure_max_lr
 from stability.nets.curvature import curvature
+from stability.nets.minimum import nearness
 from stability.nets.prediction import (
     DEFAULT_SCHEDULE,
     net_rules,
@@ -65,6 +66,18 @@ class NetCurvature(Result):
     hvps: int = output("Hessian-vector products used")
     seconds: float = output("wall time of the eigen-solves", "s")
     method: str = output("how the eigenvalues were computed")
+    gradient_norm: float | None = output(
+        "‖∇f(w)‖ at the weights analysed (full batch; docs/nets.md, not at a minimum)", default=None
+    )
+    gradient_scale: float | None = output(
+        "‖∇f‖/(λ₁·‖w‖): the distance to the local model's minimum (≥ ‖∇f‖/λ₁) as a fraction of "
+        "‖w‖; > 1e-5: not at a minimum (stability.nets.minimum)",
+        default=None,
+    )
+    negative_ratio: float | None = output(
+        "λ_min/λ₁ of the most negative eigenvalue found (0: none); < −1e-4: a saddle",
+        default=None,
+    )
 
 
 def net_curvature(
@@ -78,6 +91,7 @@ def net_curvature(
     net = _problem(problem, stages)
     k = check_integer("k", k, low=1)
     c = curvature(net, k, negative_k=5 if negative else 0)
+    near = nearness(net, c.lam_max, c.negative_eigenvalues if negative else None)
     return NetCurvature(
         eigenvalues=c.eigenvalues.tolist(),
         stage_eigenvalues=[v.tolist() for v in c.stage_eigenvalues],
@@ -87,7 +101,18 @@ def net_curvature(
         hvps=c.hvps,
         seconds=c.seconds,
         method=c.method,
+        **_near_fields(near),
     )
+
+
+def _near_fields(near) -> dict[str, Any]:
+    """The not-at-a-minimum fields and warning (`stability.nets.minimum`, issue 26 item 3)."""
+    return {
+        "gradient_norm": near.gradient_norm,
+        "gradient_scale": near.gradient_scale,
+        "negative_ratio": near.negative_ratio,
+        "warnings": () if near.warning is None else (near.warning,),
+    }
 
 
 # -- max lr --------------------------------------------------------------------------------------
@@ -121,6 +146,18 @@ class NetMaxLr(Result):
     measured_bracket: list | None = output("simulator: [stable, unstable] lr", "lr")
     measured_rate: float | None = output("simulator: measured ρ at rate_lr (per step)")
     protocol: dict | None = output("the measurement protocol")
+    gradient_norm: float | None = output(
+        "‖∇f(w)‖ at the weights analysed (full batch; docs/nets.md, not at a minimum)", default=None
+    )
+    gradient_scale: float | None = output(
+        "‖∇f‖/(λ₁·‖w‖): the distance to the local model's minimum (≥ ‖∇f‖/λ₁) as a fraction of "
+        "‖w‖; > 1e-5: not at a minimum (stability.nets.minimum)",
+        default=None,
+    )
+    negative_ratio: float | None = output(
+        "λ_min/λ₁ of the most negative eigenvalue found (0: none); < −1e-4: a saddle",
+        default=None,
+    )
 
 
 def net_max_lr(
@@ -212,6 +249,7 @@ def net_max_lr(
         measured_bracket=out.get("measured_bracket"),
         measured_rate=out.get("measured_rate"),
         protocol=out.get("protocol"),
+        **_near_fields(nearness(net, curv.lam_max, curv.negative_eigenvalues)),
     )
 
 
