@@ -50,6 +50,7 @@ import hashlib
 import importlib.util
 import math
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -431,7 +432,11 @@ def _with_hvp_mode(problem: NetProblem) -> NetProblem:
     w = problem.w_star
     x, y, _ = next(iter(problem.data))
     try:
-        problem.batch_hvp(w, torch.ones_like(w), x, y)
+        with warnings.catch_warnings():
+            # torch's first forward-mode call scripts its jvp decompositions (torch 2.13 warns
+            # that torch.jit.script is deprecated: nothing the user can act on)
+            warnings.filterwarnings("ignore", "`torch.jit.script`", DeprecationWarning)
+            problem.batch_hvp(w, torch.ones_like(w), x, y)
     except RuntimeError:
         return dataclasses.replace(problem, hvp_mode=REVERSE_OVER_REVERSE)
     return problem
