@@ -49,6 +49,7 @@ form of PipeMare's quadratic model (eq. 5, App. D.1), whose Δ along a direction
 from __future__ import annotations
 
 import threading
+import warnings
 from contextlib import contextmanager
 
 import torch
@@ -104,7 +105,10 @@ def _general(module, w_b: dict[str, torch.Tensor], args, kwargs):
     _STATE.inside = True
     try:
         y = functional_call(module, mixed, args, kwargs)
-        with torch.no_grad():
+        with warnings.catch_warnings():
+            # where nothing needs a gradient nn.MultiheadAttention takes its fused path (the same
+            # values); under vmap torch warns it loops over the runs for it: not the user's concern
+            warnings.filterwarnings("ignore", "There is a performance drop", UserWarning)
             y_b = functional_call(module, w_b, args, kwargs)
             y_f = functional_call(module, theta, args, kwargs)
     finally:
