@@ -16,6 +16,13 @@ stand-in for issue 24's held-out model).  Columns: wall and CPU seconds, ratios
 (toolkit / baseline: ≤ 1.5 is issue 24's bar), and the largest relative difference of the top 5
 from the toolkit's.
 
+Table 0 (in this process, float64): one Hessian-vector product on a LayerNorm + residual block
+(218 parameters, the LayerNorm after a Linear) against central differences of the gradient, by
+the toolkit (`NetProblem.hvp`), curvlinops' ``HessianLinearOperator``, ``torch.func.hessian``
+and ``torch.autograd.functional.hessian`` — the products are only as good as torch's batching
+rules: in torch 2.13 the batched (vmap) double backward of ``layer_norm`` is wrong when its
+input and its weight both depend on the parameters, and curvlinops vmaps its products.
+
 Table 2: what float32 costs: ``net curvature --k 5 --dtype float32`` against ``--dtype float64``
 on the same problems (the float64 values the reference; relative differences of the top 5).
 
@@ -98,6 +105,48 @@ def side_by_side(k: int, with_pyhessian: bool) -> None:
     )
 
 
+def products_against_differences() -> None:
+    import torch
+    from curvlinops import HessianLinearOperator
+
+    from stability.nets.problem import problem_from_dict
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inp, self.ln = torch.nn.Linear(4, 8), torch.nn.LayerNorm(8)
+            self.mlp = torch.nn.Sequential(
+                torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 8)
+            )
+            self.out = torch.nn.Linear(8, 2)
+
+        def forward(self, x):
+            a = self.inp(x)
+            return self.out(a + self.mlp(self.ln(a)))
+
+    torch.manual_seed(0)
+    x = torch.randn(160, 4, dtype=torch.float64)
+    y = torch.sin(x[:, :2]) + 0.5 * x[:, 2:4]
+    loss = torch.nn.MSELoss()
+    net = problem_from_dict({"model": Block().double(), "loss": loss, "inputs": x, "targets": y})
+    w, v = net.w_star, torch.randn(net.dim, dtype=torch.float64)
+    eps = 1e-5
+    fd = (net.gradient(w + eps * v) - net.gradient(w - eps * v)) / (2 * eps)
+    params = list(net.model.parameters())  # one stage: the model's order, as net.names
+    curv = HessianLinearOperator(net.model, loss, params, [(x, y)], check_deterministic=False)
+    products = {
+        "toolkit (torch.func jvp of grad)": net.hvp(w, v),
+        "curvlinops HessianLinearOperator": torch.as_tensor(curv.to_scipy() @ v.numpy()),
+        "torch.func.hessian": torch.func.hessian(net.loss)(w) @ v,
+        "torch.autograd.functional.hessian": torch.autograd.functional.hessian(net.loss, w) @ v,
+    }
+    print(f"LayerNorm + residual block, {net.dim} parameters, float64: one product H·v")
+    print(f"{'method':<36}{'max |Hv − FD| / max |FD|':>26}")
+    for name, hv in products.items():
+        print(f"{name:<36}{float((hv - fd).abs().max() / fd.abs().max()):>26.1e}")
+    print("(FD: central differences of the gradient, step 1e-5: error ~1e-9)")
+
+
 def float32_cost(k: int) -> None:
     print(f"{'problem':<13}{'float64 s':>10}{'float32 s':>10}{'max rel diff of the top 5':>27}")
     for name, spec in PROBLEMS:
@@ -131,6 +180,8 @@ def main() -> None:
     ap.add_argument("--pyhessian", action="store_true", help="PyHessian on the transformer too")
     ap.add_argument("--k", type=int, default=5)
     args = ap.parse_args()
+    products_against_differences()
+    print()
     side_by_side(args.k, args.pyhessian)
     print()
     float32_cost(args.k)
