@@ -263,7 +263,10 @@ def test_general_backward_equals_backpropagation_by_hand():
     torch.manual_seed(0)
     nn = torch.nn
     model = nn.Sequential(nn.Linear(3, 5), nn.LayerNorm(5), nn.GELU(), nn.Linear(5, 5),
-                          nn.PReLU(), nn.LayerNorm(5), nn.Linear(5, 2)).double()  # fmt: skip
+                          nn.PReLU(), nn.BatchNorm1d(5), nn.Linear(5, 2)).double()  # fmt: skip
+    with torch.no_grad():  # BatchNorm in eval mode: its stored statistics
+        model[5].running_mean.uniform_(-0.5, 0.5)
+        model[5].running_var.uniform_(0.5, 2.0)
     X, Y = torch.randn(20, 3, dtype=torch.float64), torch.randn(20, 2, dtype=torch.float64)
 
     def loss(out, y):
