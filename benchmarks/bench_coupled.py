@@ -74,8 +74,9 @@ def speed_table(cases) -> None:
 
 def cpusmall_table() -> None:
     from stability.agreement.comparison import Protocol, linreg_setup
-    from stability.agreement.coupled_runs import measure, problem_system, stage_pipeline
+    from stability.agreement.coupled_runs import measure, problem_system
     from stability.coupled.summary import analyze
+    from stability.pipeline import pipeline, worst_delay
     from stability.trainer.problems import ProblemOptions, build_problem
 
     problem, _ = build_problem(ProblemOptions(standardize="none", bias=True))
@@ -87,7 +88,7 @@ def cpusmall_table() -> None:
     )
     for P in (2, 4, 8, 13):
         for schedule in ("pipemare", "uniform"):
-            pipe = stage_pipeline(schedule, P, 1)
+            pipe = pipeline(schedule, P, 1, tau=worst_delay(schedule, P, 1))
             for rule, params in rules:
                 built = problem_system(setup, pipe, rule, params)
                 a = analyze(built.system)

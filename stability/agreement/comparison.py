@@ -377,6 +377,7 @@ def coupled_max_lr(setup: Setup, name: str, values: dict[str, Any], pipe: Pipeli
         stage_sizes=[int(n) for n in sizes],
         rule=name,
         tau_fwd=pipe.tau_fwd.tolist(),
+        tau_bkwd=None if pipe.tau_bkwd is None else pipe.tau_bkwd.tolist(),
         **params,
     )
     return dense_max_lr(system).max_lr

@@ -13,6 +13,7 @@ from stability.api.setup import build, problem_options
 from stability.checks import check_choice, check_integer, check_real
 from stability.coupled.summary import CoupledAnalysis
 from stability.limits import TRAIN_MAX_STEPS
+from stability.pipeline import SCHEDULES, Pipeline, worst_delay
 from stability.result import output
 
 
@@ -77,8 +78,8 @@ def coupled(
     (1, True)
     """
     from stability.agreement.comparison import Protocol
-    from stability.agreement.coupled_runs import SCHEDULES, problem_system, stage_pipeline
     from stability.agreement.coupled_runs import measure as measure_trainer
+    from stability.agreement.coupled_runs import problem_system
     from stability.coupled.summary import analyze
     from stability.rules.registry import get_spec
 
@@ -86,18 +87,28 @@ def coupled(
     spec = get_spec(name)
     values = {k: v for k, v in params.items() if v is not None}
     check_params([name], values, set_by=_set_by(spec))
-    check_choice("schedule", schedule, SCHEDULES)
     check_real("t1_power", t1_power, low=0.0, high=1.0)
     check_choice("method", method, ("scan", "dense"))
     stages = check_integer("stages", stages, low=1, high=100_000)
     microbatches = check_integer("microbatches", microbatches, low=1, high=100_000)
     if taus is not None:
         taus = tuple(check_integer("taus", t) for t in taus)
+        if len(taus) not in (1, stages):
+            raise ValueError(
+                f"taus must give 1 or {stages} delays (one per stage), got {len(taus)}"
+            )
+    check_choice("schedule", schedule, SCHEDULES)
+    pipe = Pipeline.from_options(
+        schedule,
+        stage_delays=taus or None,
+        tau=None if taus else worst_delay(schedule, stages, microbatches),
+        stages=stages,
+        microbatches=microbatches,
+    )
     options = problem_options(
         problem, data, standardize, bias, samples, hidden, activation, task, l2
     )
     model, dataset, setup = build(options, fit_seed=fit_seed)
-    pipe = stage_pipeline(schedule, stages, microbatches, taus)
     built = problem_system(setup, pipe, name, values, t1_power)
     system = built.system
     analysis = analyze(system, method=method)

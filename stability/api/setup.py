@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from stability.checks import MAX_DELAY, check_choice, check_integer
+from stability.checks import check_choice, check_integer
 
-SCHEDULES = ("pipemare", "pipedream", "gpipe", "pb", "uniform")
 PROBLEM_KEYS = (
     "problem",
     "data",
@@ -78,32 +77,13 @@ def build(options, *, fit_seed: int = 0):
     return problem, data, mlp_setup(problem, seed=check_integer("fit_seed", fit_seed))
 
 
-def schedule_pipeline(
-    schedule: str | None, stages: int | None, microbatches: int | None, tau: int | None
-):
-    """The per-stage delays of ``schedule`` over ``stages`` P (default 2) and ``microbatches``
-    N (default 1) (PipeMare Table 1, `stability.pipeline`); ``uniform`` takes ``tau``.  None
-    without a schedule (then ``stages``/``microbatches`` may not be given)."""
-    if schedule is None:
-        for name, value in (("stages", stages), ("microbatches", microbatches)):
-            if value is not None:
-                raise ValueError(f"{name} needs a schedule (the pipeline it describes)")
-        return None
-    from stability.pipeline import pipeline
-
-    check_choice("schedule", schedule, SCHEDULES)
-    stages = check_integer("stages", 2 if stages is None else stages, low=1, high=MAX_DELAY)
-    microbatches = check_integer(
-        "microbatches", 1 if microbatches is None else microbatches, low=1, high=MAX_DELAY
-    )
-    return pipeline(schedule, stages, microbatches, tau=tau if schedule == "uniform" else None)
-
-
-def schedule_sets(spec, schedule: str | None) -> dict[str, str]:
-    """The delay parameters a pipeline schedule sets per stage (so the rule may not be given
-    them): the main delay (except for ``uniform``, whose one delay it is) and ``tau_bkwd``."""
-    if schedule is None or spec.delay_parameter is None:
+def schedule_sets(spec, pipe) -> dict[str, str]:
+    """The delay parameters a `stability.pipeline.Pipeline` sets per stage (so the rule may
+    not be given them): the main delay (except for ``uniform``, whose one delay it is) and
+    ``tau_bkwd``."""
+    if pipe is None or spec.delay_parameter is None:
         return {}
+    schedule = pipe.schedule
     setter = f"the schedule ({schedule})"
     out = {} if schedule == "uniform" else {spec.delay_parameter: setter}
     if spec.delay_parameter == "tau_fwd":

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from stability.api.resolve import check_params, rule_name
-from stability.api.setup import build, problem_options, schedule_pipeline, schedule_sets
+from stability.api.setup import build, problem_options, schedule_sets
 from stability.checks import check_choice, check_integer, check_real
 from stability.limits import TRAIN_MAX_STEPS
+from stability.pipeline import Pipeline
 from stability.result import Result, output
 
 UPDATES = ("analysed", "real")
@@ -70,6 +71,7 @@ def train(
     curve_points: int = 200,
     update: str = "analysed",
     schedule: str | None = None,
+    stage_delays: Any = None,
     stages: int | None = None,
     microbatches: int | None = None,
     problem: str = "linreg",
@@ -89,7 +91,8 @@ def train(
     The rule's own step (the one the analysis linearises) runs in the reference trainer
     (`stability.trainer.engine`); ``t1`` applies PipeMare's step-size rescheduling (eq. 4)
     over that many steps, ``warmup_epochs`` synchronous epochs first (PipeMareW), and
-    ``schedule`` per-stage delays of a pipeline (PipeMare Table 1) over ``stages`` blocks.
+    ``schedule`` per-stage delays of a pipeline (PipeMare Table 1) over ``stages`` blocks, or
+    an explicit profile ``stage_delays`` (`stability.pipeline.Pipeline.from_options`).
     The prediction is the rule's max lr and rate on the problem's Hessian modes (PipeMare
     eq. 5 per mode; `stability.agreement.predict`).  The rate is the slope of ln‖w_t − w*‖
     (`stability.trainer.measure`), null for minibatch runs (noise sets a floor).
@@ -102,7 +105,7 @@ def train(
     """
     from stability.agreement.comparison import scalar_stage_predictions
     from stability.agreement.predict import predict
-    from stability.rules.registry import get_spec
+    from stability.rules.registry import delay_parameter, get_spec
     from stability.trainer import measure
     from stability.trainer.engine import train as run_trainer
     from stability.trainer.schedules import pipeline_rule, plan, synchronous_rule
@@ -122,9 +125,17 @@ def train(
     curve_points = check_integer("curve_points", curve_points, low=2)
     check_choice("start", start, ("init", "minimum"))
     check_choice("update", update, UPDATES)
-    check_params([name], values, set_by=schedule_sets(spec, schedule))
     key = spec.delay_parameter
-    pipe = schedule_pipeline(schedule, stages, microbatches, values.get(key) if key else None)
+    if key is None and (schedule is not None or stage_delays is not None):
+        delay_parameter(name)  # refuses: per-stage delays need a delay parameter
+    pipe = Pipeline.from_options(
+        schedule,
+        stage_delays=stage_delays,
+        tau=values.get(key) if key and schedule == "uniform" else None,
+        stages=stages,
+        microbatches=microbatches,
+    )
+    check_params([name], values, set_by=schedule_sets(spec, pipe))
     options = problem_options(
         problem, data, standardize, bias, samples, hidden, activation, task, l2
     )

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from stability.api.resolve import check_params, rule_name
-from stability.api.setup import build, problem_options, schedule_pipeline, schedule_sets
+from stability.api.setup import build, problem_options, schedule_sets
 from stability.checks import check_integer, check_real
 from stability.limits import TRAIN_MAX_STEPS
+from stability.pipeline import Pipeline
 from stability.result import Result, output
 
 
@@ -48,6 +49,7 @@ def validate(
     rel_tol: float | None = None,
     fit_seed: int = 0,
     schedule: str | None = None,
+    stage_delays: Any = None,
     stages: int | None = None,
     microbatches: int | None = None,
     problem: str = "linreg",
@@ -67,7 +69,8 @@ def validate(
     on the problem's Hessian modes (PipeMare eq. 5 per mode, `stability.agreement.predict`)
     against the trainer's, found by bisection, and the predicted vs measured rates
     (`stability.agreement.comparison`).  ``schedule`` replaces the uniform delays by a
-    pipeline's per-stage delays (PipeMare Table 1) over ``stages``.  Each entry of ``params``
+    pipeline's per-stage delays (PipeMare Table 1) over ``stages``, or an explicit profile
+    ``stage_delays`` (`stability.pipeline.Pipeline.from_options`).  Each entry of ``params``
     applies to the rules that take it (one that none takes is refused).
     ``progress(done, total)`` counts rows.
 
@@ -86,11 +89,18 @@ def validate(
     for key in values:
         if not any(key in s.param_names for s in specs):
             raise ValueError(f"no rule of {', '.join(names)} has a parameter {key!r}")
+    pipe = Pipeline.from_options(
+        schedule,
+        stage_delays=stage_delays,
+        tau=values.get("tau") if schedule == "uniform" else None,
+        stages=stages,
+        microbatches=microbatches,
+    )
     for spec in specs:
-        if schedule is None and spec.delay_parameter is not None:
+        if pipe is None and spec.delay_parameter is not None:
             set_by = {spec.delay_parameter: "taus"}
         else:
-            set_by = schedule_sets(spec, schedule)
+            set_by = schedule_sets(spec, pipe)
         taken = {k: v for k, v in values.items() if k in spec.param_names}
         check_params([spec.name], taken, set_by=set_by)
     taus = tuple(check_integer("taus", t) for t in taus)
@@ -120,7 +130,6 @@ def validate(
         seeds=tuple(check_integer("seeds", s) for s in seeds),
         rel_tol=float(rel_tol),
     )
-    pipe = schedule_pipeline(schedule, stages, microbatches, values.get("tau"))
     options = problem_options(
         problem, data, standardize, bias, samples, hidden, activation, task, l2
     )

@@ -4,7 +4,8 @@ Each takes the problem as ``"FILE.py:FUNCTION"`` (or a `NetProblem`), the rule b
 parameters as keywords named like the CLI flags, and returns a frozen `Result` whose attributes
 are the command's JSON keys.  Delays: a uniform ``tau`` (every stage), or a pipeline
 ``schedule`` over the problem's stages (default ``pipemare``, PipeMare Table 1) with
-``microbatches``, always with weight stashing (`stability.nets.prediction.net_pipeline`).
+``microbatches``, or an explicit profile ``stage_delays``; weight stashing unless
+``backward="current"`` (`stability.pipeline.Pipeline.from_options`).
 """
 
 from __future__ import annotations
@@ -17,9 +18,15 @@ import numpy as np
 
 from stability.nets.bracket import NetProtocol, measure_log_rate, measure_max_lr
 from stability.nets.curvature import curvature
-from stability.nets.prediction import net_pipeline, net_rules, predict, predicted_log_rate
+from stability.nets.prediction import (
+    DEFAULT_SCHEDULE,
+    net_rules,
+    predict,
+    predicted_log_rate,
+)
 from stability.nets.problem import NetProblem, load_problem
 from stability.nets.simulator import simulate
+from stability.pipeline import Pipeline
 from stability.result import Result, output
 from stability.trainer.measure import log_rate
 
@@ -151,6 +158,7 @@ def net_max_lr(
     *,
     stages: int | None = None,
     schedule: str | None = None,
+    stage_delays: Any = None,
     microbatches: int | None = None,
     tau: int | None = None,
     backward: str = "stashed",
@@ -178,9 +186,11 @@ def net_max_lr(
 
     net = _problem(problem, stages, dtype, device)
     k = _check_int("k", k, 1)
-    pipe = net_pipeline(
-        len(net.stage_sizes),
-        schedule=schedule,
+    pipe = Pipeline.from_options(
+        schedule,
+        stage_delays=stage_delays,
+        default=DEFAULT_SCHEDULE,
+        stages=len(net.stage_sizes),
         microbatches=microbatches,
         tau=tau,
         backward=backward,
@@ -275,6 +285,7 @@ def net_train(
     steps: int,
     stages: int | None = None,
     schedule: str | None = None,
+    stage_delays: Any = None,
     microbatches: int | None = None,
     tau: int | None = None,
     backward: str = "stashed",
@@ -314,9 +325,11 @@ def net_train(
         batch = _check_int("batch", batch, 1)
         if batch > net.samples:
             raise ValueError(f"batch must be an integer in [1, {net.samples}], got {batch}")
-    pipe = net_pipeline(
-        len(net.stage_sizes),
-        schedule=schedule,
+    pipe = Pipeline.from_options(
+        schedule,
+        stage_delays=stage_delays,
+        default=DEFAULT_SCHEDULE,
+        stages=len(net.stage_sizes),
         microbatches=microbatches,
         tau=tau,
         backward=backward,

@@ -32,6 +32,7 @@ import numpy as np
 from stability.api.resolve import resolve
 from stability.checks import check_choice, check_real
 from stability.limits import NOISE_MAX_STATE
+from stability.pipeline import Pipeline, worst_delay
 from stability.result import Result, output
 
 MAX_PARAMETERS = 32
@@ -108,8 +109,8 @@ class Setup:
     stages: list | None
 
 
-def setup(rule: Any, problem, schedule: str | None, stages, microbatches, params) -> Setup:
-    """Resolve the rule (uniform, or per stage of ``schedule``) on ``problem``."""
+def setup(rule: Any, problem, pipe: Pipeline | None, params) -> Setup:
+    """Resolve the rule (uniform, or per stage of the pipeline ``pipe``) on ``problem``."""
     from stability.noise.state import state_space, uniform_state
     from stability.noise.threshold import uniform_full_batch
 
@@ -117,24 +118,18 @@ def setup(rule: Any, problem, schedule: str | None, stages, microbatches, params
         if params.get(key) is not None:
             raise ValueError(f"{key} belongs to the scalar model; here H comes from the data")
     d = problem.dim
-    if schedule is None:
-        for name, value in (("stages", stages), ("microbatches", microbatches)):
-            if value is not None:
-                raise ValueError(f"{name} needs a schedule (the pipeline it describes)")
+    if pipe is None:
         r = resolve(rule, **params)
         built = r.rule
         fb = uniform_full_batch(built, problem.hessian_eigenvalues())
         return Setup(r.name, problem, lambda lr: uniform_state(built, lr, d), built, fb, None)
     from stability.agreement.comparison import linreg_setup
-    from stability.agreement.coupled_runs import problem_system, stage_pipeline
+    from stability.agreement.coupled_runs import problem_system
     from stability.coupled.scan import scan_max_lr
     from stability.trainer.schedules import pipeline_rule
 
     if not isinstance(rule, str):
         raise ValueError("a schedule needs the rule by name")
-    if stages is None:
-        raise ValueError("stages must be given with a schedule (the number of pipeline stages)")
-    pipe = stage_pipeline(schedule, int(stages), int(microbatches or 1))
     built = problem_system(linreg_setup(problem), pipe, rule, params)
     system = built.system
     trainer = pipeline_rule(rule, params, pipe, system.stage_sizes)
@@ -162,6 +157,7 @@ def noise(
     at: Any = None,
     sampling: str = "iid",
     schedule: str | None = None,
+    stage_delays: Any = None,
     stages: int | None = None,
     microbatches: int | None = None,
     measure: bool = False,
@@ -179,7 +175,8 @@ def noise(
     ``rule``: a registry name (or rule value) with its ``params`` as for `stability.max_lr`;
     ``data``: a CSV/svmlight path, ``None`` (cpusmall), a `Dataset` or a `LinearRegression`;
     ``at``: the steps of ``expected_loss`` (default: the 1-2-5 sequence up to ``steps``);
-    ``schedule``/``stages``/``microbatches``: per-stage delays (`stability.pipeline`);
+    ``schedule``/``stage_delays``/``stages``/``microbatches``: per-stage delays
+    (`stability.pipeline.Pipeline.from_options`; ``uniform`` at PipeMare's largest delay);
     ``window``: [start, end) of the measured floor (default: the second half of ``steps``).
 
     Implements the exact second-moment recursion of `stability.noise.second_moment`, the
@@ -204,7 +201,14 @@ def noise(
     times = (
         default_times(steps) if at is None else sorted({_integer("at", t, 0, steps) for t in at})
     )
-    ctx = setup(rule, problem, schedule, stages, microbatches, params)
+    pipe = Pipeline.from_options(
+        schedule,
+        stage_delays=stage_delays,
+        tau=None if stage_delays is not None else worst_delay(schedule, stages, microbatches),
+        stages=stages,
+        microbatches=microbatches,
+    )
+    ctx = setup(rule, problem, pipe, params)
     state = ctx.builder(lr)
     if d * state.size > MAX_STATE:
         raise ValueError(

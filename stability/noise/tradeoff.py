@@ -67,7 +67,7 @@ def _scan(name, tau, problem, moments, noise_map, fractions, momenta):
         for h in grid_h:
             params = {"tau": tau} | ({} if m is None else {"momentum": m})
             params |= {} if h is None else {"horizon": h}
-            ctx = setup(name, problem, None, None, None, params)
+            ctx = setup(name, problem, None, params)
             if ctx.full_batch is None:
                 continue
             ms = ms_max_lr(ctx.builder, moments, ctx.full_batch)
