@@ -22,7 +22,7 @@ from stability.cli.main import main  # noqa: E402
 from stability.coupled.system import CoupledSystem, composed_step  # noqa: E402
 from stability.nets.curvature import dense_hessian, top_eigenpair  # noqa: E402
 from stability.nets.inconsistent import inconsistent_gradient  # noqa: E402
-from stability.nets.prediction import net_pipeline, net_rules  # noqa: E402
+from stability.nets.prediction import net_rules  # noqa: E402
 from stability.nets.problem import problem_from_dict  # noqa: E402
 from stability.nets.public import net_train  # noqa: E402
 from stability.nets.sensitivity import discrepancy_jacobian  # noqa: E402
@@ -31,6 +31,14 @@ from stability.nets.simulator import simulate  # noqa: E402
 from stability.rules.registry import build_rule  # noqa: E402
 
 nn = torch.nn
+
+
+def net_pipeline(stages, schedule=None, *, tau=None, backward="stashed", tau_bkwd=None):
+    """The per-stage delays (`stability.pipeline.Pipeline.from_options`, networks' defaults)."""
+    from stability.pipeline import Pipeline
+
+    return Pipeline.from_options(schedule, tau=tau, stages=stages, backward=backward,
+                                 tau_bkwd=tau_bkwd, default="pipemare")  # fmt: skip
 
 
 def _mse(out, y):
