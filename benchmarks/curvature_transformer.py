@@ -9,6 +9,9 @@ against curvlinops and PyHessian, each in a process of its own.
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import torch
 from torch import nn
 
@@ -44,14 +47,13 @@ class TokenLoss(nn.CrossEntropyLoss):
 
 
 def tensors() -> tuple[torch.Tensor, torch.Tensor]:
-    """256 sequences of a noisy copy-with-shift task, inputs and next-token targets."""
-    g = torch.Generator().manual_seed(1)
-    start = torch.randint(0, VOCAB, (SEQUENCES, 1), generator=g)
-    step = torch.randint(1, 4, (SEQUENCES, 1), generator=g)
-    seq = (start + step * torch.arange(LENGTH + 1)) % VOCAB
-    noise = torch.rand(seq.shape, generator=g) < 0.1
-    seq = torch.where(noise, torch.randint(0, VOCAB, seq.shape, generator=g), seq)
-    return seq[:, :-1], seq[:, 1:]
+    """256 sequences of 32 tokens of examples/tiny_transformer.py's task (steps 1 … 3), inputs
+    and next-token targets."""
+    path = Path(__file__).resolve().parents[1] / "examples" / "tiny_transformer.py"
+    spec = importlib.util.spec_from_file_location("tiny_transformer_task", path)
+    task = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(task)
+    return task.sequences(SEQUENCES, LENGTH, max_step=3).tensors
 
 
 def problem():

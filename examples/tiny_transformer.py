@@ -89,12 +89,12 @@ def token_loss(logits, targets):
     return F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
 
 
-def sequences() -> TensorDataset:
+def sequences(count: int = SEQUENCES, length: int = LENGTH, max_step: int = 7) -> TensorDataset:
     """The task's (inputs, next-token targets), fixed seed (module doc)."""
     g = torch.Generator().manual_seed(1)
-    start = torch.randint(0, VOCAB, (SEQUENCES, 1), generator=g)
-    step = torch.randint(1, 8, (SEQUENCES, 1), generator=g)
-    seq = (start + step * torch.arange(LENGTH + 1)) % VOCAB
+    start = torch.randint(0, VOCAB, (count, 1), generator=g)
+    step = torch.randint(1, max_step + 1, (count, 1), generator=g)
+    seq = (start + step * torch.arange(length + 1)) % VOCAB
     noise = torch.rand(seq.shape, generator=g) < 0.1
     seq = torch.where(noise, torch.randint(0, VOCAB, seq.shape, generator=g), seq)
     return TensorDataset(seq[:, :-1], seq[:, 1:])
