@@ -169,6 +169,7 @@ def net_max_lr(
     protocol: NetProtocol | None = None,
     dtype: str | None = None,
     device: str | None = None,
+    negative: bool = True,
     **params: Any,
 ) -> NetMaxLr:
     """Max stable lr of ``rule`` on a network split into pipeline stages, each with its delay.
@@ -177,7 +178,8 @@ def net_max_lr(
     Kosson eq. 20-23 per stage, coupled through the Hessian) on the rank-``k`` curvature
     (`stability.nets.lowrank`), beside the scalar bound (PipeMare Lemma 1-3 at (λ_max, τ_max));
     with ``measure`` the simulator's bracket and rates (`stability.nets.bracket`);
-    ``dtype``/``device``: as in `net_curvature`.
+    ``dtype``/``device``: as in `net_curvature`; ``negative=False`` skips the search for
+    negative eigenvalues (reported, never used by the prediction).
     ``backward="current"`` (no weight stashing): the analysis carries the network's H_b
     (`stability.nets.sensitivity`; PipeMare eq. 5, App. B.4, D.1 in matrix form) and reports
     the effective Δ₁; no rate is predicted then.
@@ -197,7 +199,7 @@ def net_max_lr(
         tau_bkwd=tau_bkwd,
     )
     rules = net_rules(rule, _rule_params(rule, params), pipe, tau_recomp=tau_recomp)
-    curv = curvature(net, k, stage_blocks=False)
+    curv = curvature(net, k, stage_blocks=False, negative_k=5 if negative else 0)
     stashed = pipe.tau_bkwd is None
     pred = predict(curv, rules) if stashed else predict_inconsistent(net, curv, rules)
     a = pred.analysis
