@@ -333,6 +333,7 @@ def test_cli_curvature_and_max_lr_json(tiny_file, capsys):
                 "3",
                 "--stages",
                 "2",
+                "--stage-blocks",
                 "--json",
             ]
         )

@@ -34,12 +34,20 @@ RATE_FRACTION = 0.5
 """Rates are predicted and measured at this fraction of the predicted max lr."""
 
 
-def _problem(problem: str | NetProblem, stages: int | None) -> NetProblem:
+def _problem(
+    problem: str | NetProblem, stages: int | None, dtype: Any = None, device: Any = None
+) -> NetProblem:
+    """The problem loaded (``dtype``/``device``: `stability.nets.problem.problem_from_dict`'s
+    overrides), or a `NetProblem` as it is (then ``dtype``/``device`` must be its own)."""
     if isinstance(problem, NetProblem):
         if stages is not None and stages != len(problem.stage_sizes):
             raise ValueError(f"stages: the problem has {len(problem.stage_sizes)} stages")
+        if dtype is not None and str(dtype).removeprefix("torch.") != str(problem.dtype)[6:]:
+            raise ValueError("dtype: a NetProblem keeps its dtype; pass dtype when loading it")
+        if device is not None and str(device) != str(problem.device):
+            raise ValueError("device: a NetProblem keeps its device; pass device when loading it")
         return problem
-    return load_problem(problem, stages=stages)
+    return load_problem(problem, stages=stages, dtype=dtype, device=device)
 
 
 def _rule_params(rule: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -81,16 +89,25 @@ class NetCurvature(Result):
 
 
 def net_curvature(
-    problem: str | NetProblem, *, k: int = 10, stages: int | None = None, negative: bool = True
+    problem: str | NetProblem,
+    *,
+    k: int = 10,
+    stages: int | None = None,
+    negative: bool = False,
+    stage_blocks: bool = False,
+    dtype: str | None = None,
+    device: str | None = None,
 ) -> NetCurvature:
-    """Top-``k`` eigenvalues of ∇²f at the model's weights, per stage, and negative ones.
+    """Top-``k`` eigenvalues of ∇²f at the model's weights; per stage with ``stage_blocks``,
+    the negative end with ``negative`` (each an extra eigen-solve: off by default).
 
     Lanczos (ARPACK) on Hessian-vector products by forward-over-reverse differentiation
-    (`stability.nets.curvature`); ``negative=False`` skips the search at the bottom.
+    (`stability.nets.curvature`), in the model's dtype on its device unless ``dtype``
+    (``"float32"``/``"float64"``) or ``device`` say otherwise.
     """
-    net = _problem(problem, stages)
+    net = _problem(problem, stages, dtype, device)
     k = check_integer("k", k, low=1)
-    c = curvature(net, k, negative_k=5 if negative else 0)
+    c = curvature(net, k, negative_k=5 if negative else 0, stage_blocks=bool(stage_blocks))
     near = nearness(net, c.lam_max, c.negative_eigenvalues if negative else None)
     return NetCurvature(
         eigenvalues=c.eigenvalues.tolist(),
@@ -175,6 +192,9 @@ def net_max_lr(
     k: int = 20,
     measure: bool = False,
     protocol: NetProtocol | None = None,
+    dtype: str | None = None,
+    device: str | None = None,
+    negative: bool = True,
     **params: Any,
 ) -> NetMaxLr:
     """Max stable lr of ``rule`` on a network split into pipeline stages, each with its delay.
@@ -182,14 +202,16 @@ def net_max_lr(
     The exact coupled per-stage analysis (`stability.coupled.scan`; PipeMare eq. 3-5 and
     Kosson eq. 20-23 per stage, coupled through the Hessian) on the rank-``k`` curvature
     (`stability.nets.lowrank`), beside the scalar bound (PipeMare Lemma 1-3 at (λ_max, τ_max));
-    with ``measure`` the simulator's bracket and rates (`stability.nets.bracket`).
+    with ``measure`` the simulator's bracket and rates (`stability.nets.bracket`);
+    ``dtype``/``device``: as in `net_curvature`; ``negative=False`` skips the search for
+    negative eigenvalues (reported, never used by the prediction).
     ``backward="current"`` (no weight stashing): the analysis carries the network's H_b
     (`stability.nets.sensitivity`; PipeMare eq. 5, App. B.4, D.1 in matrix form) and reports
     the effective Δ₁; no rate is predicted then.
     """
     from stability.nets.sensitivity import effective_delta, predict_inconsistent
 
-    net = _problem(problem, stages)
+    net = _problem(problem, stages, dtype, device)
     k = check_integer("k", k, low=1)
     pipe = Pipeline.from_options(
         schedule,
@@ -202,7 +224,7 @@ def net_max_lr(
         tau_bkwd=tau_bkwd,
     )
     rules = net_rules(rule, _rule_params(rule, params), pipe, tau_recomp=tau_recomp)
-    curv = curvature(net, k, stage_k=1)
+    curv = curvature(net, k, stage_blocks=False, negative_k=5 if negative else 0)
     stashed = pipe.tau_bkwd is None
     pred = predict(curv, rules) if stashed else predict_inconsistent(net, curv, rules)
     a = pred.analysis
@@ -302,6 +324,8 @@ def net_train(
     divergence: float = 1e6,
     curve_points: int = 200,
     sharpness_every: int | None = None,
+    dtype: str | None = None,
+    device: str | None = None,
     **params: Any,
 ) -> NetTrain:
     """Train the network from its weights with ``rule`` under per-stage delays (the simulator,
@@ -312,12 +336,12 @@ def net_train(
     τ_bkwd from the schedule or the uniform ``tau_bkwd`` (default 0), ``tau_recomp`` for rule
     ``recompute``.  ``sharpness_every`` K: λ₁ every K steps and the edge of stability reading
     (`stability.nets.sharpness`: λ_edge = max_lr(rule, delays; λ = 1)/lr, Cohen et al. 2021
-    at τ = 0).
+    at τ = 0).  ``dtype``/``device``: as in `net_curvature`.
     """
     from stability.checks import check_real
     from stability.nets.sharpness import SharpnessTracker, coupled_edge, edge_summary
 
-    net = _problem(problem, stages)
+    net = _problem(problem, stages, dtype, device)
     check_real("lr", lr, low=0.0, low_open=True)
     steps = check_integer("steps", steps, low=1)
     seed = check_integer("seed", seed, low=0)

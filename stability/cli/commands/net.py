@@ -1,8 +1,9 @@
 """``stability net curvature|max-lr|train --problem FILE.py:FUNC ...``: a user's PyTorch model
 (`stability.nets.public`: ``st.net_curvature``, ``st.net_max_lr``, ``st.net_train``).
 
-* ``curvature [--k K] [--stages P]``: ``eigenvalues`` (descending), ``stage_eigenvalues``,
-  ``negative_eigenvalues``, ``stage_sizes``, ``n_params``, ``hvps``, ``seconds``, ``method``;
+* ``curvature [--k K] [--stages P] [--stage-blocks] [--negative]``: ``eigenvalues``
+  (descending), ``stage_eigenvalues`` (with ``--stage-blocks``), ``negative_eigenvalues`` (with
+  ``--negative``), ``stage_sizes``, ``n_params``, ``hvps``, ``seconds``, ``method``;
 * ``max-lr --rule R [rule flags] [--stages P --schedule S --microbatches N | --tau T]
   [--k K] [--measure]``: the coupled per-stage ``max_lr`` on the network's curvature,
   ``scalar_bound``, ``eigenvalues``, ``stage_taus``, ``stage_sizes``, ``method``, the rates at
@@ -15,8 +16,9 @@
   ``--tau-recomp`` for rule recompute); with ``--sharpness-every K`` the edge of stability:
   ``sharpness``, ``predicted_edge``, ``plateau``, ``reached``, ``edge_ratio``.
 
-Needs PyTorch (``pip install -e '.[torch]'`` in the checkout); without it each subcommand says
-so on one line and exits with code 2.  See docs/nets.md.
+Every subcommand takes ``--dtype float32|float64`` and ``--device DEVICE`` (default: the
+model's own).  Needs PyTorch (``pip install -e '.[torch]'`` in the checkout); without it each
+subcommand says so on one line and exits with code 2.  See docs/nets.md.
 """
 
 from __future__ import annotations
@@ -68,6 +70,18 @@ def _common(p: argparse.ArgumentParser) -> None:
         type=int_arg("--stages", 1, MAX_DELAY),
         default=None,
         help="pipeline stages P (default: the problem's, else 1)",
+    )
+    p.add_argument(
+        "--dtype",
+        choices=("float32", "float64"),
+        default=None,
+        help="evaluate in this precision (default: the model's, promoted to the data's)",
+    )
+    p.add_argument(
+        "--device",
+        default=None,
+        metavar="DEVICE",
+        help="evaluate on this torch device, e.g. cpu or cuda:0 (default: the model's)",
     )
 
 
@@ -132,6 +146,16 @@ def register(sub) -> None:
     c = _subcommand(net, "curvature", "top Hessian eigenvalues, overall and per stage")
     _common(c)
     c.add_argument("--k", type=int_arg("--k", 1, 1000), default=10, help="eigenvalues")
+    c.add_argument(
+        "--stage-blocks",
+        action="store_true",
+        help="also the top eigenvalues of each stage's diagonal block (one eigen-solve a stage)",
+    )
+    c.add_argument(
+        "--negative",
+        action="store_true",
+        help="also search the bottom of the spectrum for negative eigenvalues (saddles)",
+    )
     add_output_arguments(c)
     c.set_defaults(run=run_curvature, report=report_curvature)
 
@@ -218,8 +242,19 @@ def _split(args) -> tuple[dict, dict]:
     return values, backward
 
 
+def _precision(args) -> dict:
+    return {"dtype": args.dtype, "device": args.device}
+
+
 def run_curvature(args):
-    return _public().net_curvature(args.problem, k=args.k, stages=args.stages)
+    return _public().net_curvature(
+        args.problem,
+        k=args.k,
+        stages=args.stages,
+        stage_blocks=args.stage_blocks,
+        negative=args.negative,
+        **_precision(args),
+    )
 
 
 def run_max_lr(args):
@@ -238,6 +273,7 @@ def run_max_lr(args):
         protocol=protocol,
         **backward,
         **_delays(args),
+        **_precision(args),
         **values,
     )
 
@@ -256,6 +292,7 @@ def run_train(args):
         sharpness_every=args.sharpness_every,
         **backward,
         **_delays(args),
+        **_precision(args),
         **values,
     )
 
