@@ -9,6 +9,7 @@ are the command's JSON keys.  Delays: a uniform ``tau`` (every stage), or a pipe
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -70,18 +71,49 @@ class NetCurvature(Result):
     hvps: int = output("Hessian-vector products used")
     seconds: float = output("wall time of the eigen-solves", "s")
     method: str = output("how the eigenvalues were computed")
+    preconditioned_eigenvalues: list | None = output(
+        "--precond-from: top-k eigenvalues of P^1/2 ∇²f P^1/2 (descending)", "1/lr", default=None
+    )
+    preconditioned_stage_eigenvalues: list | None = output(
+        "--precond-from: per stage, top eigenvalues of P_i^1/2 H_ii P_i^1/2", "1/lr", default=None
+    )
+    preconditioner: dict | None = output(
+        "--precond-from: source, step t, β2, ε, min/median/max of P", default=None
+    )
 
 
 def net_curvature(
-    problem: str | NetProblem, *, k: int = 10, stages: int | None = None, negative: bool = True
+    problem: str | NetProblem,
+    *,
+    k: int = 10,
+    stages: int | None = None,
+    negative: bool = True,
+    precond_from: str | None = None,
 ) -> NetCurvature:
     """Top-``k`` eigenvalues of ∇²f at the model's weights, per stage, and negative ones.
 
     Lanczos (ARPACK) on Hessian-vector products by forward-over-reverse differentiation
     (`stability.nets.curvature`); ``negative=False`` skips the search at the bottom.
+    ``precond_from``: also the top-k of P^{1/2}∇²f P^{1/2} with an Adam/AdamW optimizer's P
+    (`stability.nets.preconditioner`, `stability.nets.preconditioned`; a warm-up source moves
+    the weights first).
     """
     net = _problem(problem, stages)
     k = _check_int("k", k, 1)
+    extra: dict[str, Any] = {}
+    if precond_from is not None:
+        from stability.nets.preconditioned import preconditioned_curvature
+        from stability.nets.preconditioner import load_preconditioner
+
+        pre = load_preconditioner(net, precond_from)
+        if pre.weights is not None:
+            net = dataclasses.replace(net, w_star=pre.weights)
+        pc = preconditioned_curvature(net, pre.scale, k)
+        extra = {
+            "preconditioned_eigenvalues": pc.eigenvalues.tolist(),
+            "preconditioned_stage_eigenvalues": [v.tolist() for v in pc.stage_eigenvalues],
+            "preconditioner": pre.describe(),
+        }
     c = curvature(net, k, negative_k=5 if negative else 0)
     return NetCurvature(
         eigenvalues=c.eigenvalues.tolist(),
@@ -92,6 +124,7 @@ def net_curvature(
         hvps=c.hvps,
         seconds=c.seconds,
         method=c.method,
+        **extra,
     )
 
 
@@ -126,6 +159,22 @@ class NetMaxLr(Result):
     measured_bracket: list | None = output("simulator: [stable, unstable] lr", "lr")
     measured_rate: float | None = output("simulator: measured ρ at rate_lr (per step)")
     protocol: dict | None = output("the measurement protocol")
+    preconditioned_eigenvalues: list | None = output(
+        "adaptive rules: top eigenvalues of P^1/2 H P^1/2 (= eigenvalues)", "1/lr", default=None
+    )
+    preconditioner: dict | None = output(
+        "adaptive rules: source, step t, β2, ε, min/median/max of P", default=None
+    )
+    measured_bracket_real: list | None = output(
+        "--measure, adaptive rules: [stable, unstable] lr of real Adam from the same weights and "
+        "optimizer state",
+        "lr",
+        default=None,
+    )
+    real_ratio: float | None = output(
+        "midpoint of measured_bracket_real / max_lr (real Adam vs the frozen-P prediction)",
+        default=None,
+    )
 
 
 def net_max_lr(
@@ -142,6 +191,7 @@ def net_max_lr(
     k: int = 20,
     measure: bool = False,
     protocol: NetProtocol | None = None,
+    precond_from: str | None = None,
     **params: Any,
 ) -> NetMaxLr:
     """Max stable lr of ``rule`` on a network split into pipeline stages, each with its delay.
@@ -152,12 +202,18 @@ def net_max_lr(
     with ``measure`` the simulator's bracket and rates (`stability.nets.bracket`).
     ``backward="current"`` (no weight stashing): the analysis carries the network's H_b
     (`stability.nets.sensitivity`; PipeMare eq. 5, App. B.4, D.1 in matrix form) and reports
-    the effective Δ₁; no rate is predicted then.
+    the effective Δ₁; no rate is predicted then.  Adaptive rules (adam, pipeoptim with Adam)
+    need ``precond_from`` and are analysed on P^{1/2}HP^{1/2} (`stability.nets.adaptive`);
+    ``measure`` then also brackets real Adam (``measured_bracket_real``).
     """
+    from stability.nets.adaptive import adaptive_setup, measure_real_max_lr
     from stability.nets.sensitivity import effective_delta, predict_inconsistent
 
     net = _problem(problem, stages)
     k = _check_int("k", k, 1)
+    adaptive = adaptive_setup(net, rule, params, precond_from, backward=backward)
+    if adaptive is not None:
+        net, params = adaptive.net, adaptive.params
     pipe = net_pipeline(
         len(net.stage_sizes),
         schedule=schedule,
@@ -167,7 +223,7 @@ def net_max_lr(
         tau_bkwd=tau_bkwd,
     )
     rules = net_rules(rule, _rule_params(rule, params), pipe, tau_recomp=tau_recomp)
-    curv = curvature(net, k, stage_k=1)
+    curv = curvature(net, k, stage_k=1) if adaptive is None else adaptive.curvature(k, 1)
     stashed = pipe.tau_bkwd is None
     pred = predict(curv, rules) if stashed else predict_inconsistent(net, curv, rules)
     a = pred.analysis
@@ -180,9 +236,15 @@ def net_max_lr(
             raise ValueError("nothing to measure: the prediction has no finite max lr")
         protocol = protocol or NetProtocol()
         v1 = curv.eigenvectors[:, 0]
-        m = measure_max_lr(net, rules, v1, a.max_lr, protocol)
+        sim = rules
+        if adaptive is not None:  # frozen P in weight space, along P^1/2·x̃₁
+            sim, v1 = adaptive.frozen(rules), adaptive.direction(v1)
+            real = measure_real_max_lr(adaptive, rules, v1, a.max_lr, protocol)
+            out["measured_bracket_real"] = [real.stable, real.unstable]
+            out["real_ratio"] = None if real.max_lr is None else real.max_lr / a.max_lr
+        m = measure_max_lr(net, sim, v1, a.max_lr, protocol)
         rate = (
-            float(measure_log_rate(net, rules, v1, [rate_lr], protocol)[0]) if stashed else math.nan
+            float(measure_log_rate(net, sim, v1, [rate_lr], protocol)[0]) if stashed else math.nan
         )
         out.update(
             measured_max_lr=m.max_lr,
@@ -214,6 +276,10 @@ def net_max_lr(
         measured_bracket=out.get("measured_bracket"),
         measured_rate=out.get("measured_rate"),
         protocol=out.get("protocol"),
+        preconditioned_eigenvalues=None if adaptive is None else curv.eigenvalues.tolist(),
+        preconditioner=None if adaptive is None else adaptive.describe(),
+        measured_bracket_real=out.get("measured_bracket_real"),
+        real_ratio=out.get("real_ratio"),
     )
 
 
@@ -245,6 +311,20 @@ class NetTrain(Result):
     reached: bool | None = output("some λ₁ sample came within 10 % of predicted_edge (≥ 0.9×)")
     edge_ratio: float | None = output("plateau / predicted_edge")
     protocol: dict = output("how the run was made and judged")
+    update: str = output("analysed (the rule as analysed) or real (real Adam/AdamW)", default="")
+    sharpness_kind: str | None = output(
+        "hessian: λ₁(∇²f); preconditioned: λ₁(P_t ∇²f) with the run's current P_t", default=None
+    )
+    corrected_edge: float | None = output(
+        "adaptive rules: the edge corrected for v̂ lagging the oscillation (docs/adam.md)",
+        "1/lr",
+        default=None,
+    )
+    corrected_ratio: float | None = output("plateau / corrected_edge", default=None)
+    preconditioner: dict | None = output(
+        "adaptive rules with --precond-from: source, step t, β2, ε, min/median/max of P",
+        default=None,
+    )
 
 
 def net_train(
@@ -265,6 +345,8 @@ def net_train(
     divergence: float = 1e6,
     curve_points: int = 200,
     sharpness_every: int | None = None,
+    precond_from: str | None = None,
+    update: str = "analysed",
     **params: Any,
 ) -> NetTrain:
     """Train the network from its weights with ``rule`` under per-stage delays (the simulator,
@@ -275,9 +357,13 @@ def net_train(
     τ_bkwd from the schedule or the uniform ``tau_bkwd`` (default 0), ``tau_recomp`` for rule
     ``recompute``.  ``sharpness_every`` K: λ₁ every K steps and the edge of stability reading
     (`stability.nets.sharpness`: λ_edge = max_lr(rule, delays; λ = 1)/lr, Cohen et al. 2021
-    at τ = 0).
+    at τ = 0).  Adaptive rules (`stability.nets.adaptive`): ``update="analysed"`` runs the
+    frozen-P rule with the P of ``precond_from``, ``"real"`` real Adam/AdamW (continuing that
+    optimizer state, or from a fresh one); the sharpness is then λ₁(P_t∇²f), P_t the run's
+    current preconditioner (`stability.nets.adam_edge`).
     """
     from stability.checks import check_real
+    from stability.nets.adaptive import adaptive_setup
     from stability.nets.sharpness import SharpnessTracker, coupled_edge, edge_summary
 
     net = _problem(problem, stages)
@@ -300,14 +386,28 @@ def net_train(
         backward=backward,
         tau_bkwd=tau_bkwd,
     )
-    rules = net_rules(rule, _rule_params(rule, params), pipe, tau_recomp=tau_recomp)
+    values = _rule_params(rule, params)
+    adaptive = adaptive_setup(
+        net, rule, values, precond_from, backward=backward, update=update, command="train"
+    )
+    if adaptive is not None:
+        net, values = adaptive.net, adaptive.params
+    rules = net_rules(rule, values, pipe, tau_recomp=tau_recomp)
     every = max(1, steps // (curve_points - 1))
-    tracker = None if sharpness_every is None else SharpnessTracker(net, sharpness_every)
+    sim = rules if adaptive is None else adaptive.stage_rules(rules)
+    tracker = None
+    if sharpness_every is not None:
+        if adaptive is None:
+            tracker = SharpnessTracker(net, sharpness_every)
+        else:
+            from stability.nets.adam_edge import PreconditionedTracker
+
+            tracker = PreconditionedTracker.of(adaptive, sim, sharpness_every)
     if tracker is not None:
         tracker.start(net.w_star)
     res = simulate(
         net,
-        rules,
+        sim,
         [float(lr)],
         steps=steps,
         batch=batch,
@@ -336,6 +436,10 @@ def net_train(
             "reached": reading.reached,
             "edge_ratio": reading.edge_ratio,
         }
+        if adaptive is not None:
+            from stability.nets.adam_edge import corrected_edge
+
+            edge.update(corrected_edge(reading, rules, v1, net.stage_sizes, float(lr)))
     weights = (
         "stashed: each stage's backward pass uses its forward weights"
         if backward == "stashed"
@@ -376,6 +480,13 @@ def net_train(
         reached=None if edge is None else edge["reached"],
         edge_ratio=None if edge is None else edge["edge_ratio"],
         protocol=protocol,
+        update=update,
+        sharpness_kind=None
+        if tracker is None
+        else ("hessian" if adaptive is None else "preconditioned"),
+        corrected_edge=None if edge is None else edge.get("corrected_edge"),
+        corrected_ratio=None if edge is None else edge.get("corrected_ratio"),
+        preconditioner=None if adaptive is None else adaptive.describe(),
     )
 
 

@@ -96,6 +96,17 @@ def _rule(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _precond_from(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--precond-from",
+        default=None,
+        metavar="STATE|warmup:N:LR",
+        help="Adam/AdamW's preconditioner P = 1/(√v̂ + ε): a torch.save(opt.state_dict()) file "
+        "of torch.optim.Adam/AdamW over model.parameters(), or warmup:N:LR (N full-batch AdamW "
+        "steps at LR first; the weights are then those after it); see docs/adam.md",
+    )
+
+
 def _subcommand(net, name: str, help: str):  # noqa: A002 - argparse's name
     return net.add_parser(
         name,
@@ -125,6 +136,7 @@ def register(sub) -> None:
     c = _subcommand(net, "curvature", "top Hessian eigenvalues, overall and per stage")
     _common(c)
     c.add_argument("--k", type=int_arg("--k", 1, 1000), default=10, help="eigenvalues")
+    _precond_from(c)
     add_output_arguments(c)
     c.set_defaults(run=run_curvature, report=report_curvature)
 
@@ -139,6 +151,7 @@ def register(sub) -> None:
         default=None,
         help="steps per simulator run (default 2000)",
     )
+    _precond_from(m)
     add_output_arguments(m)
     m.set_defaults(run=run_max_lr, report=report_max_lr)
 
@@ -157,6 +170,15 @@ def register(sub) -> None:
         default=None,
         metavar="K",
         help="record the top Hessian eigenvalue every K steps and read the edge of stability",
+    )
+    _precond_from(t)
+    t.add_argument(
+        "--update",
+        choices=("analysed", "real"),
+        default="analysed",
+        help="adam, pipeoptim adam|adamw: the frozen-P rule as analysed (needs --precond-from; "
+        "default) or real Adam/AdamW as torch.optim.AdamW steps (from the --precond-from state, "
+        "else a fresh one)",
     )
     add_output_arguments(t)
     t.set_defaults(run=run_train, report=report_train)
@@ -194,7 +216,9 @@ def _split(args) -> tuple[dict, dict]:
 
 
 def run_curvature(args):
-    return _public().net_curvature(args.problem, k=args.k, stages=args.stages)
+    return _public().net_curvature(
+        args.problem, k=args.k, stages=args.stages, precond_from=args.precond_from
+    )
 
 
 def run_max_lr(args):
@@ -211,6 +235,7 @@ def run_max_lr(args):
         k=args.k,
         measure=args.measure,
         protocol=protocol,
+        precond_from=args.precond_from,
         **backward,
         **_delays(args),
         **values,
@@ -229,6 +254,8 @@ def run_train(args):
         divergence=args.divergence,
         curve_points=args.curve_points,
         sharpness_every=args.sharpness_every,
+        precond_from=args.precond_from,
+        update=args.update,
         **backward,
         **_delays(args),
         **values,
