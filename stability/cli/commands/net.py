@@ -276,6 +276,8 @@ def report_max_lr(result) -> str:
             "rate_lr", "predicted_rate"]  # fmt: skip
     if result.measured_bracket is not None:
         keys += ["measured_max_lr", "measured_bracket", "measured_rate"]
+    if result.preconditioner is not None:  # adaptive rules (docs/adam.md)
+        keys += ["preconditioner", "measured_bracket_real", "real_ratio"]
     return "\n".join(lines(result, keys))
 
 
@@ -284,8 +286,11 @@ def report_train(result) -> str:
 
     keys = ["rule", "diverged", "diverged_step", "final_loss", "measured_rate", "schedule",
             "backward", "stage_taus", "stage_taus_bkwd", "stage_sizes"]  # fmt: skip
+    if result.update == "real" or result.preconditioner is not None:
+        keys += ["update", "preconditioner"]
     if result.sharpness:
-        keys += ["predicted_edge", "plateau", "reached", "edge_ratio"]
+        keys += ["sharpness_kind", "predicted_edge", "plateau", "reached", "edge_ratio"]
+        keys += ["corrected_edge", "corrected_ratio"]
     out = lines(result, keys)
     if result.loss_curve:
         (first_step, first), (last_step, last) = result.loss_curve[0], result.loss_curve[-1]
