@@ -69,7 +69,3 @@ class PreconditionedTracker(SharpnessTracker):
 
 
 __all__ = ["PreconditionedTracker"]
-
-
-def corrected_edge(reading, rules, v1, stage_sizes, lr):  # TEMPORARY, replaced below
-    return {}

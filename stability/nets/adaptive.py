@@ -90,6 +90,21 @@ class AdaptiveSetup:
         """The simulator's stage rules for this setup's ``update``."""
         return self.real(rules) if self.update == "real" else self.frozen(rules)
 
+    def protocol(self) -> dict[str, str]:
+        """How a simulator run of this setup starts and steps (``net train``'s protocol)."""
+        moved = self.precond is not None and self.precond.weights is not None
+        start = "the weights after the warm-up" if moved else "the problem's weights"
+        if self.update == "real":
+            state = (
+                "a fresh Adam state (m = v = 0, step 0)"
+                if self.precond is None
+                else f"the optimizer state of {self.precond.source} (m, v, step t)"
+            )
+            update = "real Adam/AdamW as torch.optim.AdamW steps, continuing " + state
+        else:
+            update = f"frozen-P rule, P from {self.precond.source}: w ← w − lr·(P·m + wd·w)"
+        return {"start": f"{start}, constant history", "update": update}
+
     def describe(self) -> dict[str, Any] | None:
         return None if self.precond is None else self.precond.describe()
 

@@ -269,6 +269,7 @@ def net_max_lr(
         delta=None if stashed else float(effective_delta(net, curv, 1)[0]),
         stage_sizes=list(net.stage_sizes),
         method=f"{a.method}, on the rank-{pred.rank} curvature (Lanczos)"
+        + ("" if adaptive is None else " of P^1/2 H P^1/2, the rule at P = 1 (docs/adam.md)")
         + ("" if stashed else " with the projected H_b (Galerkin on the stage bases)"),
         rate_lr=rate_lr,
         predicted_rate=out.get("predicted_rate"),
@@ -315,12 +316,6 @@ class NetTrain(Result):
     sharpness_kind: str | None = output(
         "hessian: λ₁(∇²f); preconditioned: λ₁(P_t ∇²f) with the run's current P_t", default=None
     )
-    corrected_edge: float | None = output(
-        "adaptive rules: the edge corrected for v̂ lagging the oscillation (docs/adam.md)",
-        "1/lr",
-        default=None,
-    )
-    corrected_ratio: float | None = output("plateau / corrected_edge", default=None)
     preconditioner: dict | None = output(
         "adaptive rules with --precond-from: source, step t, β2, ε, min/median/max of P",
         default=None,
@@ -436,10 +431,6 @@ def net_train(
             "reached": reading.reached,
             "edge_ratio": reading.edge_ratio,
         }
-        if adaptive is not None:
-            from stability.nets.adam_edge import corrected_edge
-
-            edge.update(corrected_edge(reading, rules, v1, net.stage_sizes, float(lr)))
     weights = (
         "stashed: each stage's backward pass uses its forward weights"
         if backward == "stashed"
@@ -455,11 +446,19 @@ def net_train(
         "weights": weights,
         "rate": "slope of log ‖w_t − w_(t−1)‖ over the last half of the run (full batch)",
     }
+    if adaptive is not None:
+        protocol.update(adaptive.protocol())
     if tracker is not None:
         protocol["sharpness"] = (
             f"λ₁ by Lanczos (ARPACK, tol 1e-4, warm-started) every {sharpness_every} steps; "
             "plateau: median over the last quarter of the steps; reached: some λ₁ ≥ 0.9 × "
             "predicted_edge; predicted_edge from the last eigenvector's stage shares"
+            + (
+                ""
+                if adaptive is None
+                else "; λ₁(P_t ∇²f) with the run's current P_t (real) or the frozen P (analysed), "
+                "predicted_edge at P = 1"
+            )
         )
         protocol["hvps"] = tracker.hvps
     return NetTrain(
@@ -484,8 +483,6 @@ def net_train(
         sharpness_kind=None
         if tracker is None
         else ("hessian" if adaptive is None else "preconditioned"),
-        corrected_edge=None if edge is None else edge.get("corrected_edge"),
-        corrected_ratio=None if edge is None else edge.get("corrected_ratio"),
         preconditioner=None if adaptive is None else adaptive.describe(),
     )
 

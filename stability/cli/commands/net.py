@@ -290,7 +290,6 @@ def report_train(result) -> str:
         keys += ["update", "preconditioner"]
     if result.sharpness:
         keys += ["sharpness_kind", "predicted_edge", "plateau", "reached", "edge_ratio"]
-        keys += ["corrected_edge", "corrected_ratio"]
     out = lines(result, keys)
     if result.loss_curve:
         (first_step, first), (last_step, last) = result.loss_curve[0], result.loss_curve[-1]
