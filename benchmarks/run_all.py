@@ -26,6 +26,7 @@ BENCHMARKS = [
     ("bench_sweep.py", ["--quick?"]),
     ("bench_nets.py", ["--quick?"]),
     ("bench_large_delays.py", []),
+    ("bench_adam.py", ["--quick?"]),
 ]
 
 
