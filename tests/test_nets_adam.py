@@ -322,3 +322,22 @@ def test_cli_max_lr_json_and_text(files, capsys):
     assert d["preconditioner"]["step"] == 60
     rc, out = _cli(args, capsys)
     assert rc == 0 and "preconditioner" in out.out and "max_lr" in out.out
+
+
+def test_pipeoptim_adam_without_stashing(files):
+    """PipeOptim's current-weight backward pass: H_b whitened like H; the frozen-P simulator
+    (backpropagation with inconsistent weights) brackets the prediction."""
+    r = net_max_lr(
+        _net(files, stages=2),
+        "pipeoptim",
+        optimizer="adam",
+        schedule="pipemare",
+        backward="current",
+        precond_from=str(files / "state.pt"),
+        k=6,
+        measure=True,
+        protocol=NetProtocol(steps=400, rate_steps=200),
+    )
+    lo, hi = r.measured_bracket
+    assert r.stage_taus_bkwd == [0, 0] and (hi - lo) / lo <= 0.01
+    assert lo * 0.95 <= r.max_lr <= hi * 1.05

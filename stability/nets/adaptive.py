@@ -11,13 +11,14 @@ default.  `adaptive_setup` reads the source and returns an `AdaptiveSetup`:
   `stability.nets.adam_stages.FrozenStage`) or real Adam/AdamW continuing the source's state
   (``update="real"``, `RealStage`; without a source from a fresh state, v = 0 and step 0, as
   ``torch.optim.AdamW`` starts);
-* the critical direction in weight space is P^{1/2}x̃₁ (x̃₁ the top eigenvector of H̃).
+* the critical direction in weight space is P^{1/2}x̃₁ (x̃₁ the top eigenvector of H̃);
+* without weight stashing (``backward="current"``, e.g. PipeOptim's current-weight backward
+  pass) the discrepancy Jacobian H_b is whitened the same way, P^{1/2}H_bP^{1/2}
+  (`stability.nets.sensitivity`, ``scale``).
 
 Refusals (one line, naming the parameter): an adaptive rule without ``precond_from`` where the
 analysis or the analysed update needs P; ``precond_from`` (or ``update="real"``) with a rule
-that has no second moment; ``precond_from`` together with the scalar ``precond``; and
-``backward="current"`` (the discrepancy analysis of `stability.nets.sensitivity` is not
-preconditioned).
+that has no second moment; ``precond_from`` together with the scalar ``precond``.
 """
 
 from __future__ import annotations
@@ -86,6 +87,26 @@ class AdaptiveSetup:
             out.append(RealStage(inner, m, self.precond.exp_avg_sq[b], int(step)))
         return tuple(out)
 
+    def rules(self, rule: str, pipe, tau_recomp: int | None = None) -> tuple:
+        """The analysis's stage rules (P = 1) over ``pipe`` (`stability.nets.prediction.net_rules`).
+
+        PipeOptim's backward pass reads the current weights (PipeOptim Alg. 1 line 14: its
+        τ_bkwd is 0, not a parameter): without stashing the pipeline's backward delays must be
+        0, and each stage gets its forward delay only."""
+        from stability.coupled.system import stage_rules
+        from stability.nets.prediction import net_rules
+
+        if rule != "pipeoptim" or pipe.tau_bkwd is None:
+            return net_rules(rule, self.params, pipe, tau_recomp=tau_recomp)
+        if np.any(pipe.tau_bkwd != 0):
+            raise ValueError(
+                "backward: PipeOptim's backward pass reads the current weights (τ_bkwd = 0); "
+                f"this pipeline's backward delays are {pipe.tau_bkwd.tolist()}"
+            )
+        delays = ("tau", "tau_fwd", "tau_bkwd", "tau_recomp", "lam", "delta", "phi")
+        params = {k: v for k, v in self.params.items() if k not in delays}
+        return stage_rules(rule, pipe.tau_fwd.tolist(), **params)
+
     def stage_rules(self, rules):
         """The simulator's stage rules for this setup's ``update``."""
         return self.real(rules) if self.update == "real" else self.frozen(rules)
@@ -115,7 +136,6 @@ def adaptive_setup(
     params: dict[str, Any],
     precond_from: str | None,
     *,
-    backward: str = "stashed",
     update: str = "analysed",
     command: str = "max-lr",
 ) -> AdaptiveSetup | None:
@@ -146,11 +166,6 @@ def adaptive_setup(
         raise ValueError(
             "precond: a scalar P is not a network's preconditioner; give --precond-from alone"
         )
-    if backward != "stashed":
-        raise ValueError(
-            "backward: an adaptive rule on a network runs with weight stashing only (the "
-            "discrepancy analysis is not preconditioned); drop --backward current"
-        )
     values = dict(params)
     precond = None
     if precond_from is not None:
@@ -177,7 +192,7 @@ def measure_real_max_lr(
     with it every increment — grows by β2^{−1/2} per step, which that test would read as an
     instability of the slowest directions (docs/adam.md)."""
     from stability.nets.bracket import start_point
-    from stability.nets.simulator import simulate
+    from stability.nets.simulator import consistent, simulate
 
     stages = setup.real(rules, first_moment=False)
 
@@ -192,6 +207,7 @@ def measure_real_max_lr(
             criterion="distance",
             divergence=protocol.growth,
             check_every=protocol.check_every,
+            backward="stashed" if all(consistent(r) for r in stages) else "current",
         )
         return res.diverged
 

@@ -211,7 +211,8 @@ def net_max_lr(
 
     net = _problem(problem, stages)
     k = _check_int("k", k, 1)
-    adaptive = adaptive_setup(net, rule, params, precond_from, backward=backward)
+    params = _rule_params(rule, params)
+    adaptive = adaptive_setup(net, rule, params, precond_from)
     if adaptive is not None:
         net, params = adaptive.net, adaptive.params
     pipe = net_pipeline(
@@ -222,10 +223,14 @@ def net_max_lr(
         backward=backward,
         tau_bkwd=tau_bkwd,
     )
-    rules = net_rules(rule, _rule_params(rule, params), pipe, tau_recomp=tau_recomp)
+    if adaptive is None:
+        rules = net_rules(rule, params, pipe, tau_recomp=tau_recomp)
+    else:
+        rules = adaptive.rules(rule, pipe, tau_recomp)
     curv = curvature(net, k, stage_k=1) if adaptive is None else adaptive.curvature(k, 1)
     stashed = pipe.tau_bkwd is None
-    pred = predict(curv, rules) if stashed else predict_inconsistent(net, curv, rules)
+    scale = None if adaptive is None else adaptive.scale.numpy()
+    pred = predict(curv, rules) if stashed else predict_inconsistent(net, curv, rules, scale)
     a = pred.analysis
     out: dict[str, Any] = {}
     rate_lr = None if not a.max_lr else RATE_FRACTION * a.max_lr
@@ -266,7 +271,7 @@ def net_max_lr(
         backward=backward,
         stage_taus=pipe.tau_fwd.tolist(),
         stage_taus_bkwd=pipe.backward_delays.tolist(),
-        delta=None if stashed else float(effective_delta(net, curv, 1)[0]),
+        delta=None if stashed else float(effective_delta(net, curv, 1, scale)[0]),
         stage_sizes=list(net.stage_sizes),
         method=f"{a.method}, on the rank-{pred.rank} curvature (Lanczos)"
         + ("" if adaptive is None else " of P^1/2 H P^1/2, the rule at P = 1 (docs/adam.md)")
@@ -382,12 +387,13 @@ def net_train(
         tau_bkwd=tau_bkwd,
     )
     values = _rule_params(rule, params)
-    adaptive = adaptive_setup(
-        net, rule, values, precond_from, backward=backward, update=update, command="train"
-    )
+    adaptive = adaptive_setup(net, rule, values, precond_from, update=update, command="train")
     if adaptive is not None:
         net, values = adaptive.net, adaptive.params
-    rules = net_rules(rule, values, pipe, tau_recomp=tau_recomp)
+    if adaptive is None:
+        rules = net_rules(rule, values, pipe, tau_recomp=tau_recomp)
+    else:
+        rules = adaptive.rules(rule, pipe, tau_recomp)
     every = max(1, steps // (curve_points - 1))
     sim = rules if adaptive is None else adaptive.stage_rules(rules)
     tracker = None
