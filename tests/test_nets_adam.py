@@ -18,10 +18,11 @@ from stability.nets.adaptive import adaptive_setup
 from stability.nets.bracket import NetProtocol
 from stability.nets.curvature import dense_hessian
 from stability.nets.preconditioner import load_preconditioner
-from stability.nets.prediction import net_pipeline, net_rules
+from stability.nets.prediction import net_rules
 from stability.nets.problem import load_problem
 from stability.nets.public import net_curvature, net_max_lr, net_train
 from stability.nets.simulator import simulate
+from stability.pipeline import Pipeline
 
 PROBLEM = textwrap.dedent(
     """
@@ -176,7 +177,7 @@ def test_real_adam_is_torch_adamw(files):
     torch.optim.AdamW, to 1e-12 in float64."""
     net = _net(files)
     state = str(files / "state.pt")
-    pipe = net_pipeline(2, tau=0)
+    pipe = Pipeline.from_options(tau=0, stages=2, backward="stashed")
     for source in (None, state):
         setup = adaptive_setup(
             net, "adam", {"weight_decay": WD}, source, update="real", command="train"
@@ -206,7 +207,9 @@ def test_frozen_stages_are_the_weight_space_rule(files):
     net = _net(files)
     state = str(files / "state.pt")
     setup = adaptive_setup(net, "adam", {"weight_decay": WD}, state)
-    rules = net_rules("adam", setup.params, net_pipeline(2, tau=1))
+    rules = net_rules(
+        "adam", setup.params, Pipeline.from_options(tau=1, stages=2, backward="stashed")
+    )
     res = simulate(net, setup.frozen(rules), [0.01], steps=15)
     P = setup.precond.P
     w = [net.w_star.clone(), net.w_star.clone()]  # w_t, w_{t-1}

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stability.api.resolve import rule_name
+from stability.checks import finite_or_none
 from stability.result import Result, output
 
 
@@ -54,18 +55,13 @@ def halflife(rule: Any, *, kappa: float, optimize: str | None = None, **params: 
         spec.name,
         float(kappa),
         float(resolved.get("lam", 1.0)),
-        _finite(result.half_life),
+        finite_or_none(result.half_life),
         float(result.rate),
-        _finite(result.lr),
+        finite_or_none(result.lr),
         shown["momentum"],
         shown["horizon"],
         ("lr", *found),
     )
-
-
-def _finite(v: Any) -> float | None:
-    v = float(v)
-    return v if v == v and v != float("inf") else None
 
 
 __all__ = ["HalfLife", "halflife"]

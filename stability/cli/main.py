@@ -1,4 +1,4 @@
-"""The ``stability`` command line (DESIGN.md, CLI contract).
+"""The ``stability`` command line (docs/conventions.md, "Errors and output").
 
 ``stability COMMAND RULE [flags] [--json]``: with ``--json`` exactly one JSON object on
 stdout (the result's ``to_json()``, with ``schema_version``), otherwise a short report.

@@ -4,7 +4,8 @@ Each takes the problem as ``"FILE.py:FUNCTION"`` (or a `NetProblem`), the rule b
 parameters as keywords named like the CLI flags, and returns a frozen `Result` whose attributes
 are the command's JSON keys.  Delays: a uniform ``tau`` (every stage), or a pipeline
 ``schedule`` over the problem's stages (default ``pipemare``, PipeMare Table 1) with
-``microbatches``, always with weight stashing (`stability.nets.prediction.net_pipeline`).
+``microbatches``, or an explicit profile ``stage_delays``; weight stashing unless
+``backward="current"`` (`stability.pipeline.Pipeline.from_options`).
 """
 
 from __future__ import annotations
@@ -14,13 +15,18 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from stability.checks import check_integer
 from stability.nets.bracket import NetProtocol, measure_log_rate, measure_max_lr
 from stability.nets.curvature import curvature
-from stability.nets.prediction import net_pipeline, net_rules, predict, predicted_log_rate
+from stability.nets.prediction import (
+    DEFAULT_SCHEDULE,
+    net_rules,
+    predict,
+    predicted_log_rate,
+)
 from stability.nets.problem import NetProblem, load_problem
 from stability.nets.simulator import simulate
+from stability.pipeline import Pipeline
 from stability.result import Result, output
 from stability.trainer.measure import log_rate
 
@@ -36,21 +42,10 @@ def _problem(problem: str | NetProblem, stages: int | None) -> NetProblem:
     return load_problem(problem, stages=stages)
 
 
-def _check_int(name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name} must be an integer ≥ {low}, got {value!r}")
-    return int(value)
-
-
 def _rule_params(rule: str, params: dict[str, Any]) -> dict[str, Any]:
     from stability.rules.registry import get_spec
 
-    names = get_spec(rule).param_names
-    for key in params:
-        if key not in names:
-            raise ValueError(
-                f"rule {rule!r} has no parameter {key!r} (its parameters: {', '.join(names)})"
-            )
+    get_spec(rule).check_names(params)
     return {k: v for k, v in params.items() if v is not None}
 
 
@@ -99,7 +94,7 @@ def net_curvature(
     the weights first).
     """
     net = _problem(problem, stages)
-    k = _check_int("k", k, 1)
+    k = check_integer("k", k, low=1)
     extra: dict[str, Any] = {}
     if precond_from is not None:
         from stability.nets.preconditioned import preconditioned_curvature
@@ -183,6 +178,7 @@ def net_max_lr(
     *,
     stages: int | None = None,
     schedule: str | None = None,
+    stage_delays: Any = None,
     microbatches: int | None = None,
     tau: int | None = None,
     backward: str = "stashed",
@@ -210,14 +206,16 @@ def net_max_lr(
     from stability.nets.sensitivity import effective_delta, predict_inconsistent
 
     net = _problem(problem, stages)
-    k = _check_int("k", k, 1)
+    k = check_integer("k", k, low=1)
     params = _rule_params(rule, params)
     adaptive = adaptive_setup(net, rule, params, precond_from)
     if adaptive is not None:
         net, params = adaptive.net, adaptive.params
-    pipe = net_pipeline(
-        len(net.stage_sizes),
-        schedule=schedule,
+    pipe = Pipeline.from_options(
+        schedule,
+        stage_delays=stage_delays,
+        default=DEFAULT_SCHEDULE,
+        stages=len(net.stage_sizes),
         microbatches=microbatches,
         tau=tau,
         backward=backward,
@@ -335,6 +333,7 @@ def net_train(
     steps: int,
     stages: int | None = None,
     schedule: str | None = None,
+    stage_delays: Any = None,
     microbatches: int | None = None,
     tau: int | None = None,
     backward: str = "stashed",
@@ -368,19 +367,21 @@ def net_train(
 
     net = _problem(problem, stages)
     check_real("lr", lr, low=0.0, low_open=True)
-    steps = _check_int("steps", steps, 1)
-    seed = _check_int("seed", seed, 0)
-    curve_points = _check_int("curve_points", curve_points, 2)
+    steps = check_integer("steps", steps, low=1)
+    seed = check_integer("seed", seed, low=0)
+    curve_points = check_integer("curve_points", curve_points, low=2)
     check_real("divergence", divergence, low=1.0, low_open=True)
     if sharpness_every is not None:
-        sharpness_every = _check_int("sharpness_every", sharpness_every, 1)
+        sharpness_every = check_integer("sharpness_every", sharpness_every, low=1)
     if batch is not None:
-        batch = _check_int("batch", batch, 1)
+        batch = check_integer("batch", batch, low=1)
         if batch > net.samples:
             raise ValueError(f"batch must be an integer in [1, {net.samples}], got {batch}")
-    pipe = net_pipeline(
-        len(net.stage_sizes),
-        schedule=schedule,
+    pipe = Pipeline.from_options(
+        schedule,
+        stage_delays=stage_delays,
+        default=DEFAULT_SCHEDULE,
+        stages=len(net.stage_sizes),
         microbatches=microbatches,
         tau=tau,
         backward=backward,

@@ -29,6 +29,7 @@ from stability.cli.args import (
     add_command,
     add_output_arguments,
     add_rule_arguments,
+    add_stage_delays_argument,
     examples_epilog,
     float_arg,
     int_arg,
@@ -48,7 +49,6 @@ SUBCOMMAND_EXAMPLES = {
 }
 MAX_STEPS = 1_000_000
 """Largest number of simulator steps accepted on the command line."""
-SCHEDULES = ("pipemare", "pipedream", "gpipe", "pb", "uniform")
 NOT_RULE_FLAGS = ("tau", "stages", "microbatches", "lam")
 """Rule parameters the network sets itself: the delays come from the pipeline flags, the
 curvature from the model (so ``--lam`` is not a flag here)."""
@@ -73,6 +73,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _rule(p: argparse.ArgumentParser) -> None:
     from stability.checks import MAX_DELAY
+    from stability.pipeline import SCHEDULES
 
     add_rule_arguments(p, rule="--rule", exclude=NOT_RULE_FLAGS)
     g = p.add_argument_group("per-stage delays (weight stashing)")
@@ -83,6 +84,7 @@ def _rule(p: argparse.ArgumentParser) -> None:
         help="per-stage delays of this schedule over --stages P, --microbatches N (default "
         "pipemare); or a uniform --tau",
     )
+    add_stage_delays_argument(g)
     g.add_argument("--microbatches", type=int_arg("--microbatches", 1, MAX_DELAY), default=None)
     g.add_argument(
         "--tau", type=int_arg("--tau", 0, MAX_DELAY), default=None, help="uniform delay τ"
@@ -197,6 +199,7 @@ def _delays(args) -> dict:
     return {
         "stages": args.stages,
         "schedule": args.schedule,
+        "stage_delays": args.stage_delays,
         "microbatches": args.microbatches,
         "tau": args.tau,
     }
