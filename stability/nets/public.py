@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from stability.checks import check_integer
 from stability.nets.bracket import NetProtocol, measure_log_rate, measure_max_lr
 from stability.nets.curvature import curvature
@@ -428,6 +430,8 @@ def net_train(
     edge = None
     if tracker is not None:
         v1 = tracker.vector
+        if v1 is None:  # no sample (a fresh Adam stopped before step K): the uniform direction
+            v1 = np.full(net.dim, net.dim**-0.5)
         reading = edge_summary(
             tracker.samples, coupled_edge(rules, v1, net.stage_sizes, float(lr)), steps, diverged
         )
