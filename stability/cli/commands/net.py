@@ -15,6 +15,11 @@
   ``--tau-recomp`` for rule recompute); with ``--sharpness-every K`` the edge of stability:
   ``sharpness``, ``predicted_edge``, ``plateau``, ``reached``, ``edge_ratio``.
 
+Adam/AdamW (``--rule adam``, ``pipeoptim --optimizer adam|adamw``): ``--precond-from
+STATE|warmup:N:LR`` gives the optimizer's preconditioner P (``curvature``: also
+``preconditioned_eigenvalues``; ``max-lr``: the prediction on P^1/2 H P^1/2, with ``--measure``
+also ``measured_bracket_real``), ``train --update real`` runs real Adam (docs/adam.md).
+
 Needs PyTorch (``pip install stability[torch]``); without it each subcommand says so on one line
 and exits with code 2.  See docs/nets.md.
 """
