@@ -69,7 +69,13 @@ PIPELINE_OPTIONS: tuple[Option, ...] = (
 """The pipeline's inputs, wherever a command takes a pipeline."""
 
 PROBLEM_OPTIONS: tuple[Option, ...] = (
-    option("problem", "the model trained", "str", default="linreg", choices=PROBLEMS),
+    option(
+        "problem",
+        "linreg: least squares on the data; mlp: a small MLP fitted to it",
+        "str",
+        default="linreg",
+        choices=PROBLEMS,
+    ),
     option(
         "data",
         "CSV (target in column 0) or LIBSVM file; default: cpusmall",
@@ -102,7 +108,13 @@ PROBLEM_OPTIONS: tuple[Option, ...] = (
         low=1,
     ),
     option("activation", "MLP activation", "str", default="tanh", choices=ACTIVATIONS),
-    option("task", "MLP task", "str", default="regression", choices=TASKS),
+    option(
+        "task",
+        "MLP loss: squared error, or softmax cross-entropy on integer labels 0 … C−1",
+        "str",
+        default="regression",
+        choices=TASKS,
+    ),
     option(
         "l2", "MLP loss regularization l2/2·‖w‖² (a strict minimum)", "real", default=0.1, low=0.0
     ),
@@ -145,7 +157,7 @@ LR = option("lr", "step size", "real", low=0.0, low_open=True)
 BATCH = option("batch", "minibatch size (default: full batch)", "int", default=None, low=1)
 DIVERGENCE = option(
     "divergence",
-    "diverged: loss above this × the initial loss",
+    "a run diverged once its loss is non-finite or exceeds this × its initial loss",
     "real",
     default=1e6,
     low=1.0,
@@ -176,7 +188,7 @@ TRAIN_OPTIONS: tuple[Option, ...] = (
     LR,
     option("steps", "training steps", "int", "steps", default=10_000, low=1, high=TRAIN_MAX_STEPS),
     BATCH,
-    option("seed", "seed of the initialization and the minibatches", "int", default=0, low=0),
+    option("seed", "minibatch and mlp initialization seed", "int", default=0, low=0),
     DIVERGENCE,
     option(
         "t1",
@@ -196,7 +208,9 @@ TRAIN_OPTIONS: tuple[Option, ...] = (
         default="init",
         choices=("init", "minimum"),
     ),
-    option("curve_points", "points of the loss curve", "int", default=200, low=2),
+    option(
+        "curve_points", "points of the reported loss curve (subsampled)", "int", default=200, low=2
+    ),
     option(
         "update",
         "train the rule as analysed or its real update where the analysis linearises it (adam, "
@@ -226,7 +240,10 @@ VALIDATE_OPTIONS: tuple[Option, ...] = (
         low=10,
     ),
     option(
-        "rate_doublings", "doublings of the rate runs (default 5; 1 for mlp)", "int", default=None
+        "rate_doublings",
+        "most doublings of the rate runs (default 5; 1 for mlp)",
+        "int",
+        default=None,
     ),
     option("seeds", "minibatch seeds (unstable if any diverges)", "ints", default=(0, 1, 2)),
     DIVERGENCE,
