@@ -330,6 +330,7 @@ COMMANDS: dict[str, Command] = {
                 ),
             ),
             pipeline=True,
+            sweepable=True,
         ),
         Command(
             "max-lr",
@@ -348,7 +349,7 @@ COMMANDS: dict[str, Command] = {
             pipeline=True,
             sweepable=True,
         ),
-        Command("bounds", "stability.api.bounds", "bounds", "BoundReport"),
+        Command("bounds", "stability.api.bounds", "bounds", "BoundReport", sweepable=True),
         Command("t1-audit", "stability.api.t1_audit", "t1_audit", "Audit", T1_AUDIT_OPTIONS),
         Command("train", "stability.api.train", "train", "Training", TRAIN_OPTIONS),
         Command("validate", "stability.api.validate", "validate", "Validation", VALIDATE_OPTIONS),
@@ -370,6 +371,7 @@ COMMANDS: dict[str, Command] = {
                 ),
             ),
             pipeline=True,
+            sweepable=True,
         ),
     )
 }
