@@ -73,7 +73,21 @@ _HOMES: dict[str, str] = {
 
 __all__ = sorted(_HOMES)
 
-__getattr__, __dir__ = _lazy_names(__name__, _HOMES)
+_RECORDING = {names[0] for names in _FUNCTIONS.values()} | {
+    "describe", "noise", "tradeoff", "net_curvature", "net_max_lr", "net_train"
+}  # fmt: skip
+"""The public functions that return a `stability.result.Result`: their warnings are recorded
+on it (``result.warnings``, the CLI's ``warnings`` key) instead of printed."""
+
+
+def _record(name: str, value: object) -> object:
+    """A public function returning a `stability.result.Result` records its warnings on it."""
+    if name not in _RECORDING:
+        return value
+    return _import_module("stability.result").recording_warnings(value)
+
+
+__getattr__, __dir__ = _lazy_names(__name__, _HOMES, wrap=_record)
 
 _SHADOWED = tuple(n for n in _HOMES if _isdir(_join(_dirname(__file__), n)))
 """Public functions named like a subpackage (module doc): the functions keep these names."""

@@ -15,16 +15,27 @@ from typing import Any
 
 
 def lazy_names(
-    package: str, homes: dict[str, str]
+    package: str,
+    homes: dict[str, str],
+    wrap: Callable[[str, Any], Any] = lambda name, value: value,
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """``(__getattr__, __dir__)`` for ``package`` whose public names live in ``homes``
-    (name → module)."""
+    (name → module); ``wrap(name, value)`` gives the value the package keeps (default: the
+    home's own)."""
 
     def __getattr__(name: str) -> Any:
         home = homes.get(name)
         if home is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(home), name)
+        try:
+            module = importlib.import_module(home)
+        except ModuleNotFoundError as err:  # an optional extra (torch, dask): say what installs it
+            from stability.extras import extra_of, missing_extra
+
+            if extra_of(err.name) is None:
+                raise
+            raise missing_extra(err.name) from None
+        value = wrap(name, getattr(module, name))
         setattr(sys.modules[package], name, value)
         return value
 

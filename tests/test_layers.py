@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # shipped data
     (
         "stability.checks",
+        "stability.extras",
         "stability.lazy",
         "stability.limits",
         "stability.files",

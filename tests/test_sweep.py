@@ -380,3 +380,25 @@ def test_kosson_fig6_spec_gives_the_committed_curves(tmp_path, scheduler):
         dense = [dense_max_lr(*build_rule(rule, tau=4, momentum=b), lo=1e-9, hi=4.5) for b in m]
         np.testing.assert_allclose(swept, dense, rtol=1e-9)
     assert set(ds.error.values.ravel()) == {""}
+
+
+def test_status_counts_an_interrupted_run_and_its_resume(tmp_path, capsys, scheduler):
+    """A run stopped after its first chunk (Ctrl-C) counts: --status says 2 runs after the
+    resume (it said "1 runs": a run was recorded only when it finished)."""
+    address, _ = scheduler
+    spec = sweep.parse_spec(MAX_LR_SPEC)
+    out = tmp_path / "o"
+
+    def stop_after_one_chunk(done, total):
+        if done >= 1:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt, match=f"of {spec.chunks} chunks are stored"):
+        sweep.run_sweep(spec, out, scheduler=address, progress=stop_after_one_chunk)
+    assert sweep.status(out).runs == 1 and not sweep.status(out).complete
+    summary = sweep.run_sweep(spec, out, scheduler=address)
+    assert summary.complete and summary.chunks_skipped >= 1
+    runs = json.loads(sweep.load(out).attrs["runs"])
+    assert [r["finished"] for r in runs] == [False, True] and runs[1]["chunks_computed"] > 0
+    code, text, err = run_cli(capsys, "sweep", "--status", str(out))
+    assert code == 0 and ", 2 runs (killed ones included)" in text and "complete" in text

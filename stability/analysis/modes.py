@@ -137,7 +137,7 @@ def modes_log_rate(rule: Rule, modes: Modes, lr: Any) -> float:
 
     Refused (`ValueError`) above `RATE_PREDICTION_MAX_WORK` modes × degree."""
     if getattr(rule, "period", 1) > 1:  # Floquet: per-step root of each mode's monodromy
-        return math.log(max(dominant_root_at(rule, m, lr).radius for m in _mode_models(modes)))
+        return _log(max(dominant_root_at(rule, m, lr).radius for m in _mode_models(modes)))
     cp = characteristic_polynomial(rule, modes.model())
     work = modes.lam.size * cp.degree
     if work > RATE_PREDICTION_MAX_WORK:
@@ -150,7 +150,13 @@ def modes_log_rate(rule: Rule, modes: Modes, lr: Any) -> float:
     grid = modes.lam.shape
     single = type(poly)({e: np.broadcast_to(c, grid).ravel()[k] for e, c in poly.terms.items()})
     single = single.normalized()
-    return math.log(dominant_root(single).radius)
+    return _log(dominant_root(single).radius)
+
+
+def _log(radius: float) -> float:
+    """ln ρ, −inf at ρ = 0 (every root at 0: the error vanishes after finitely many steps,
+    e.g. SGD at lr·λ = 1 on every mode; `math.log` would raise "math domain error")."""
+    return math.log(radius) if radius > 0 else -math.inf
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import numpy as np
 from stability.checks import check_integer
 from stability.nets.bracket import NetProtocol, measure_log_rate, measure_max_lr
 from stability.nets.curvature import curvature
+from stability.nets.minimum import nearness
 from stability.nets.prediction import (
     DEFAULT_SCHEDULE,
     net_rules,
@@ -36,12 +37,20 @@ RATE_FRACTION = 0.5
 """Rates are predicted and measured at this fraction of the predicted max lr."""
 
 
-def _problem(problem: str | NetProblem, stages: int | None) -> NetProblem:
+def _problem(
+    problem: str | NetProblem, stages: int | None, dtype: Any = None, device: Any = None
+) -> NetProblem:
+    """The problem loaded (``dtype``/``device``: `stability.nets.problem.problem_from_dict`'s
+    overrides), or a `NetProblem` as it is (then ``dtype``/``device`` must be its own)."""
     if isinstance(problem, NetProblem):
         if stages is not None and stages != len(problem.stage_sizes):
             raise ValueError(f"stages: the problem has {len(problem.stage_sizes)} stages")
+        if dtype is not None and str(dtype).removeprefix("torch.") != str(problem.dtype)[6:]:
+            raise ValueError("dtype: a NetProblem keeps its dtype; pass dtype when loading it")
+        if device is not None and str(device) != str(problem.device):
+            raise ValueError("device: a NetProblem keeps its device; pass device when loading it")
         return problem
-    return load_problem(problem, stages=stages)
+    return load_problem(problem, stages=stages, dtype=dtype, device=device)
 
 
 def _rule_params(rule: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -68,6 +77,18 @@ class NetCurvature(Result):
     hvps: int = output("Hessian-vector products used")
     seconds: float = output("wall time of the eigen-solves", "s")
     method: str = output("how the eigenvalues were computed")
+    gradient_norm: float | None = output(
+        "‖∇f(w)‖ at the weights analysed (full batch; docs/nets.md, not at a minimum)", default=None
+    )
+    gradient_scale: float | None = output(
+        "‖∇f‖/(λ₁·‖w‖): the distance to the local model's minimum (≥ ‖∇f‖/λ₁) as a fraction of "
+        "‖w‖; > 1e-5: not at a minimum (stability.nets.minimum)",
+        default=None,
+    )
+    negative_ratio: float | None = output(
+        "λ_min/λ₁ of the most negative eigenvalue found (0: none); < −1e-4: a saddle",
+        default=None,
+    )
     preconditioned_eigenvalues: list | None = output(
         "--precond-from: top-k eigenvalues of P^1/2 ∇²f P^1/2 (descending)", "1/lr", default=None
     )
@@ -84,18 +105,23 @@ def net_curvature(
     *,
     k: int = 10,
     stages: int | None = None,
-    negative: bool = True,
+    negative: bool = False,
+    stage_blocks: bool = False,
+    dtype: str | None = None,
+    device: str | None = None,
     precond_from: str | None = None,
 ) -> NetCurvature:
-    """Top-``k`` eigenvalues of ∇²f at the model's weights, per stage, and negative ones.
+    """Top-``k`` eigenvalues of ∇²f at the model's weights; per stage with ``stage_blocks``,
+    the negative end with ``negative`` (each an extra eigen-solve: off by default).
 
     Lanczos (ARPACK) on Hessian-vector products by forward-over-reverse differentiation
-    (`stability.nets.curvature`); ``negative=False`` skips the search at the bottom.
-    ``precond_from``: also the top-k of P^{1/2}∇²f P^{1/2} with an Adam/AdamW optimizer's P
+    (`stability.nets.curvature`), in the model's dtype on its device unless ``dtype``
+    (``"float32"``/``"float64"``) or ``device`` say otherwise.  ``precond_from``: also the
+    top-k of P^{1/2}∇²f P^{1/2} (and each stage's block) with an Adam/AdamW optimizer's P
     (`stability.nets.preconditioner`, `stability.nets.preconditioned`; a warm-up source moves
     the weights first).
     """
-    net = _problem(problem, stages)
+    net = _problem(problem, stages, dtype, device)
     k = check_integer("k", k, low=1)
     extra: dict[str, Any] = {}
     if precond_from is not None:
@@ -111,7 +137,8 @@ def net_curvature(
             "preconditioned_stage_eigenvalues": [v.tolist() for v in pc.stage_eigenvalues],
             "preconditioner": pre.describe(),
         }
-    c = curvature(net, k, negative_k=5 if negative else 0)
+    c = curvature(net, k, negative_k=5 if negative else 0, stage_blocks=bool(stage_blocks))
+    near = nearness(net, c.lam_max, c.negative_eigenvalues if negative else None)
     return NetCurvature(
         eigenvalues=c.eigenvalues.tolist(),
         stage_eigenvalues=[v.tolist() for v in c.stage_eigenvalues],
@@ -121,8 +148,19 @@ def net_curvature(
         hvps=c.hvps,
         seconds=c.seconds,
         method=c.method,
+        **_near_fields(near),
         **extra,
     )
+
+
+def _near_fields(near) -> dict[str, Any]:
+    """The not-at-a-minimum fields and warning (`stability.nets.minimum`, issue 26 item 3)."""
+    return {
+        "gradient_norm": near.gradient_norm,
+        "gradient_scale": near.gradient_scale,
+        "negative_ratio": near.negative_ratio,
+        "warnings": () if near.warning is None else (near.warning,),
+    }
 
 
 # -- max lr --------------------------------------------------------------------------------------
@@ -156,6 +194,18 @@ class NetMaxLr(Result):
     measured_bracket: list | None = output("simulator: [stable, unstable] lr", "lr")
     measured_rate: float | None = output("simulator: measured ρ at rate_lr (per step)")
     protocol: dict | None = output("the measurement protocol")
+    gradient_norm: float | None = output(
+        "‖∇f(w)‖ at the weights analysed (full batch; docs/nets.md, not at a minimum)", default=None
+    )
+    gradient_scale: float | None = output(
+        "‖∇f‖/(λ₁·‖w‖): the distance to the local model's minimum (≥ ‖∇f‖/λ₁) as a fraction of "
+        "‖w‖; > 1e-5: not at a minimum (stability.nets.minimum)",
+        default=None,
+    )
+    negative_ratio: float | None = output(
+        "λ_min/λ₁ of the most negative eigenvalue found (0: none); < −1e-4: a saddle",
+        default=None,
+    )
     preconditioned_eigenvalues: list | None = output(
         "adaptive rules: top eigenvalues of P^1/2 H P^1/2 (= eigenvalues)", "1/lr", default=None
     )
@@ -189,6 +239,9 @@ def net_max_lr(
     k: int = 20,
     measure: bool = False,
     protocol: NetProtocol | None = None,
+    dtype: str | None = None,
+    device: str | None = None,
+    negative: bool = True,
     precond_from: str | None = None,
     **params: Any,
 ) -> NetMaxLr:
@@ -197,7 +250,9 @@ def net_max_lr(
     The exact coupled per-stage analysis (`stability.coupled.scan`; PipeMare eq. 3-5 and
     Kosson eq. 20-23 per stage, coupled through the Hessian) on the rank-``k`` curvature
     (`stability.nets.lowrank`), beside the scalar bound (PipeMare Lemma 1-3 at (λ_max, τ_max));
-    with ``measure`` the simulator's bracket and rates (`stability.nets.bracket`).
+    with ``measure`` the simulator's bracket and rates (`stability.nets.bracket`);
+    ``dtype``/``device``: as in `net_curvature`; ``negative=False`` skips the search for
+    negative eigenvalues (reported, never used by the prediction).
     ``backward="current"`` (no weight stashing): the analysis carries the network's H_b
     (`stability.nets.sensitivity`; PipeMare eq. 5, App. B.4, D.1 in matrix form) and reports
     the effective Δ₁; no rate is predicted then.  Adaptive rules (adam, pipeoptim with Adam)
@@ -207,7 +262,7 @@ def net_max_lr(
     from stability.nets.adaptive import adaptive_setup, measure_real_max_lr
     from stability.nets.sensitivity import effective_delta, predict_inconsistent
 
-    net = _problem(problem, stages)
+    net = _problem(problem, stages, dtype, device)
     k = check_integer("k", k, low=1)
     params = _rule_params(rule, params)
     adaptive = adaptive_setup(net, rule, params, precond_from)
@@ -225,9 +280,13 @@ def net_max_lr(
     )
     if adaptive is None:
         rules = net_rules(rule, params, pipe, tau_recomp=tau_recomp)
+        curv = curvature(net, k, stage_blocks=False, negative_k=5 if negative else 0)
+        lam_max, negatives = curv.lam_max, curv.negative_eigenvalues
     else:
         rules = adaptive.rules(rule, pipe, tau_recomp)
-    curv = curvature(net, k, stage_k=1) if adaptive is None else adaptive.curvature(k, 1)
+        curv = adaptive.curvature(k, 1)
+        plain = curvature(net, 1, stage_blocks=False, negative_k=5 if negative else 0)
+        lam_max, negatives = plain.lam_max, plain.negative_eigenvalues
     stashed = pipe.tau_bkwd is None
     scale = None if adaptive is None else adaptive.scale.numpy()
     pred = predict(curv, rules) if stashed else predict_inconsistent(net, curv, rules, scale)
@@ -282,6 +341,7 @@ def net_max_lr(
         measured_bracket=out.get("measured_bracket"),
         measured_rate=out.get("measured_rate"),
         protocol=out.get("protocol"),
+        **_near_fields(nearness(net, lam_max, negatives)),
         preconditioned_eigenvalues=None if adaptive is None else curv.eigenvalues.tolist(),
         preconditioner=None if adaptive is None else adaptive.describe(),
         measured_bracket_real=out.get("measured_bracket_real"),
@@ -346,6 +406,8 @@ def net_train(
     divergence: float = 1e6,
     curve_points: int = 200,
     sharpness_every: int | None = None,
+    dtype: str | None = None,
+    device: str | None = None,
     precond_from: str | None = None,
     update: str = "analysed",
     **params: Any,
@@ -358,16 +420,17 @@ def net_train(
     τ_bkwd from the schedule or the uniform ``tau_bkwd`` (default 0), ``tau_recomp`` for rule
     ``recompute``.  ``sharpness_every`` K: λ₁ every K steps and the edge of stability reading
     (`stability.nets.sharpness`: λ_edge = max_lr(rule, delays; λ = 1)/lr, Cohen et al. 2021
-    at τ = 0).  Adaptive rules (`stability.nets.adaptive`): ``update="analysed"`` runs the
-    frozen-P rule with the P of ``precond_from``, ``"real"`` real Adam/AdamW (continuing that
-    optimizer state, or from a fresh one); the sharpness is then λ₁(P_t∇²f), P_t the run's
-    current preconditioner (`stability.nets.adam_edge`).
+    at τ = 0).  ``dtype``/``device``: as in `net_curvature`.  Adaptive rules
+    (`stability.nets.adaptive`): ``update="analysed"`` runs the frozen-P rule with the P of
+    ``precond_from``, ``"real"`` real Adam/AdamW (continuing that optimizer state, or from a
+    fresh one); the sharpness is then λ₁(P_t∇²f), P_t the run's current preconditioner
+    (`stability.nets.adam_edge`).
     """
     from stability.checks import check_real
     from stability.nets.adaptive import adaptive_setup
     from stability.nets.sharpness import SharpnessTracker, coupled_edge, edge_summary
 
-    net = _problem(problem, stages)
+    net = _problem(problem, stages, dtype, device)
     check_real("lr", lr, low=0.0, low_open=True)
     steps = check_integer("steps", steps, low=1)
     seed = check_integer("seed", seed, low=0)
@@ -391,11 +454,10 @@ def net_train(
     )
     values = _rule_params(rule, params)
     adaptive = adaptive_setup(net, rule, values, precond_from, update=update, command="train")
-    if adaptive is not None:
-        net, values = adaptive.net, adaptive.params
     if adaptive is None:
         rules = net_rules(rule, values, pipe, tau_recomp=tau_recomp)
     else:
+        net = adaptive.net
         rules = adaptive.rules(rule, pipe, tau_recomp)
     every = max(1, steps // (curve_points - 1))
     sim = rules if adaptive is None else adaptive.stage_rules(rules)

@@ -55,7 +55,10 @@ def default_times(steps: int) -> list[int]:
 
 @dataclass(frozen=True)
 class Noise(Result):
-    """Minibatch least squares: thresholds, expected loss and floor (module doc)."""
+    """Minibatch least squares with B rows drawn iid per step: the full-batch, exact
+    mean-square (second-moment map, ρ(𝒯) = 1) and almost-sure (top Lyapunov exponent = 0) max
+    stable lr, the expected excess loss E f − f* over time from the exact second-moment
+    recursion, its floor and rate; with ``measure``, the trainer's independent runs."""
 
     rule: str = output("the rule's registry name")
     batch: int = output("minibatch size B")
@@ -170,7 +173,8 @@ def noise(
     pair_steps: int = 5000,
     **params: Any,
 ) -> Noise:
-    """Exact minibatch predictions (and with ``measure`` the trainer's runs), module doc.
+    """Exact minibatch predictions (`Noise`; docs/noise.md), and with ``measure`` the
+    trainer's runs.
 
     ``rule``: a registry name (or rule value) with its ``params`` as for `stability.max_lr`;
     ``data``: a CSV/svmlight path, ``None`` (cpusmall), a `Dataset` or a `LinearRegression`;

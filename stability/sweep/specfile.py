@@ -5,7 +5,7 @@ fixed keyword parameters and the grid axes, named like the command's Python keyw
 flags in snake case)::
 
     command = "max-lr"
-    rule = "lwp"                       # or a grid axis: rule = ["sgd", "momentum"]
+    rule = "lwp"                       # or a grid axis: [grid] rule = ["sgd", "momentum"]
     [fixed]
     lam = 1.0
     [grid]                             # one dimension of the result per axis, in this order
@@ -68,7 +68,9 @@ class GridAxis:
 
 @dataclass(frozen=True)
 class SweepSpec:
-    """A parsed spec (module doc).  ``text``: the TOML it was read from (not part of its
+    """A parsed sweep spec (format: docs/sweep.md): the command, its rule (or a ``rule``
+    axis), the fixed parameters, the grid axes and the chunk size.  ``text``: the TOML it was
+    read from (not part of its
     identity: two specs are the same sweep when `identity` is)."""
 
     command: str
@@ -165,7 +167,8 @@ class SweepSpec:
 
 
 def read_spec(path: str | Path) -> SweepSpec:
-    """Parse the TOML spec at ``path`` (module doc); `SpecError` names what is wrong."""
+    """Parse the TOML spec at ``path`` (format: docs/sweep.md); `SpecError` names what is
+    wrong in one line."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -257,6 +260,8 @@ def _rules(raw: dict, grid: dict, fail) -> tuple[str, ...]:
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise fail("axis 'rule' must be a list of rule names")
     elif "rule" in raw:
+        if isinstance(raw["rule"], list):
+            raise fail("a list of rules is a grid axis: put rule = [...] under [grid]")
         if not isinstance(raw["rule"], str):
             raise fail(f"rule must be a rule name, got {_type_name(raw['rule'])}")
         names = [raw["rule"]]

@@ -111,7 +111,12 @@ def load_data(options: ProblemOptions) -> Dataset:
     if keep is not None:
         rows = np.random.default_rng(options.sample_seed).choice(X.shape[0], keep, replace=False)
         X, y = X[np.sort(rows)], y[np.sort(rows)]
-    Xs, ys, dropped = preprocess(X, y, options.standardize)
+    try:
+        Xs, ys, dropped = preprocess(X, y, options.standardize, raw.source)
+    except ValueError as err:
+        if keep is None or keep == raw.X.shape[0] or not str(err).startswith("data:"):
+            raise
+        raise ValueError(f"samples: {keep} samples kept: {str(err)[6:]}") from None
     if options.kind.labels_are_classes(options):
         ys = y  # class labels are not standardized
     X, y = Xs, ys
