@@ -63,6 +63,10 @@ class PreconditionedOperator(LinearOperator):
     def hvps(self) -> int:
         return self.inner.hvps
 
+    @property
+    def problem(self) -> NetProblem:
+        return self.inner.problem
+
     def _matvec(self, v):
         v = np.asarray(v, dtype=np.float64).reshape(-1)
         return self.s * self.inner.matvec(self.s * v).reshape(-1)
