@@ -51,7 +51,6 @@ class PreconditionedOperator(LinearOperator):
         block: slice | None = None,
         w: torch.Tensor | None = None,
     ):
-        self.problem = problem
         self.inner = HessianOperator(problem, block, w)
         s = torch.as_tensor(scale).detach().to("cpu", torch.float64).numpy()
         if s.shape != (problem.dim,):
