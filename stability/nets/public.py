@@ -116,8 +116,8 @@ def net_curvature(
 
     Lanczos (ARPACK) on Hessian-vector products by forward-over-reverse differentiation
     (`stability.nets.curvature`), in the model's dtype on its device unless ``dtype``
-    (``"float32"``/``"float64"``) or ``device`` say otherwise.
-    ``precond_from``: also the top-k of P^{1/2}∇²f P^{1/2} with an Adam/AdamW optimizer's P
+    (``"float32"``/``"float64"``) or ``device`` say otherwise.  ``precond_from``: also the
+    top-k of P^{1/2}∇²f P^{1/2} (and each stage's block) with an Adam/AdamW optimizer's P
     (`stability.nets.preconditioner`, `stability.nets.preconditioned`; a warm-up source moves
     the weights first).
     """
@@ -281,9 +281,12 @@ def net_max_lr(
     if adaptive is None:
         rules = net_rules(rule, params, pipe, tau_recomp=tau_recomp)
         curv = curvature(net, k, stage_blocks=False, negative_k=5 if negative else 0)
+        lam_max, negatives = curv.lam_max, curv.negative_eigenvalues
     else:
         rules = adaptive.rules(rule, pipe, tau_recomp)
         curv = adaptive.curvature(k, 1)
+        plain = curvature(net, 1, stage_blocks=False, negative_k=5 if negative else 0)
+        lam_max, negatives = plain.lam_max, plain.negative_eigenvalues
     stashed = pipe.tau_bkwd is None
     scale = None if adaptive is None else adaptive.scale.numpy()
     pred = predict(curv, rules) if stashed else predict_inconsistent(net, curv, rules, scale)
@@ -338,7 +341,7 @@ def net_max_lr(
         measured_bracket=out.get("measured_bracket"),
         measured_rate=out.get("measured_rate"),
         protocol=out.get("protocol"),
-        **_near_fields(nearness(net, curv.lam_max, curv.negative_eigenvalues)),
+        **_near_fields(nearness(net, lam_max, negatives)),
         preconditioned_eigenvalues=None if adaptive is None else curv.eigenvalues.tolist(),
         preconditioner=None if adaptive is None else adaptive.describe(),
         measured_bracket_real=out.get("measured_bracket_real"),
@@ -451,11 +454,10 @@ def net_train(
     )
     values = _rule_params(rule, params)
     adaptive = adaptive_setup(net, rule, values, precond_from, update=update, command="train")
-    if adaptive is not None:
-        net, values = adaptive.net, adaptive.params
     if adaptive is None:
         rules = net_rules(rule, values, pipe, tau_recomp=tau_recomp)
     else:
+        net = adaptive.net
         rules = adaptive.rules(rule, pipe, tau_recomp)
     every = max(1, steps // (curve_points - 1))
     sim = rules if adaptive is None else adaptive.stage_rules(rules)
