@@ -194,7 +194,9 @@ def pipeline(
         return Pipeline(schedule, P, N, pipemare_delays(P, N), zeros)
     if schedule == "pb":
         if N != 1:
-            raise ValueError(f"pb updates after every sample: microbatches must be 1, got {N}")
+            raise ValueError(
+                f"microbatches must be 1 for pb (it updates after every sample), got {N}"
+            )
         return Pipeline(schedule, P, N, 2 * (P - np.arange(1, P + 1)), zeros)
     t = check_delay("tau", tau)
     return Pipeline(schedule, P, N, np.full(P, t, dtype=np.int64), None)

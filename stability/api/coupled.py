@@ -115,7 +115,7 @@ def coupled(
     )
     if measure:
         if not analysis.max_lr:
-            raise ValueError("nothing to measure: the coupled system has no finite max lr")
+            raise ValueError("measure: nothing to measure, the coupled system has no finite max lr")
         mlp = problem == "mlp"
         rel_tol = rel_tol if rel_tol is not None else (1e-2 if mlp else 1e-3)
         check_real("rel_tol", rel_tol, low=0.0, high=1.0, low_open=True)

@@ -18,8 +18,9 @@ import numpy as np
 from stability.nets.bracket import NetProtocol, measure_log_rate, measure_max_lr
 from stability.nets.curvature import curvature
 from stability.nets.minimum import nearness
-from stability.nets.prediction import net_pipeline, net_rules, predict, predicted_log_rate
+from stability.nets.prediction import net_pipeline, net_rules, predict
 from stability.nets.problem import NetProblem, load_problem
+from stability.nets.rates import predict_rate
 from stability.nets.simulator import simulate
 from stability.result import Result, output
 from stability.trainer.measure import log_rate
@@ -146,11 +147,20 @@ class NetMaxLr(Result):
     stage_sizes: list = output("parameters per stage")
     method: str = output("how max_lr was computed")
     rate_lr: float | None = output("the lr of the rates: 0.5 × max_lr", "lr")
-    predicted_rate: float | None = output("ρ of the top eigen-direction at rate_lr (per step)")
+    predicted_rate: float | None = output(
+        "ρ at rate_lr of the run from w* + ε·v₁, read from the Galerkin model on v₁'s stage "
+        "pieces by the measurement's estimator (stability.nets.rates)"
+    )
     measured_max_lr: float | None = output("simulator: midpoint of the bracket (--measure)", "lr")
     measured_bracket: list | None = output("simulator: [stable, unstable] lr", "lr")
     measured_rate: float | None = output("simulator: measured ρ at rate_lr (per step)")
     protocol: dict | None = output("the measurement protocol")
+    rate_mode: dict | None = output(
+        "the mode carrying predicted_rate: root ω [re, im] per step, its modulus, the curvature "
+        "its weights see (Rayleigh quotient) and the stage holding most of them",
+        default=None,
+    )
+    rate_method: str | None = output("how predicted_rate was computed", default=None)
     gradient_norm: float | None = output(
         "‖∇f(w)‖ at the weights analysed (full batch; docs/nets.md, not at a minimum)", default=None
     )
@@ -210,17 +220,20 @@ def net_max_lr(
     a = pred.analysis
     out: dict[str, Any] = {}
     rate_lr = None if not a.max_lr else RATE_FRACTION * a.max_lr
-    if rate_lr is not None and stashed:
-        out["predicted_rate"] = math.exp(predicted_log_rate(curv, rules, rate_lr))
+    protocol = protocol or NetProtocol()
+    if rate_lr is not None:
+        rp = predict_rate(net, curv, rules, rate_lr, protocol.rate_steps, backward=not stashed)
+        out.update(
+            predicted_rate=math.exp(rp.log_rate) if math.isfinite(rp.log_rate) else None,
+            rate_mode=rp.mode(),
+            rate_method=rp.method,
+        )
     if measure:
         if not a.max_lr:
-            raise ValueError("nothing to measure: the prediction has no finite max lr")
-        protocol = protocol or NetProtocol()
+            raise ValueError("measure: nothing to measure, the prediction has no finite max lr")
         v1 = curv.eigenvectors[:, 0]
         m = measure_max_lr(net, rules, v1, a.max_lr, protocol)
-        rate = (
-            float(measure_log_rate(net, rules, v1, [rate_lr], protocol)[0]) if stashed else math.nan
-        )
+        rate = float(measure_log_rate(net, rules, v1, [rate_lr], protocol)[0])
         out.update(
             measured_max_lr=m.max_lr,
             measured_bracket=[m.stable, m.unstable],
@@ -251,6 +264,8 @@ def net_max_lr(
         measured_bracket=out.get("measured_bracket"),
         measured_rate=out.get("measured_rate"),
         protocol=out.get("protocol"),
+        rate_mode=out.get("rate_mode"),
+        rate_method=out.get("rate_method"),
         **_near_fields(nearness(net, curv.lam_max, curv.negative_eigenvalues)),
     )
 

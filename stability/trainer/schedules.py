@@ -58,8 +58,8 @@ def _staged(name: str, values: dict[str, Any], tau_f: Any, tau_b: Any, consisten
     params = rule_values(name, values)
     if "tau_recomp" in get_spec(name).param_names:
         raise ValueError(
-            "recompute delays are not derived from pipeline schedules (they depend on the "
-            "segmenting, PipeMare App. A.3): use a uniform delay"
+            "schedule: recompute delays are not derived from pipeline schedules (they depend on "
+            "the segmenting, PipeMare App. A.3): use a uniform delay"
         )
     key = delay_parameter(name)
     params[key] = tau_f
