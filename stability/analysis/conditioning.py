@@ -500,8 +500,7 @@ def optimal_half_life(
     if optimize is not None:
         if optimize not in OPTIMIZABLE:
             raise ValueError(f"optimize must be one of {', '.join(OPTIMIZABLE)}, got {optimize!r}")
-        if optimize not in spec.param_names:
-            raise ValueError(f"rule {spec.name!r} has no parameter {optimize!r} to optimise")
+        spec.check_names([optimize])
         if optimize in params:
             raise ValueError(f"{optimize} is optimised; do not also give it")
     check_real("kappa", np.asarray(kappa, dtype=float), low=1.0)

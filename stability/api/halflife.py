@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stability.api.resolve import rule_name
+from stability.checks import finite_or_none
 from stability.result import Result, output
 
 
@@ -57,9 +58,9 @@ def halflife(rule: Any, *, kappa: float, optimize: str | None = None, **params: 
             spec.name,
             float(kappa),
             float(resolved.get("lam", 1.0)),
-            _finite(result.half_life),
+            finite_or_none(result.half_life),
             float(result.rate),
-            _finite(result.lr),
+            finite_or_none(result.lr),
             shown["momentum"],
             shown["horizon"],
             ("lr", *found),
@@ -79,11 +80,6 @@ def _note_discrepancy(values: dict[str, Any], result: HalfLife) -> HalfLife:
         "characteristic polynomial is the same as at Δ = Φ = 0): the half-life is Δ = 0's"
     )
     return dataclasses.replace(result, warnings=(*result.warnings, note))
-
-
-def _finite(v: Any) -> float | None:
-    v = float(v)
-    return v if v == v and v != float("inf") else None
 
 
 __all__ = ["HalfLife", "halflife"]

@@ -1,4 +1,4 @@
-"""The ``stability`` command line (DESIGN.md, CLI contract).
+"""The ``stability`` command line (docs/conventions.md, "Errors and output").
 
 ``stability COMMAND RULE [flags] [--json]``: with ``--json`` exactly one JSON object on
 stdout (the result's ``to_json()``, with ``schema_version``), otherwise a short report.
@@ -84,12 +84,25 @@ def make_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         name, helptext = sub._choices_actions[-1].dest, sub._choices_actions[-1].help
         listing += [f"  {name:<10}  {helptext}", f"  {'':<10}    stability {command.EXAMPLES[0]}"]
     parser.epilog = "\n".join(listing) + "\n\n" + help_text()
-    argv = list(argv)
-    position = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
-    if position is not None and argv[position] in sub.choices:
-        command_parser = sub.choices[argv[position]]
-        focus_help(command_parser, rule_names_in(command_parser, argv[position + 1 :]))
+    command_parser, rest = _command_parser(sub, list(argv))
+    if command_parser is not None:
+        focus_help(command_parser, rule_names_in(command_parser, rest))
     return parser
+
+
+def _command_parser(sub, argv: list[str]) -> tuple[argparse.ArgumentParser | None, list[str]]:
+    """The parser of the (sub)command named in ``argv`` (``net max-lr`` → max-lr's) and the
+    arguments after its name."""
+    parser = None
+    while True:
+        position = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
+        if position is None or argv[position] not in sub.choices:
+            return parser, argv
+        parser, argv = sub.choices[argv[position]], argv[position + 1 :]
+        nested = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not nested:
+            return parser, argv
+        sub = nested[0]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

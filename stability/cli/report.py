@@ -19,9 +19,12 @@ LIST_SHOWN = 8
 
 
 def number(x: Any, digits: int = 12) -> str:
-    """A number for people: ``—`` for None/NaN/inf, ints as they are, floats to ``digits``."""
+    """A number for people: ``—`` for None/NaN/inf, ints as they are, floats to ``digits``;
+    a string (a field that is text, such as a criterion) as it is."""
     if x is None:
         return MISSING
+    if isinstance(x, str):
+        return x
     if isinstance(x, bool):
         return "yes" if x else "no"
     if isinstance(x, int):

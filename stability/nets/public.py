@@ -4,7 +4,8 @@ Each takes the problem as ``"FILE.py:FUNCTION"`` (or a `NetProblem`), the rule b
 parameters as keywords named like the CLI flags, and returns a frozen `Result` whose attributes
 are the command's JSON keys.  Delays: a uniform ``tau`` (every stage), or a pipeline
 ``schedule`` over the problem's stages (default ``pipemare``, PipeMare Table 1) with
-``microbatches``, always with weight stashing (`stability.nets.prediction.net_pipeline`).
+``microbatches``, or an explicit profile ``stage_delays``; weight stashing unless
+``backward="current"`` (`stability.pipeline.Pipeline.from_options`).
 """
 
 from __future__ import annotations
@@ -13,15 +14,19 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from stability.checks import check_integer
 from stability.nets.bracket import NetProtocol, measure_log_rate, measure_max_lr
 from stability.nets.curvature import curvature
 from stability.nets.minimum import nearness
-from stability.nets.prediction import net_pipeline, net_rules, predict
+from stability.nets.prediction import (
+    DEFAULT_SCHEDULE,
+    net_rules,
+    predict,
+)
 from stability.nets.problem import NetProblem, load_problem
 from stability.nets.rates import predict_rate
 from stability.nets.simulator import simulate
+from stability.pipeline import Pipeline
 from stability.result import Result, output
 from stability.trainer.measure import log_rate
 
@@ -29,29 +34,26 @@ RATE_FRACTION = 0.5
 """Rates are predicted and measured at this fraction of the predicted max lr."""
 
 
-def _problem(problem: str | NetProblem, stages: int | None) -> NetProblem:
+def _problem(
+    problem: str | NetProblem, stages: int | None, dtype: Any = None, device: Any = None
+) -> NetProblem:
+    """The problem loaded (``dtype``/``device``: `stability.nets.problem.problem_from_dict`'s
+    overrides), or a `NetProblem` as it is (then ``dtype``/``device`` must be its own)."""
     if isinstance(problem, NetProblem):
         if stages is not None and stages != len(problem.stage_sizes):
             raise ValueError(f"stages: the problem has {len(problem.stage_sizes)} stages")
+        if dtype is not None and str(dtype).removeprefix("torch.") != str(problem.dtype)[6:]:
+            raise ValueError("dtype: a NetProblem keeps its dtype; pass dtype when loading it")
+        if device is not None and str(device) != str(problem.device):
+            raise ValueError("device: a NetProblem keeps its device; pass device when loading it")
         return problem
-    return load_problem(problem, stages=stages)
-
-
-def _check_int(name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name} must be an integer ≥ {low}, got {value!r}")
-    return int(value)
+    return load_problem(problem, stages=stages, dtype=dtype, device=device)
 
 
 def _rule_params(rule: str, params: dict[str, Any]) -> dict[str, Any]:
     from stability.rules.registry import get_spec
 
-    names = get_spec(rule).param_names
-    for key in params:
-        if key not in names:
-            raise ValueError(
-                f"rule {rule!r} has no parameter {key!r} (its parameters: {', '.join(names)})"
-            )
+    get_spec(rule).check_names(params)
     return {k: v for k, v in params.items() if v is not None}
 
 
@@ -87,16 +89,25 @@ class NetCurvature(Result):
 
 
 def net_curvature(
-    problem: str | NetProblem, *, k: int = 10, stages: int | None = None, negative: bool = True
+    problem: str | NetProblem,
+    *,
+    k: int = 10,
+    stages: int | None = None,
+    negative: bool = False,
+    stage_blocks: bool = False,
+    dtype: str | None = None,
+    device: str | None = None,
 ) -> NetCurvature:
-    """Top-``k`` eigenvalues of ∇²f at the model's weights, per stage, and negative ones.
+    """Top-``k`` eigenvalues of ∇²f at the model's weights; per stage with ``stage_blocks``,
+    the negative end with ``negative`` (each an extra eigen-solve: off by default).
 
     Lanczos (ARPACK) on Hessian-vector products by forward-over-reverse differentiation
-    (`stability.nets.curvature`); ``negative=False`` skips the search at the bottom.
+    (`stability.nets.curvature`), in the model's dtype on its device unless ``dtype``
+    (``"float32"``/``"float64"``) or ``device`` say otherwise.
     """
-    net = _problem(problem, stages)
-    k = _check_int("k", k, 1)
-    c = curvature(net, k, negative_k=5 if negative else 0)
+    net = _problem(problem, stages, dtype, device)
+    k = check_integer("k", k, low=1)
+    c = curvature(net, k, negative_k=5 if negative else 0, stage_blocks=bool(stage_blocks))
     near = nearness(net, c.lam_max, c.negative_eigenvalues if negative else None)
     return NetCurvature(
         eigenvalues=c.eigenvalues.tolist(),
@@ -181,6 +192,7 @@ def net_max_lr(
     *,
     stages: int | None = None,
     schedule: str | None = None,
+    stage_delays: Any = None,
     microbatches: int | None = None,
     tau: int | None = None,
     backward: str = "stashed",
@@ -189,6 +201,9 @@ def net_max_lr(
     k: int = 20,
     measure: bool = False,
     protocol: NetProtocol | None = None,
+    dtype: str | None = None,
+    device: str | None = None,
+    negative: bool = True,
     **params: Any,
 ) -> NetMaxLr:
     """Max stable lr of ``rule`` on a network split into pipeline stages, each with its delay.
@@ -196,25 +211,31 @@ def net_max_lr(
     The exact coupled per-stage analysis (`stability.coupled.scan`; PipeMare eq. 3-5 and
     Kosson eq. 20-23 per stage, coupled through the Hessian) on the rank-``k`` curvature
     (`stability.nets.lowrank`), beside the scalar bound (PipeMare Lemma 1-3 at (λ_max, τ_max));
-    with ``measure`` the simulator's bracket and rates (`stability.nets.bracket`).
+    with ``measure`` the simulator's bracket and rates (`stability.nets.bracket`);
+    ``dtype``/``device``: as in `net_curvature`; ``negative=False`` skips the search for
+    negative eigenvalues (reported, never used by the prediction).
     ``backward="current"`` (no weight stashing): the analysis carries the network's H_b
     (`stability.nets.sensitivity`; PipeMare eq. 5, App. B.4, D.1 in matrix form) and reports
-    the effective Δ₁; no rate is predicted then.
+    the effective Δ₁.  The rate at 0.5 × max_lr is predicted on the Galerkin model of v₁'s
+    stage pieces (with QᵀH_bQ under ``backward="current"``) and named by ``rate_mode``
+    (`stability.nets.rates`).
     """
     from stability.nets.sensitivity import effective_delta, predict_inconsistent
 
-    net = _problem(problem, stages)
-    k = _check_int("k", k, 1)
-    pipe = net_pipeline(
-        len(net.stage_sizes),
-        schedule=schedule,
+    net = _problem(problem, stages, dtype, device)
+    k = check_integer("k", k, low=1)
+    pipe = Pipeline.from_options(
+        schedule,
+        stage_delays=stage_delays,
+        default=DEFAULT_SCHEDULE,
+        stages=len(net.stage_sizes),
         microbatches=microbatches,
         tau=tau,
         backward=backward,
         tau_bkwd=tau_bkwd,
     )
     rules = net_rules(rule, _rule_params(rule, params), pipe, tau_recomp=tau_recomp)
-    curv = curvature(net, k, stage_k=1)
+    curv = curvature(net, k, stage_blocks=False, negative_k=5 if negative else 0)
     stashed = pipe.tau_bkwd is None
     pred = predict(curv, rules) if stashed else predict_inconsistent(net, curv, rules)
     a = pred.analysis
@@ -308,6 +329,7 @@ def net_train(
     steps: int,
     stages: int | None = None,
     schedule: str | None = None,
+    stage_delays: Any = None,
     microbatches: int | None = None,
     tau: int | None = None,
     backward: str = "stashed",
@@ -318,6 +340,8 @@ def net_train(
     divergence: float = 1e6,
     curve_points: int = 200,
     sharpness_every: int | None = None,
+    dtype: str | None = None,
+    device: str | None = None,
     **params: Any,
 ) -> NetTrain:
     """Train the network from its weights with ``rule`` under per-stage delays (the simulator,
@@ -328,26 +352,28 @@ def net_train(
     τ_bkwd from the schedule or the uniform ``tau_bkwd`` (default 0), ``tau_recomp`` for rule
     ``recompute``.  ``sharpness_every`` K: λ₁ every K steps and the edge of stability reading
     (`stability.nets.sharpness`: λ_edge = max_lr(rule, delays; λ = 1)/lr, Cohen et al. 2021
-    at τ = 0).
+    at τ = 0).  ``dtype``/``device``: as in `net_curvature`.
     """
     from stability.checks import check_real
     from stability.nets.sharpness import SharpnessTracker, coupled_edge, edge_summary
 
-    net = _problem(problem, stages)
+    net = _problem(problem, stages, dtype, device)
     check_real("lr", lr, low=0.0, low_open=True)
-    steps = _check_int("steps", steps, 1)
-    seed = _check_int("seed", seed, 0)
-    curve_points = _check_int("curve_points", curve_points, 2)
+    steps = check_integer("steps", steps, low=1)
+    seed = check_integer("seed", seed, low=0)
+    curve_points = check_integer("curve_points", curve_points, low=2)
     check_real("divergence", divergence, low=1.0, low_open=True)
     if sharpness_every is not None:
-        sharpness_every = _check_int("sharpness_every", sharpness_every, 1)
+        sharpness_every = check_integer("sharpness_every", sharpness_every, low=1)
     if batch is not None:
-        batch = _check_int("batch", batch, 1)
+        batch = check_integer("batch", batch, low=1)
         if batch > net.samples:
             raise ValueError(f"batch must be an integer in [1, {net.samples}], got {batch}")
-    pipe = net_pipeline(
-        len(net.stage_sizes),
-        schedule=schedule,
+    pipe = Pipeline.from_options(
+        schedule,
+        stage_delays=stage_delays,
+        default=DEFAULT_SCHEDULE,
+        stages=len(net.stage_sizes),
         microbatches=microbatches,
         tau=tau,
         backward=backward,

@@ -61,8 +61,9 @@ def discrepancy_jacobian(
     cols = []
     for v in np.asarray(vectors, dtype=float).T:
         scale = float(np.linalg.norm(v)) or 1.0
-        step = torch.from_numpy(v / scale) * FD_STEP
-        cols.append((g(w + step) - g(w - step)).detach().numpy() * (scale / (2 * FD_STEP)))
+        step = problem.vector(v / scale) * FD_STEP
+        diff = (g(w + step) - g(w - step)).detach().to(device="cpu", dtype=torch.float64)
+        cols.append(diff.numpy() * (scale / (2 * FD_STEP)))
     return np.stack(cols, axis=1)
 
 

@@ -1,8 +1,9 @@
 """``stability net curvature|max-lr|train --problem FILE.py:FUNC ...``: a user's PyTorch model
 (`stability.nets.public`: ``st.net_curvature``, ``st.net_max_lr``, ``st.net_train``).
 
-* ``curvature [--k K] [--stages P]``: ``eigenvalues`` (descending), ``stage_eigenvalues``,
-  ``negative_eigenvalues``, ``stage_sizes``, ``n_params``, ``hvps``, ``seconds``, ``method``;
+* ``curvature [--k K] [--stages P] [--stage-blocks] [--negative]``: ``eigenvalues``
+  (descending), ``stage_eigenvalues`` (with ``--stage-blocks``), ``negative_eigenvalues`` (with
+  ``--negative``), ``stage_sizes``, ``n_params``, ``hvps``, ``seconds``, ``method``;
 * ``max-lr --rule R [rule flags] [--stages P --schedule S --microbatches N | --tau T]
   [--k K] [--measure]``: the coupled per-stage ``max_lr`` on the network's curvature,
   ``scalar_bound``, ``eigenvalues``, ``stage_taus``, ``stage_sizes``, ``method``, the rates at
@@ -15,8 +16,9 @@
   ``--tau-recomp`` for rule recompute); with ``--sharpness-every K`` the edge of stability:
   ``sharpness``, ``predicted_edge``, ``plateau``, ``reached``, ``edge_ratio``.
 
-Needs PyTorch (``pip install stability[torch]``); without it each subcommand says so on one line
-and exits with code 2.  See docs/nets.md.
+Every subcommand takes ``--dtype float32|float64`` and ``--device DEVICE`` (default: the
+model's own).  Needs PyTorch (``pip install -e '.[torch]'`` in the checkout); without it each
+subcommand says so on one line and exits with code 2.  See docs/nets.md.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from stability.cli.args import (
     add_command,
     add_output_arguments,
     add_rule_arguments,
+    add_stage_delays_argument,
     examples_epilog,
     float_arg,
     int_arg,
@@ -48,7 +51,6 @@ SUBCOMMAND_EXAMPLES = {
 }
 MAX_STEPS = 1_000_000
 """Largest number of simulator steps accepted on the command line."""
-SCHEDULES = ("pipemare", "pipedream", "gpipe", "pb", "uniform")
 NOT_RULE_FLAGS = ("tau", "stages", "microbatches", "lam")
 """Rule parameters the network sets itself: the delays come from the pipeline flags, the
 curvature from the model (so ``--lam`` is not a flag here)."""
@@ -69,10 +71,23 @@ def _common(p: argparse.ArgumentParser) -> None:
         default=None,
         help="pipeline stages P (default: the problem's, else 1)",
     )
+    p.add_argument(
+        "--dtype",
+        choices=("float32", "float64"),
+        default=None,
+        help="evaluate in this precision (default: the model's, promoted to the data's)",
+    )
+    p.add_argument(
+        "--device",
+        default=None,
+        metavar="DEVICE",
+        help="evaluate on this torch device, e.g. cpu or cuda:0 (default: the model's)",
+    )
 
 
 def _rule(p: argparse.ArgumentParser) -> None:
     from stability.checks import MAX_DELAY
+    from stability.pipeline import SCHEDULES
 
     add_rule_arguments(p, rule="--rule", exclude=NOT_RULE_FLAGS)
     g = p.add_argument_group("per-stage delays (weight stashing)")
@@ -83,7 +98,13 @@ def _rule(p: argparse.ArgumentParser) -> None:
         help="per-stage delays of this schedule over --stages P, --microbatches N (default "
         "pipemare); or a uniform --tau",
     )
-    g.add_argument("--microbatches", type=int_arg("--microbatches", 1, MAX_DELAY), default=None)
+    add_stage_delays_argument(g)
+    g.add_argument(
+        "--microbatches",
+        type=int_arg("--microbatches", 1, MAX_DELAY),
+        default=None,
+        help="microbatches N of the schedule (default 1)",
+    )
     g.add_argument(
         "--tau", type=int_arg("--tau", 0, MAX_DELAY), default=None, help="uniform delay τ"
     )
@@ -125,6 +146,16 @@ def register(sub) -> None:
     c = _subcommand(net, "curvature", "top Hessian eigenvalues, overall and per stage")
     _common(c)
     c.add_argument("--k", type=int_arg("--k", 1, 1000), default=10, help="eigenvalues")
+    c.add_argument(
+        "--stage-blocks",
+        action="store_true",
+        help="also the top eigenvalues of each stage's diagonal block (one eigen-solve a stage)",
+    )
+    c.add_argument(
+        "--negative",
+        action="store_true",
+        help="also search the bottom of the spectrum for negative eigenvalues (saddles)",
+    )
     add_output_arguments(c)
     c.set_defaults(run=run_curvature, report=report_curvature)
 
@@ -146,11 +177,28 @@ def register(sub) -> None:
     _common(t)
     _rule(t)
     t.add_argument("--lr", type=float_arg("--lr"), required=True, help="step size > 0")
-    t.add_argument("--steps", type=int_arg("--steps", 1, MAX_STEPS), required=True)
-    t.add_argument("--batch", type=int_arg("--batch", 1), default=None, help="minibatch size")
+    t.add_argument(
+        "--steps", type=int_arg("--steps", 1, MAX_STEPS), required=True, help="simulator steps"
+    )
+    t.add_argument(
+        "--batch",
+        type=int_arg("--batch", 1),
+        default=None,
+        help="minibatch size (default: full batch)",
+    )
     t.add_argument("--seed", type=int_arg("--seed"), default=0, help="minibatch stream seed")
-    t.add_argument("--divergence", type=float_arg("--divergence"), default=1e6)
-    t.add_argument("--curve-points", type=int_arg("--curve-points", 2, 100_000), default=200)
+    t.add_argument(
+        "--divergence",
+        type=float_arg("--divergence"),
+        default=1e6,
+        help="a run diverged once its loss is non-finite or exceeds this × its initial loss",
+    )
+    t.add_argument(
+        "--curve-points",
+        type=int_arg("--curve-points", 2, 100_000),
+        default=200,
+        help="points of the reported loss curve (subsampled)",
+    )
     t.add_argument(
         "--sharpness-every",
         type=int_arg("--sharpness-every", 1, MAX_STEPS),
@@ -175,6 +223,7 @@ def _delays(args) -> dict:
     return {
         "stages": args.stages,
         "schedule": args.schedule,
+        "stage_delays": args.stage_delays,
         "microbatches": args.microbatches,
         "tau": args.tau,
     }
@@ -193,8 +242,19 @@ def _split(args) -> tuple[dict, dict]:
     return values, backward
 
 
+def _precision(args) -> dict:
+    return {"dtype": args.dtype, "device": args.device}
+
+
 def run_curvature(args):
-    return _public().net_curvature(args.problem, k=args.k, stages=args.stages)
+    return _public().net_curvature(
+        args.problem,
+        k=args.k,
+        stages=args.stages,
+        stage_blocks=args.stage_blocks,
+        negative=args.negative,
+        **_precision(args),
+    )
 
 
 def run_max_lr(args):
@@ -213,6 +273,7 @@ def run_max_lr(args):
         protocol=protocol,
         **backward,
         **_delays(args),
+        **_precision(args),
         **values,
     )
 
@@ -231,14 +292,22 @@ def run_train(args):
         sharpness_every=args.sharpness_every,
         **backward,
         **_delays(args),
+        **_precision(args),
         **values,
     )
 
 
 def report_curvature(result) -> str:
-    from stability.cli.report import lines
+    """Every key; the stage eigenvalues one line per stage."""
+    from stability.cli.report import aligned, rows, value
 
-    return "\n".join(lines(result))
+    keys = [k for k in result.to_json() if k not in ("schema_version", "stage_eigenvalues")]
+    pairs = rows(result, keys)
+    pairs[1:1] = [
+        (f"stage {i} eigenvalues", f"{value(v)} 1/lr")
+        for i, v in enumerate(result.stage_eigenvalues, start=1)
+    ]
+    return "\n".join(aligned(pairs))
 
 
 def report_max_lr(result) -> str:
@@ -260,6 +329,11 @@ def report_train(result) -> str:
     if result.sharpness:
         keys += ["predicted_edge", "plateau", "reached", "edge_ratio"]
     out = lines(result, keys)
+    if result.sharpness:  # [[step, λ₁], ...]
+        (s0, l0), (s1, l1) = result.sharpness[0], result.sharpness[-1]
+        top = max((v for _, v in result.sharpness if v is not None), default=None)
+        out.append(f"sharpness λ₁ {number(l0, 6)} at step {s0} → {number(l1, 6)} at step {s1} "
+                   f"(max {number(top, 6)}, {len(result.sharpness)} points)")  # fmt: skip
     if result.loss_curve:
         (first_step, first), (last_step, last) = result.loss_curve[0], result.loss_curve[-1]
         out.append(f"loss {number(first, 6)} at step {first_step} → {number(last, 6)} at step "

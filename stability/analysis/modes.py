@@ -84,6 +84,15 @@ def modes_from_passes(Hf: np.ndarray, Hb: np.ndarray, Hr: np.ndarray, *, tol=1e-
     return Modes(V_lam, delta, phi, int((~keep).sum()), math.sqrt(off / total) if total else 0.0)
 
 
+def modes_of(jacobians: tuple[np.ndarray, np.ndarray, np.ndarray]) -> Modes:
+    """The decoupled modes the scalar theory sees for the pass Jacobians (H_f, H_b, H_r) of a
+    linearised problem (``Linearization.jacobians_for(rule)``, module doc)."""
+    Hf, Hb, Hr = jacobians
+    if not Hb.any() and not Hr.any():
+        return modes_from_hessian(Hf)
+    return modes_from_passes(Hf, Hb, Hr)
+
+
 def predicted_max_lr(rule: Rule, modes: Modes) -> float | None:
     """min_k max_lr(rule, mode k); ``None`` if every mode is stable for every lr > 0.
 
@@ -123,7 +132,7 @@ def _inf_if_none(x: float | None) -> float:
     return math.inf if x is None else x
 
 
-def predicted_log_rate(rule: Rule, modes: Modes, lr: Any) -> float:
+def modes_log_rate(rule: Rule, modes: Modes, lr: Any) -> float:
     """ln max_k ρ_k(lr): the asymptotic log-rate per step (the dominant mode mpmath-refined).
 
     Refused (`ValueError`) above `RATE_PREDICTION_MAX_WORK` modes × degree."""
@@ -152,7 +161,7 @@ def _log(radius: float) -> float:
 
 @dataclass(frozen=True)
 class Prediction:
-    """`predict` 's answer for one rule: max lr, log-rate (``None`` where the scalar theory
+    """`predict_modes` 's answer for one rule: max lr, log-rate (``None`` where the scalar theory
     has no answer) and ``note``, the reason when it has none."""
 
     max_lr: float | None
@@ -160,7 +169,7 @@ class Prediction:
     note: str | None = None
 
 
-def predict(rule: Rule, modes: Modes, lr: Any = None) -> Prediction:
+def predict_modes(rule: Rule, modes: Modes, lr: Any = None) -> Prediction:
     """Predicted max lr (and log-rate at ``lr``) — or the reason there is none.
 
     Periodic rules are predicted mode by mode through their Floquet monodromy and rules whose
@@ -172,7 +181,7 @@ def predict(rule: Rule, modes: Modes, lr: Any = None) -> Prediction:
     except ValueError as err:
         return Prediction(None, None, f"no scalar prediction: {err}")
     try:
-        log_rate = None if lr is None else predicted_log_rate(rule, modes, lr)
+        log_rate = None if lr is None else modes_log_rate(rule, modes, lr)
     except ValueError as err:
         return Prediction(max_lr, None, f"no rate prediction: {err}")
     return Prediction(max_lr, log_rate)
@@ -187,10 +196,11 @@ def stage_blocks(H: np.ndarray, stage_sizes) -> list[np.ndarray]:
 __all__ = [
     "Modes",
     "Prediction",
-    "predict",
+    "predict_modes",
     "modes_from_hessian",
     "modes_from_passes",
-    "predicted_log_rate",
+    "modes_of",
+    "modes_log_rate",
     "predicted_max_lr",
     "stage_blocks",
 ]
