@@ -31,29 +31,26 @@ def test_envelope_rate_of_an_oscillating_mode(rho, theta):
     assert envelope_log_rate(E[None, :])[0] == pytest.approx(math.log(rho), rel=0.015)
 
 
+def _loss(out, y):
+    return 0.5 * ((out - y) ** 2).sum(dim=1).mean()
+
+
 @pytest.fixture(scope="module")
 def mlp(tmp_path_factory):
+    import os
+
+    from stability.nets.fitting import near_minimum
+
+    os.environ["STABILITY_CACHE"] = str(tmp_path_factory.getbasetemp() / "cache")
     g = torch.Generator().manual_seed(0)
     X = torch.randn(48, 5, generator=g, dtype=torch.float64)
     Y = torch.sin(X[:, :2]) + 0.1 * X[:, 2:4]
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
-    model = model.double()
 
-    def loss(out, y):
-        return 0.5 * ((out - y) ** 2).sum(dim=1).mean()
+    def build():
+        return torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
 
-    opt = torch.optim.LBFGS(model.parameters(), max_iter=800, tolerance_grad=1e-14,
-                            tolerance_change=0.0, line_search_fn="strong_wolfe")  # fmt: skip
-
-    def closure():
-        opt.zero_grad()
-        value = loss(model(X), Y)
-        value.backward()
-        return value
-
-    opt.step(closure)
-    found = {"model": model, "loss": loss, "inputs": X, "targets": Y}
+    model = near_minimum(build, _loss, X, Y, name="rates_mlp", iterations=800)
+    found = {"model": model, "loss": _loss, "inputs": X, "targets": Y}
     return problem_from_dict(found, stages=3)
 
 
