@@ -291,7 +291,9 @@ def _schedule(name: str, P: int, N: int, tau: int | None) -> Pipeline:
         return Pipeline(name, P, N, pipemare_delays(P, N), zeros)
     if name == "pb":
         if N != 1:
-            raise ValueError(f"microbatches must be 1 for pb (one update per sample), got {N}")
+            raise ValueError(
+                f"microbatches must be 1 for pb (it updates after every sample), got {N}"
+            )
         return Pipeline(name, P, N, 2 * (P - np.arange(1, P + 1)), zeros)
     t = check_delay("tau", tau)
     return Pipeline(name, P, N, np.full(P, t, dtype=np.int64), None)

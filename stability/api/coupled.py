@@ -11,8 +11,9 @@ from typing import Any
 from stability.api.commands import command
 from stability.api.resolve import check_params, rule_name
 from stability.api.setup import build, pipeline_of, problem_options, split_keywords
-from stability.checks import MAX_DELAY, check_integer
+from stability.checks import MAX_DELAY, check_integer, check_real
 from stability.coupled.summary import CoupledAnalysis
+from stability.limits import TRAIN_MAX_STEPS
 from stability.options import check_options
 from stability.pipeline import worst_delay
 from stability.result import output
@@ -127,12 +128,13 @@ def coupled(
     )
     if measure:
         if not analysis.max_lr:
-            raise ValueError("nothing to measure: the coupled system has no finite max lr")
-        default = Protocol(**options.kind.protocol)  # the kind's defaults where none is given
-        protocol = Protocol(
-            steps=default.steps if steps is None else steps,
-            rel_tol=default.rel_tol if rel_tol is None else rel_tol,
-        )
+            raise ValueError("measure: nothing to measure, the coupled system has no finite max lr")
+        default = Protocol(**options.kind.protocol)
+        rel_tol = rel_tol if rel_tol is not None else default.rel_tol
+        check_real("rel_tol", rel_tol, low=0.0, high=1.0, low_open=True)
+        steps = default.steps if steps is None else steps
+        steps = check_integer("steps", steps, low=10, high=TRAIN_MAX_STEPS)
+        protocol = Protocol(steps=steps, rel_tol=float(rel_tol))
         m = measure_trainer(built, setup, analysis.max_lr, protocol)
         measured.update(
             measured_max_lr=m.max_lr,
