@@ -17,19 +17,12 @@ against an independent computation (tests/test_claims.py).
 
 from stability.lazy import lazy_names as _lazy_names
 
-_HOMES = {
-    "LEXICON": "stability.claims.lexicon",
-    "Claim": "stability.claims.claim",
-    "Grade": "stability.claims.claim",
-    "Optimum": "stability.claims.claim",
-    "Qualifier": "stability.claims.lexicon",
-    "Range": "stability.claims.claim",
-    "Size": "stability.claims.claim",
-    "check_claims": "stability.claims.collection",
-    "claim_ids": "stability.claims.collection",
-    "lexicon_table": "stability.claims.lexicon",
-    "quick_parameters": "stability.claims.collection",
+_MODULES = {
+    "claim": ("Claim", "Grade", "Optimum", "Range", "Size"),
+    "collection": ("check_claims", "claim_ids", "quick_parameters"),
+    "lexicon": ("LEXICON", "Qualifier", "lexicon_table"),
 }
+_HOMES = {name: f"stability.claims.{m}" for m, names in _MODULES.items() for name in names}
 
 __getattr__, __dir__ = _lazy_names(__name__, _HOMES)
 

@@ -6,15 +6,12 @@ The names below are imported on first use (`stability.lazy`), so importing the p
 
 from stability.lazy import lazy_names as _lazy_names
 
-_HOMES = {
-    "History": "stability.rules.base",
-    "Passes": "stability.rules.base",
-    "step": "stability.rules.base",
-    "DelayedMomentum": "stability.rules.delayed_momentum",
-    "RULES": "stability.rules.registry",
-    "build_rule": "stability.rules.registry",
-    "get_spec": "stability.rules.registry",
+_MODULES = {
+    "base": ("History", "Passes", "step"),
+    "delayed_momentum": ("DelayedMomentum",),
+    "registry": ("RULES", "build_rule", "get_spec"),
 }
+_HOMES = {name: f"stability.rules.{m}" for m, names in _MODULES.items() for name in names}
 
 __getattr__, __dir__ = _lazy_names(__name__, _HOMES)
 
