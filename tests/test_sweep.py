@@ -347,8 +347,10 @@ def test_train_sweep_is_the_trainer_and_the_command(tmp_path, capsys, scheduler)
 
 
 def test_kosson_fig6_spec_gives_the_committed_curves(tmp_path, scheduler):
-    """The Kosson Fig. 6 spec on every 50th momentum: figures/kosson_fig6.json's max stable ηλ
-    (max_lr_grid, which agrees with the per-point command to ~1e-12)."""
+    """The Kosson Fig. 6 spec on every 50th momentum.  Plumbing against figures/kosson_fig6.json
+    (written by the same max_lr_grid, which agrees with the per-point command to ~1e-12); the
+    independent oracles are the heavy-ball closed form at D = 0 (max ηλ = 2(1 + m), Polyak) and
+    a bisection of the dense state matrix at D = 4."""
     text = (EXAMPLES / "kosson_fig6.toml").read_text(encoding="utf-8")
     full = sweep.parse_spec(text)
     assert full.shape == (5, 3, 1000)
@@ -370,6 +372,8 @@ def test_kosson_fig6_spec_gives_the_committed_curves(tmp_path, scheduler):
         today = np.array([np.nan if v is None else v for v in committed[::10]], dtype=float)
         swept = ds.max_lr.sel(rule=rule, tau=tau).values
         np.testing.assert_allclose(swept, today, rtol=1e-11)
+    heavy_ball = ds.max_lr.sel(rule="momentum", tau=0).values  # |roots| < 1 iff ηλ < 2(1 + m)
+    np.testing.assert_allclose(heavy_ball, 2 * (1 + np.array(m)), rtol=1e-9)
     # D = 4 is not in the figure: each point against a bisection of the dense state matrix
     for rule in ("momentum", "nesterov", "sc"):
         swept = ds.max_lr.sel(rule=rule, tau=4).values

@@ -241,7 +241,7 @@ def heatmap(
     spec = get_spec(name)
     x, y = _resolve_axis(spec, x), _resolve_axis(spec, y)
     if x.name == y.name or {x.name, y.name} == set(STEP_AXES):
-        raise ValueError(f"the two axes must be different parameters, got {x.name} and {y.name}")
+        raise ValueError(f"y: the two axes must be different parameters, got {x.name} and {y.name}")
     for axis in (x, y):
         if axis.name in params:
             raise ValueError(f"{axis.name} is an axis; do not also fix it")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from stability.cli.args import float_arg, int_arg, int_list
+from stability.cli.args import add_stage_delays_argument, float_arg, int_arg, int_list
 
 PROBLEM_FLAGS = ("problem", "data", "standardize", "bias", "samples", "hidden", "activation",
                  "task", "l2")  # fmt: skip
@@ -67,10 +67,13 @@ def add_problem_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_pipeline_arguments(parser: argparse.ArgumentParser, *, schedule_default=None) -> None:
-    """``--schedule``, ``--stages`` P and ``--microbatches`` N (PipeMare Table 1)."""
-    from stability.api.setup import SCHEDULES
+def add_pipeline_arguments(
+    parser: argparse.ArgumentParser, *, schedule_default=None, stage_delays: bool = True
+) -> None:
+    """``--schedule``, ``--stage-delays``, ``--stages`` P and ``--microbatches`` N (PipeMare
+    Table 1); ``stage_delays=False`` where the command has its own per-stage delays flag."""
     from stability.checks import MAX_DELAY
+    from stability.pipeline import SCHEDULES
 
     g = parser.add_argument_group("pipeline (per-stage delays, PipeMare Table 1)")
     g.add_argument(
@@ -80,6 +83,8 @@ def add_pipeline_arguments(parser: argparse.ArgumentParser, *, schedule_default=
         help="per-stage delays of this schedule over --stages P stage blocks, --microbatches "
         "N; uniform takes the rule's delay",
     )
+    if stage_delays:
+        add_stage_delays_argument(g)
     g.add_argument(
         "--stages", type=int_arg("--stages", 1, MAX_DELAY), default=None, help="stages P"
     )
@@ -89,6 +94,12 @@ def add_pipeline_arguments(parser: argparse.ArgumentParser, *, schedule_default=
         default=None,
         help="microbatches N (default 1)",
     )
+
+
+def pipeline_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The pipeline keywords of the public functions (`add_pipeline_arguments`)."""
+    names = ("schedule", "stage_delays", "stages", "microbatches")
+    return {name: getattr(args, name) for name in names if hasattr(args, name)}
 
 
 def problem_values(args: argparse.Namespace) -> dict[str, Any]:

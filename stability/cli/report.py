@@ -61,7 +61,7 @@ def value(x: Any, digits: int = 12) -> str:
 def rows(result: Result, keys: list[str] | None = None) -> list[tuple[str, str]]:
     """``(key, "value unit")`` for the keys of ``result`` (all, or ``keys``)."""
     units = {e.name: e.unit for e in result.schema()}
-    names = keys if keys is not None else [f.name for f in dataclasses.fields(result)]
+    names = keys or [f.name for f in dataclasses.fields(result) if f.name != "warnings"]
     out = []
     for name in names:
         text = value(getattr(result, name))

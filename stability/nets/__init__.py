@@ -1,7 +1,12 @@
 """PyTorch networks: a user's model, its curvature per pipeline stage, predictions, a simulator.
 
 * `stability.nets.problem` — a *problem*: a Python file whose function returns the model, the
-  loss, the full batch and optionally the pipeline stages; the flat parameter vector.
+  loss, the full batch or a DataLoader, and optionally the pipeline stages; the flat parameter
+  vector; the model's dtype and device.
+* `stability.nets.batches` — the data: batches of any input structure, weighted full-batch
+  sums, minibatch rows.
+* `stability.nets.inconsistent` — backpropagation with forward, backward and recompute weights
+  for any module (``--backward current``).
 * `stability.nets.curvature` — Hessian-vector products (``torch.func``, forward-over-reverse)
   and Lanczos: top eigenpairs overall and per stage, the negative end of the spectrum.
 * `stability.nets.lowrank` — the network's curvature as a small `CoupledSystem` (top-k

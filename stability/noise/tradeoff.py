@@ -69,7 +69,7 @@ def _scan(name, tau, problem, moments, noise_map, fractions, momenta):
         for h in grid_h:
             params = {"tau": tau} | ({} if m is None else {"momentum": m})
             params |= {} if h is None else {"horizon": h}
-            ctx = setup(name, problem, None, None, None, params)
+            ctx = setup(name, problem, None, params)
             if ctx.full_batch is None:
                 continue
             ms = ms_max_lr(ctx.builder, moments, ctx.full_batch)
@@ -100,14 +100,14 @@ def tradeoff(
 ) -> Tradeoff:
     """Speed-versus-floor fronts (`Tradeoff`; docs/noise.md).  Exact mean-square rate and floor of
     `stability.noise.second_moment` (E[H_B ⊗ H_B] = H ⊗ H + p(E[xxᵀ ⊗ xxᵀ] − H ⊗ H))."""
-    from stability.checks import check_delay, check_real
+    from stability.checks import check_delay, check_integer, check_real
     from stability.noise.gramian import NoiseMap
-    from stability.noise.minibatch import _integer, _problem
+    from stability.noise.minibatch import _problem
     from stability.noise.moments import SampleMoments
 
     tau = int(check_delay("tau", tau))
     problem = _problem(data, standardize, bias, samples)
-    batch = _integer("batch", batch, 1, problem.samples)
+    batch = check_integer("batch", batch, low=1, high=problem.samples)
     rules = [rules] if isinstance(rules, str) else list(rules)
     if not rules:
         raise ValueError("rules must name at least one rule")

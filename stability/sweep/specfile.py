@@ -59,7 +59,7 @@ class SpecError(ValueError):
 
 
 @dataclass(frozen=True)
-class Axis:
+class GridAxis:
     """One grid axis: a keyword name and its values (Python scalars, distinct)."""
 
     name: str
@@ -76,7 +76,7 @@ class SweepSpec:
     command: str
     rule: str | None
     fixed: dict[str, Any]
-    axes: tuple[Axis, ...]
+    axes: tuple[GridAxis, ...]
     chunk: int = DEFAULT_CHUNK
     text: str = field(default="", compare=False)
 
@@ -148,7 +148,7 @@ class SweepSpec:
     def from_identity(cls, identity: dict[str, Any], text: str = "") -> SweepSpec:
         """The spec whose `identity` is ``identity`` (as stored with a sweep's results)."""
         fixed = {k: tuple(v) if isinstance(v, list) else v for k, v in identity["fixed"].items()}
-        axes = tuple(Axis(name, tuple(values)) for name, values in identity["grid"])
+        axes = tuple(GridAxis(name, tuple(values)) for name, values in identity["grid"])
         return cls(identity["command"], identity["rule"], fixed, axes, identity["chunk"], text)
 
     def difference(self, other: dict[str, Any]) -> str | None:
@@ -231,7 +231,7 @@ def parse_spec(text: str, *, source: str = "spec") -> SweepSpec:
         values = tuple(_coerce(v, kind, f"axis {key!r}", fail) for v in _axis_values(key, value))
         if len(set(values)) != len(values):
             raise fail(f"axis {key!r} repeats a value (coordinates must be distinct)")
-        axes.append(Axis(key, values))
+        axes.append(GridAxis(key, values))
     unknown = [k for k in sweep_raw if k != "chunk"]
     if unknown:
         raise fail(f"unknown key {unknown[0]!r} in [sweep] (it has chunk)")

@@ -100,7 +100,7 @@ def register(sub) -> None:
 def run(args):
     from stability.api.train import train
     from stability.cli.args import rule_values
-    from stability.cli.problem_args import problem_values
+    from stability.cli.problem_args import pipeline_values, problem_values
     from stability.cli.progress import progress_bar
 
     with progress_bar(f"train {args.rule}", json=args.json) as progress:
@@ -116,10 +116,8 @@ def run(args):
             start=args.start,
             curve_points=args.curve_points,
             update=args.update,
-            schedule=args.schedule,
-            stages=args.stages,
-            microbatches=args.microbatches,
             progress=progress,
+            **pipeline_values(args),
             **problem_values(args),
             **rule_values(args),
         )

@@ -99,7 +99,7 @@ def register(sub) -> None:
 def run(args):
     from stability.api.validate import validate
     from stability.cli.args import rule_values
-    from stability.cli.problem_args import problem_values
+    from stability.cli.problem_args import pipeline_values, problem_values
     from stability.cli.progress import progress_bar
 
     with progress_bar("validate", json=args.json) as progress:
@@ -114,10 +114,8 @@ def run(args):
             divergence=args.divergence,
             rel_tol=args.rel_tol,
             fit_seed=args.fit_seed,
-            schedule=args.schedule,
-            stages=args.stages,
-            microbatches=args.microbatches,
             progress=progress,
+            **pipeline_values(args),
             **problem_values(args),
             **rule_values(args),
         )
