@@ -155,7 +155,7 @@ CASES = (
         then=Case("sweep --status {tmp}/sweep", ("points", "chunks_done", "runs", "command")),
     ),
     Case(
-        f"net curvature --problem {NET} --stages 2 --k 3",
+        f"net curvature --problem {NET} --stages 2 --k 3 --stage-blocks --negative",
         ("eigenvalues[*]", "stage_eigenvalues[*][*]", "stage_sizes[*]", "hvps"),
     ),
     Case(
