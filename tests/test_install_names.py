@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import stability
 from stability.cli.main import main
 from stability.extras import EXTRAS, MissingExtra, extra_of, install_line, missing_extra
 
@@ -79,7 +80,7 @@ BLOCKED = (
 )
 
 
-@pytest.mark.parametrize("name", ["net_curvature", "net_max_lr", "net_train"])
+@pytest.mark.parametrize("name", [n for n in stability.__all__ if n.startswith("net_")])
 def test_the_api_without_torch_raises_the_cli_line(name, monkeypatch, capsys):
     """``sys.modules['torch'] = None`` in a fresh interpreter: importing torch fails as if it
     were not installed."""
