@@ -352,7 +352,8 @@ def report_max_lr(result) -> str:
     if result.measured_bracket is not None:
         keys += ["measured_max_lr", "measured_bracket", "measured_rate"]
     if result.preconditioner is not None:  # adaptive rules (docs/adam.md)
-        keys += ["preconditioner", "measured_bracket_real", "real_ratio"]
+        keys += ["preconditioned_eigenvalues", "preconditioner", "measured_bracket_real"]
+        keys += ["real_ratio"]
     return "\n".join(lines(result, keys))
 
 
