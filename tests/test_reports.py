@@ -50,6 +50,18 @@ CASES = (
     Case("radius sgd --tau 3 --lr 0.4 --certify", ("spectral_radius", "certificate", "lr_exact")),
     Case("max-lr lwp --tau 2 --momentum 0.5", ("max_lr", "crossing_angle", "method")),
     Case("max-lr momentum --tau 3 --method bisection", ("max_lr", "method")),
+    Case(
+        "max-lr sgd --stages 4 --schedule pipemare",
+        ("max_lr", "critical_stage", "stages[*].tau_fwd", "stages[*].max_lr", "pipeline.schedule"),
+    ),
+    Case(
+        "radius momentum --momentum 0.5 --lr 0.05 --stage-delays 7,5,3,1",
+        ("spectral_radius", "critical_stage", "stages[*].spectral_radius", "stages[*].half_life"),
+    ),
+    Case(
+        "halflife momentum --kappa 10 --stages 4 --schedule pipemare",
+        ("half_life", "lr", "critical_stage", "stages[*].rate", "stages[*].own_half_life"),
+    ),
     Case("bounds momentum --tau 4 --momentum 0.9", ("bound", "max_lr", "ratio", "lemma")),
     Case("halflife momentum --tau 1 --kappa 100", ("half_life", "rate", "lr")),
     Case(
