@@ -332,9 +332,11 @@ def report_curvature(result) -> str:
     """Every key; the stage eigenvalues one line per stage."""
     from stability.cli.report import aligned, rows, value
 
-    keys = [k for k in result.to_json() if k not in ("schema_version", "stage_eigenvalues")]
+    skip = ("schema_version", "stage_eigenvalues", "warnings")  # main prints the warnings
+    keys = [k for k in result.to_json() if k not in skip]
     pairs = rows(result, keys)
-    pairs[1:1] = [
+    after = keys.index("eigenvalues") + 1
+    pairs[after:after] = [
         (f"stage {i} eigenvalues", f"{value(v)} 1/lr")
         for i, v in enumerate(result.stage_eigenvalues, start=1)
     ]
