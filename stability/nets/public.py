@@ -28,6 +28,7 @@ from stability.nets.prediction import (
     predicted_log_rate,
 )
 from stability.nets.problem import NetProblem, load_problem
+from stability.nets.rates import predict_rate
 from stability.nets.simulator import simulate
 from stability.pipeline import Pipeline
 from stability.result import Result, output
@@ -189,11 +190,20 @@ class NetMaxLr(Result):
     stage_sizes: list = output("parameters per stage")
     method: str = output("how max_lr was computed")
     rate_lr: float | None = output("the lr of the rates: 0.5 × max_lr", "lr")
-    predicted_rate: float | None = output("ρ of the top eigen-direction at rate_lr (per step)")
+    predicted_rate: float | None = output(
+        "ρ at rate_lr of the run from w* + ε·v₁, read from the Galerkin model on v₁'s stage "
+        "pieces by the measurement's estimator (stability.nets.rates)"
+    )
     measured_max_lr: float | None = output("simulator: midpoint of the bracket (--measure)", "lr")
     measured_bracket: list | None = output("simulator: [stable, unstable] lr", "lr")
     measured_rate: float | None = output("simulator: measured ρ at rate_lr (per step)")
     protocol: dict | None = output("the measurement protocol")
+    rate_mode: dict | None = output(
+        "the mode carrying predicted_rate: root ω [re, im] per step, its modulus, the curvature "
+        "its weights see (Rayleigh quotient) and the stage holding most of them",
+        default=None,
+    )
+    rate_method: str | None = output("how predicted_rate was computed", default=None)
     gradient_norm: float | None = output(
         "‖∇f(w)‖ at the weights analysed (full batch; docs/nets.md, not at a minimum)", default=None
     )
@@ -255,9 +265,12 @@ def net_max_lr(
     negative eigenvalues (reported, never used by the prediction).
     ``backward="current"`` (no weight stashing): the analysis carries the network's H_b
     (`stability.nets.sensitivity`; PipeMare eq. 5, App. B.4, D.1 in matrix form) and reports
-    the effective Δ₁; no rate is predicted then.  Adaptive rules (adam, pipeoptim with Adam)
-    need ``precond_from`` and are analysed on P^{1/2}HP^{1/2} (`stability.nets.adaptive`);
-    ``measure`` then also brackets real Adam (``measured_bracket_real``).
+    the effective Δ₁.  The rate at 0.5 × max_lr is predicted on the Galerkin model of v₁'s
+    stage pieces (with QᵀH_bQ under ``backward="current"``) and named by ``rate_mode``
+    (`stability.nets.rates`).  Adaptive rules (adam, pipeoptim with Adam) need ``precond_from``
+    and are analysed on P^{1/2}HP^{1/2} (`stability.nets.adaptive`); ``measure`` then also
+    brackets real Adam (``measured_bracket_real``); their rate is that of the top preconditioned
+    eigen-direction's roots (`stability.nets.prediction.predicted_log_rate`), with stashing.
     """
     from stability.nets.adaptive import adaptive_setup, measure_real_max_lr
     from stability.nets.sensitivity import effective_delta, predict_inconsistent
@@ -293,12 +306,19 @@ def net_max_lr(
     a = pred.analysis
     out: dict[str, Any] = {}
     rate_lr = None if not a.max_lr else RATE_FRACTION * a.max_lr
-    if rate_lr is not None and stashed:
+    protocol = protocol or NetProtocol()
+    if rate_lr is not None and adaptive is not None and stashed:
         out["predicted_rate"] = math.exp(predicted_log_rate(curv, rules, rate_lr))
+    elif rate_lr is not None and adaptive is None:
+        rp = predict_rate(net, curv, rules, rate_lr, protocol.rate_steps, backward=not stashed)
+        out.update(
+            predicted_rate=math.exp(rp.log_rate) if math.isfinite(rp.log_rate) else None,
+            rate_mode=rp.mode(),
+            rate_method=rp.method,
+        )
     if measure:
         if not a.max_lr:
-            raise ValueError("nothing to measure: the prediction has no finite max lr")
-        protocol = protocol or NetProtocol()
+            raise ValueError("measure: nothing to measure, the prediction has no finite max lr")
         v1 = curv.eigenvectors[:, 0]
         sim = rules
         if adaptive is not None:  # frozen P in weight space, along P^1/2·x̃₁
@@ -307,9 +327,7 @@ def net_max_lr(
             out["measured_bracket_real"] = [real.stable, real.unstable]
             out["real_ratio"] = None if real.max_lr is None else real.max_lr / a.max_lr
         m = measure_max_lr(net, sim, v1, a.max_lr, protocol)
-        rate = (
-            float(measure_log_rate(net, sim, v1, [rate_lr], protocol)[0]) if stashed else math.nan
-        )
+        rate = float(measure_log_rate(net, sim, v1, [rate_lr], protocol)[0])
         out.update(
             measured_max_lr=m.max_lr,
             measured_bracket=[m.stable, m.unstable],
@@ -341,6 +359,8 @@ def net_max_lr(
         measured_bracket=out.get("measured_bracket"),
         measured_rate=out.get("measured_rate"),
         protocol=out.get("protocol"),
+        rate_mode=out.get("rate_mode"),
+        rate_method=out.get("rate_method"),
         **_near_fields(nearness(net, lam_max, negatives)),
         preconditioned_eigenvalues=None if adaptive is None else curv.eigenvalues.tolist(),
         preconditioner=None if adaptive is None else adaptive.describe(),
