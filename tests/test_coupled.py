@@ -332,13 +332,13 @@ def test_unstable_for_every_lr_is_zero():
 
 @pytest.fixture(scope="module")
 def cpusmall(cpusmall_csv):
-    from stability.agreement.comparison import linreg_setup
+    from stability.trainer.linearize import linreg_linearization
     from stability.trainer.problems import ProblemOptions, build_problem
 
     problem, _ = build_problem(
         ProblemOptions(data=str(cpusmall_csv), standardize="none", bias=True)
     )
-    return linreg_setup(problem)
+    return linreg_linearization(problem)
 
 
 def test_cpusmall_coupled_is_1_89_times_lemma_1(cpusmall):
@@ -384,14 +384,15 @@ def test_cpusmall_prediction_is_the_measured_max_lr(cpusmall, schedule, stages, 
 
 def test_other_regression_data_prediction_is_the_measured_max_lr():
     """Data the analysis was never tuned on: a synthetic design with a prescribed spectrum."""
-    from stability.agreement.comparison import Protocol, linreg_setup
+    from stability.agreement.comparison import Protocol
     from stability.agreement.coupled_runs import measure, problem_system
     from stability.pipeline import pipeline
     from stability.trainer.data import synthetic_regression
+    from stability.trainer.linearize import linreg_linearization
     from stability.trainer.linreg import LinearRegression
 
     data = synthetic_regression(np.geomspace(2.0, 0.02, 9), seed=3, residual=0.5)
-    setup = linreg_setup(LinearRegression.from_dataset(data))
+    setup = linreg_linearization(LinearRegression.from_dataset(data))
     built = problem_system(setup, pipeline("pipemare", 3, 2), "lwp", {"momentum": 0.5})
     predicted = scan_max_lr(built.system).max_lr
     measured = measure(built, setup, predicted, Protocol(steps=10_000))
@@ -401,9 +402,10 @@ def test_other_regression_data_prediction_is_the_measured_max_lr():
 @pytest.mark.slow
 def test_tiny_mlp_prediction_is_the_measured_max_lr(cpusmall_csv):
     """Per-layer stages of a tiny MLP: measured H_f, H_b; prediction within 25 % (issue)."""
-    from stability.agreement.comparison import Protocol, mlp_setup
+    from stability.agreement.comparison import Protocol
     from stability.agreement.coupled_runs import measure, problem_system
     from stability.pipeline import pipeline
+    from stability.trainer.linearize import mlp_linearization
     from stability.trainer.problems import ProblemOptions, build_problem
 
     mlp, _ = build_problem(
@@ -411,7 +413,7 @@ def test_tiny_mlp_prediction_is_the_measured_max_lr(cpusmall_csv):
             problem="mlp", data=str(cpusmall_csv), samples=64, hidden=(3, 3), standardize="all"
         )
     )
-    setup = mlp_setup(mlp)
+    setup = mlp_linearization(mlp)
     built = problem_system(setup, pipeline("pipemare", 3), "sgd", {})
     H = built.system.hessians
     assert np.allclose(H["forward"] + H["backward"], mlp.hessian(setup.w_star), atol=1e-5)

@@ -388,7 +388,7 @@ def test_missing_torch_is_one_line_exit_2(monkeypatch, capsys):
     )
     rc = main(["net", "curvature", "--problem", "x.py:problem"])
     err = capsys.readouterr().err
-    assert rc == 2 and "pip install stability[torch]" in err and err.count("\n") == 1
+    assert rc == 2 and "pip install -e '.[torch]'" in err and err.count("\n") == 1
 
 
 def test_help_and_other_commands_do_not_import_torch():

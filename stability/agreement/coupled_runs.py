@@ -31,7 +31,8 @@ from stability.pipeline import Pipeline
 
 
 def problem_hessians(setup) -> dict[str, np.ndarray]:
-    """H_f, H_b (and H_r) of a trainer `Setup` (module doc): the linearization at w*."""
+    """H_f, H_b (and H_r) of a trainer problem's `stability.trainer.linearize.Linearization`:
+    the Jacobians at w*."""
     problem = setup.problem
     if getattr(problem, "uses_backward", False):
         H_f, H_b, _ = problem.pass_jacobians(setup.w_star, recompute=False)

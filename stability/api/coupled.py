@@ -75,7 +75,7 @@ def coupled(
     >>> import stability as st
     >>> c = st.coupled("sgd", stages=4, schedule="pipemare")
     >>> c.critical_stage, c.scalar_ratio < 1
-    (1, True)
+    (2, True)
     """
     from stability.agreement.comparison import Protocol
     from stability.agreement.coupled_runs import measure as measure_trainer
@@ -127,12 +127,10 @@ def coupled(
     if measure:
         if not analysis.max_lr:
             raise ValueError("nothing to measure: the coupled system has no finite max lr")
-        mlp = problem == "mlp"
-        rel_tol = rel_tol if rel_tol is not None else (1e-2 if mlp else 1e-3)
+        default = Protocol(**options.kind.protocol)
+        rel_tol = rel_tol if rel_tol is not None else default.rel_tol
         check_real("rel_tol", rel_tol, low=0.0, high=1.0, low_open=True)
-        steps = check_integer(
-            "steps", steps or (5_000 if mlp else 20_000), low=10, high=TRAIN_MAX_STEPS
-        )
+        steps = check_integer("steps", steps or default.steps, low=10, high=TRAIN_MAX_STEPS)
         protocol = Protocol(steps=steps, rel_tol=float(rel_tol))
         m = measure_trainer(built, setup, analysis.max_lr, protocol)
         measured.update(

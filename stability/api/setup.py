@@ -39,25 +39,25 @@ def problem_options(
 ):
     """`stability.trainer.problems.ProblemOptions` from the keywords (module doc).
 
-    ``standardize`` defaults to ``"features"`` for linreg and ``"all"`` for the MLP, which
-    also keeps at most 128 rows unless ``samples`` says otherwise (validation runs many full
+    ``standardize`` and the row cap default to the kind's (`ProblemKind`: features and all
+    rows for linreg; all and at most 128 rows for the MLP, as validation runs many full
     batches).
     """
     from stability.checks import check_real
-    from stability.trainer.problems import PROBLEMS, ProblemOptions
+    from stability.trainer.problems import KINDS, PROBLEMS, ProblemOptions
 
     check_choice("problem", problem, PROBLEMS)
-    mlp = problem == "mlp"
+    kind = KINDS[problem]
     if samples is not None:
         samples = check_integer("samples", samples, low=1)
     hidden = tuple(check_integer("hidden", h, low=1) for h in hidden)
     return ProblemOptions(
         problem=problem,
         data=None if data is None else str(data),
-        standardize=standardize or ("all" if mlp else "features"),
+        standardize=standardize or kind.standardize,
         bias=bool(bias),
         samples=samples,
-        max_samples=128 if mlp else None,
+        max_samples=kind.max_samples,
         hidden=hidden,
         activation=activation,
         task=task,
@@ -66,15 +66,13 @@ def problem_options(
 
 
 def build(options, *, fit_seed: int = 0):
-    """``(problem, data, setup)``: the trainable problem, its data set and the `Setup` that
-    linearizes it (exact for linreg; at the minimizer fitted from ``fit_seed`` for the MLP)."""
-    from stability.agreement.comparison import linreg_setup, mlp_setup
+    """``(problem, data, linearization)``: the trainable problem, its data set and its
+    `stability.trainer.linearize.Linearization` (exact for linreg; at the minimizer fitted
+    from ``fit_seed`` for the MLP)."""
     from stability.trainer.problems import build_problem
 
     problem, data = build_problem(options)
-    if options.problem == "linreg":
-        return problem, data, linreg_setup(problem)
-    return problem, data, mlp_setup(problem, seed=check_integer("fit_seed", fit_seed))
+    return problem, data, options.kind.linearize(problem, fit_seed)
 
 
 def schedule_sets(spec, pipe) -> dict[str, str]:

@@ -66,7 +66,7 @@ def validate(
 ) -> Validation:
     """Does the trainer become unstable where the theory says?  For each rule and uniform delay
     τ (the rule's ``tau``, or ``tau_fwd`` for the discrepancy family), the predicted max lr
-    on the problem's Hessian modes (PipeMare eq. 5 per mode, `stability.agreement.predict`)
+    on the problem's Hessian modes (PipeMare eq. 5 per mode, `stability.analysis.modes`)
     against the trainer's, found by bisection, and the predicted vs measured rates
     (`stability.agreement.comparison`).  ``schedule`` replaces the uniform delays by a
     pipeline's per-stage delays (PipeMare Table 1) over ``stages``, or an explicit profile
@@ -106,32 +106,25 @@ def validate(
     taus = tuple(check_integer("taus", t) for t in taus)
     if not taus:
         raise ValueError("taus must give at least one delay")
-    mlp = problem == "mlp"
-    default = Protocol()
-    rel_tol = rel_tol if rel_tol is not None else (1e-2 if mlp else default.rel_tol)
+    options = problem_options(
+        problem, data, standardize, bias, samples, hidden, activation, task, l2
+    )
+    default = Protocol(**options.kind.protocol)
+    rel_tol = rel_tol if rel_tol is not None else default.rel_tol
     check_real("rel_tol", rel_tol, low=0.0, high=1.0, low_open=True)
     check_real("divergence", divergence, low=1.0, low_open=True)
     if batch is not None:
         batch = check_integer("batch", batch, low=1)
     protocol = Protocol(
-        steps=check_integer(
-            "steps", steps or (5_000 if mlp else default.steps), low=10, high=TRAIN_MAX_STEPS
-        ),
-        rate_steps=check_integer(
-            "rate_steps", rate_steps or (5_000 if mlp else default.rate_steps), low=10
-        ),
+        steps=check_integer("steps", steps or default.steps, low=10, high=TRAIN_MAX_STEPS),
+        rate_steps=check_integer("rate_steps", rate_steps or default.rate_steps, low=10),
         rate_doublings=check_integer(
             "rate_doublings",
-            rate_doublings
-            if rate_doublings is not None
-            else (1 if mlp else default.rate_doublings),
+            rate_doublings if rate_doublings is not None else default.rate_doublings,
         ),
         divergence=float(divergence),
         seeds=tuple(check_integer("seeds", s) for s in seeds),
         rel_tol=float(rel_tol),
-    )
-    options = problem_options(
-        problem, data, standardize, bias, samples, hidden, activation, task, l2
     )
     start = time.monotonic()
     model, dataset, setup = build(options, fit_seed=fit_seed)

@@ -19,7 +19,12 @@ def add_problem_arguments(parser: argparse.ArgumentParser) -> None:
     from stability.trainer.mlp import ACTIVATIONS, TASKS
 
     g = parser.add_argument_group("problem and data")
-    g.add_argument("--problem", choices=("linreg", "mlp"), default="linreg")
+    g.add_argument(
+        "--problem",
+        choices=("linreg", "mlp"),
+        default="linreg",
+        help="linreg: least squares on the data; mlp: a small MLP fitted to it",
+    )
     g.add_argument(
         "--data",
         default=None,
@@ -47,8 +52,13 @@ def add_problem_arguments(parser: argparse.ArgumentParser) -> None:
         help="MLP hidden widths (default 4,4: with one hidden layer the backward weights do "
         "not enter the gradient's linearization at a minimum)",
     )
-    g.add_argument("--activation", choices=ACTIVATIONS, default="tanh")
-    g.add_argument("--task", choices=TASKS, default="regression")
+    g.add_argument("--activation", choices=ACTIVATIONS, default="tanh", help="MLP activation")
+    g.add_argument(
+        "--task",
+        choices=TASKS,
+        default="regression",
+        help="MLP loss: squared error, or softmax cross-entropy on integer labels 0 … C−1",
+    )
     g.add_argument(
         "--l2",
         type=float_arg("--l2"),

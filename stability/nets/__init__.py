@@ -23,12 +23,10 @@ other command keep working without it (`require_torch`).
 
 from __future__ import annotations
 
-import importlib.util
-
-INSTALL_HINT = "pip install stability[torch]"
+from stability.extras import require
 
 
 def require_torch() -> None:
-    """Raise a one-line `ValueError` if PyTorch is not installed."""
-    if importlib.util.find_spec("torch") is None:
-        raise ValueError(f"this command needs PyTorch, which is not installed: {INSTALL_HINT}")
+    """Raise a one-line `stability.extras.MissingExtra` (a `ValueError` and a
+    `ModuleNotFoundError`) naming the install line if PyTorch is not installed."""
+    require("torch")

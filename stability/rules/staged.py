@@ -26,7 +26,7 @@ How the delays enter (PipeMare Sec. 2, Table 1; Kosson App. B):
 
 >>> r = staged_rule("lwp", {"momentum": 0.9}, 3, 0)
 >>> (r.tau_fwd, r.tau_bkwd, r.horizon)
-(3, 0, 3)
+(3, 0, 3.0)
 """
 
 from __future__ import annotations

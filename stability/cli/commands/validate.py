@@ -43,7 +43,12 @@ def register(sub) -> None:
     p.add_argument("--taus", type=int_list("--taus"), default=(0, 1, 4, 16), help="delays τ")
     add_problem_arguments(p)
     g = p.add_argument_group("measurement protocol")
-    g.add_argument("--batch", type=int_arg("--batch", 1), default=None, help="minibatch size")
+    g.add_argument(
+        "--batch",
+        type=int_arg("--batch", 1),
+        default=None,
+        help="minibatch size (default: full batch)",
+    )
     g.add_argument(
         "--steps",
         type=int_arg("--steps", 10, TRAIN_MAX_STEPS),
@@ -56,14 +61,24 @@ def register(sub) -> None:
         default=None,
         help="first length of the rate runs, doubled until the rate settles",
     )
-    g.add_argument("--rate-doublings", type=int_arg("--rate-doublings"), default=None)
+    g.add_argument(
+        "--rate-doublings",
+        type=int_arg("--rate-doublings"),
+        default=None,
+        help="most doublings of the rate runs (default 5; 1 for mlp)",
+    )
     g.add_argument(
         "--seeds",
         type=int_list("--seeds"),
         default=(0, 1, 2),
         help="minibatch seeds (unstable if any diverges)",
     )
-    g.add_argument("--divergence", type=float_arg("--divergence"), default=1e6)
+    g.add_argument(
+        "--divergence",
+        type=float_arg("--divergence"),
+        default=1e6,
+        help="a run diverged once its loss is non-finite or exceeds this × its initial loss",
+    )
     g.add_argument(
         "--rel-tol",
         type=float_arg("--rel-tol"),
