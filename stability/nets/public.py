@@ -122,6 +122,13 @@ def net_curvature(
     )
 
 
+def _rate_error(predicted: float | None, measured: float | None) -> float | None:
+    """ln ρ̂ / ln ρ − 1 where both rates are in (0, 1) (issue 25's acceptance quantity)."""
+    if not predicted or not measured or not 0 < predicted < 1 or not 0 < measured < 1:
+        return None
+    return math.log(measured) / math.log(predicted) - 1
+
+
 def _near_fields(near) -> dict[str, Any]:
     """The not-at-a-minimum fields and warning (`stability.nets.minimum`, issue 26 item 3)."""
     return {
@@ -172,6 +179,11 @@ class NetMaxLr(Result):
         default=None,
     )
     rate_method: str | None = output("how predicted_rate was computed", default=None)
+    rate_error: float | None = output(
+        "ln measured_rate / ln predicted_rate − 1 (--measure): the prediction's error on this "
+        "network; docs/nets.md says where it misses and why",
+        default=None,
+    )
     gradient_norm: float | None = output(
         "‖∇f(w)‖ at the weights analysed (full batch; docs/nets.md, not at a minimum)", default=None
     )
@@ -287,6 +299,7 @@ def net_max_lr(
         protocol=out.get("protocol"),
         rate_mode=out.get("rate_mode"),
         rate_method=out.get("rate_method"),
+        rate_error=_rate_error(out.get("predicted_rate"), out.get("measured_rate")),
         **_near_fields(nearness(net, curv.lam_max, curv.negative_eigenvalues)),
     )
 
