@@ -28,6 +28,7 @@ BENCHMARKS = [
     ("bench_large_delays.py", []),
     ("bench_curvature.py", ["--quick?"]),
     ("bench_transformer_bracket.py", []),
+    ("bench_adam.py", ["--quick?"]),
 ]
 
 

@@ -192,7 +192,7 @@ def _naming_the_flag(
             return flag + text[len(first) :]
     if flag_of(first) in flags:
         return flag_of(first) + text[len(first) :]
-    if first == "rule":  # the positional RULE: name it
+    if text.startswith("rule:"):  # the positional RULE: name it
         from stability.rules.registry import RULES
 
         name = next((a for a in argv if a in RULES), None)

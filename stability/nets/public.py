@@ -10,9 +10,12 @@ are the command's JSON keys.  Delays: a uniform ``tau`` (every stage), or a pipe
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from stability.checks import check_integer
 from stability.nets.bracket import NetProtocol, measure_log_rate, measure_max_lr
@@ -22,6 +25,7 @@ from stability.nets.prediction import (
     DEFAULT_SCHEDULE,
     net_rules,
     predict,
+    predicted_log_rate,
 )
 from stability.nets.problem import NetProblem, load_problem
 from stability.nets.rates import predict_rate
@@ -86,6 +90,15 @@ class NetCurvature(Result):
         "λ_min/λ₁ of the most negative eigenvalue found (0: none); < −1e-4: a saddle",
         default=None,
     )
+    preconditioned_eigenvalues: list | None = output(
+        "--precond-from: top-k eigenvalues of P^1/2 ∇²f P^1/2 (descending)", "1/lr", default=None
+    )
+    preconditioned_stage_eigenvalues: list | None = output(
+        "--precond-from: per stage, top eigenvalues of P_i^1/2 H_ii P_i^1/2", "1/lr", default=None
+    )
+    preconditioner: dict | None = output(
+        "--precond-from: source, step t, β2, ε, min/median/max of P", default=None
+    )
 
 
 def net_curvature(
@@ -97,16 +110,34 @@ def net_curvature(
     stage_blocks: bool = False,
     dtype: str | None = None,
     device: str | None = None,
+    precond_from: str | None = None,
 ) -> NetCurvature:
     """Top-``k`` eigenvalues of ∇²f at the model's weights; per stage with ``stage_blocks``,
     the negative end with ``negative`` (each an extra eigen-solve: off by default).
 
     Lanczos (ARPACK) on Hessian-vector products by forward-over-reverse differentiation
     (`stability.nets.curvature`), in the model's dtype on its device unless ``dtype``
-    (``"float32"``/``"float64"``) or ``device`` say otherwise.
+    (``"float32"``/``"float64"``) or ``device`` say otherwise.  ``precond_from``: also the
+    top-k of P^{1/2}∇²f P^{1/2} (and each stage's block) with an Adam/AdamW optimizer's P
+    (`stability.nets.preconditioner`, `stability.nets.preconditioned`; a warm-up source moves
+    the weights first).
     """
     net = _problem(problem, stages, dtype, device)
     k = check_integer("k", k, low=1)
+    extra: dict[str, Any] = {}
+    if precond_from is not None:
+        from stability.nets.preconditioned import preconditioned_curvature
+        from stability.nets.preconditioner import load_preconditioner
+
+        pre = load_preconditioner(net, precond_from)
+        if pre.weights is not None:
+            net = dataclasses.replace(net, w_star=pre.weights)
+        pc = preconditioned_curvature(net, pre.scale, k)
+        extra = {
+            "preconditioned_eigenvalues": pc.eigenvalues.tolist(),
+            "preconditioned_stage_eigenvalues": [v.tolist() for v in pc.stage_eigenvalues],
+            "preconditioner": pre.describe(),
+        }
     c = curvature(net, k, negative_k=5 if negative else 0, stage_blocks=bool(stage_blocks))
     near = nearness(net, c.lam_max, c.negative_eigenvalues if negative else None)
     return NetCurvature(
@@ -119,6 +150,7 @@ def net_curvature(
         seconds=c.seconds,
         method=c.method,
         **_near_fields(near),
+        **extra,
     )
 
 
@@ -196,6 +228,22 @@ class NetMaxLr(Result):
         "λ_min/λ₁ of the most negative eigenvalue found (0: none); < −1e-4: a saddle",
         default=None,
     )
+    preconditioned_eigenvalues: list | None = output(
+        "adaptive rules: top eigenvalues of P^1/2 H P^1/2 (= eigenvalues)", "1/lr", default=None
+    )
+    preconditioner: dict | None = output(
+        "adaptive rules: source, step t, β2, ε, min/median/max of P", default=None
+    )
+    measured_bracket_real: list | None = output(
+        "--measure, adaptive rules: [stable, unstable] lr of real Adam from the same weights and "
+        "optimizer state",
+        "lr",
+        default=None,
+    )
+    real_ratio: float | None = output(
+        "midpoint of measured_bracket_real / max_lr (real Adam vs the frozen-P prediction)",
+        default=None,
+    )
 
 
 def net_max_lr(
@@ -216,6 +264,7 @@ def net_max_lr(
     dtype: str | None = None,
     device: str | None = None,
     negative: bool = True,
+    precond_from: str | None = None,
     **params: Any,
 ) -> NetMaxLr:
     """Max stable lr of ``rule`` on a network split into pipeline stages, each with its delay.
@@ -230,12 +279,20 @@ def net_max_lr(
     (`stability.nets.sensitivity`; PipeMare eq. 5, App. B.4, D.1 in matrix form) and reports
     the effective Δ₁.  The rate at 0.5 × max_lr is predicted on the Galerkin model of v₁'s
     stage pieces (with QᵀH_bQ under ``backward="current"``) and named by ``rate_mode``
-    (`stability.nets.rates`).
+    (`stability.nets.rates`).  Adaptive rules (adam, pipeoptim with Adam) need ``precond_from``
+    and are analysed on P^{1/2}HP^{1/2} (`stability.nets.adaptive`); ``measure`` then also
+    brackets real Adam (``measured_bracket_real``); their rate is that of the top preconditioned
+    eigen-direction's roots (`stability.nets.prediction.predicted_log_rate`), with stashing.
     """
+    from stability.nets.adaptive import adaptive_setup, measure_real_max_lr
     from stability.nets.sensitivity import effective_delta, predict_inconsistent
 
     net = _problem(problem, stages, dtype, device)
     k = check_integer("k", k, low=1)
+    params = _rule_params(rule, params)
+    adaptive = adaptive_setup(net, rule, params, precond_from)
+    if adaptive is not None:
+        net, params = adaptive.net, adaptive.params
     pipe = Pipeline.from_options(
         schedule,
         stage_delays=stage_delays,
@@ -246,15 +303,25 @@ def net_max_lr(
         backward=backward,
         tau_bkwd=tau_bkwd,
     )
-    rules = net_rules(rule, _rule_params(rule, params), pipe, tau_recomp=tau_recomp)
-    curv = curvature(net, k, stage_blocks=False, negative_k=5 if negative else 0)
+    if adaptive is None:
+        rules = net_rules(rule, params, pipe, tau_recomp=tau_recomp)
+        curv = curvature(net, k, stage_blocks=False, negative_k=5 if negative else 0)
+        lam_max, negatives = curv.lam_max, curv.negative_eigenvalues
+    else:
+        rules = adaptive.rules(rule, pipe, tau_recomp)
+        curv = adaptive.curvature(k, 1)
+        plain = curvature(net, 1, stage_blocks=False, negative_k=5 if negative else 0)
+        lam_max, negatives = plain.lam_max, plain.negative_eigenvalues
     stashed = pipe.tau_bkwd is None
-    pred = predict(curv, rules) if stashed else predict_inconsistent(net, curv, rules)
+    scale = None if adaptive is None else adaptive.scale.numpy()
+    pred = predict(curv, rules) if stashed else predict_inconsistent(net, curv, rules, scale)
     a = pred.analysis
     out: dict[str, Any] = {}
     rate_lr = None if not a.max_lr else RATE_FRACTION * a.max_lr
     protocol = protocol or NetProtocol()
-    if rate_lr is not None:
+    if rate_lr is not None and adaptive is not None and stashed:
+        out["predicted_rate"] = math.exp(predicted_log_rate(curv, rules, rate_lr))
+    elif rate_lr is not None and adaptive is None:
         rp = predict_rate(net, curv, rules, rate_lr, protocol.rate_steps, backward=not stashed)
         out.update(
             predicted_rate=math.exp(rp.log_rate) if math.isfinite(rp.log_rate) else None,
@@ -265,8 +332,14 @@ def net_max_lr(
         if not a.max_lr:
             raise ValueError("measure: nothing to measure, the prediction has no finite max lr")
         v1 = curv.eigenvectors[:, 0]
-        m = measure_max_lr(net, rules, v1, a.max_lr, protocol)
-        rate = float(measure_log_rate(net, rules, v1, [rate_lr], protocol)[0])
+        sim = rules
+        if adaptive is not None:  # frozen P in weight space, along P^1/2·x̃₁
+            sim, v1 = adaptive.frozen(rules), adaptive.direction(v1)
+            real = measure_real_max_lr(adaptive, rules, v1, a.max_lr, protocol)
+            out["measured_bracket_real"] = [real.stable, real.unstable]
+            out["real_ratio"] = None if real.max_lr is None else real.max_lr / a.max_lr
+        m = measure_max_lr(net, sim, v1, a.max_lr, protocol)
+        rate = float(measure_log_rate(net, sim, v1, [rate_lr], protocol)[0])
         out.update(
             measured_max_lr=m.max_lr,
             measured_bracket=[m.stable, m.unstable],
@@ -287,9 +360,10 @@ def net_max_lr(
         backward=backward,
         stage_taus=pipe.tau_fwd.tolist(),
         stage_taus_bkwd=pipe.backward_delays.tolist(),
-        delta=None if stashed else float(effective_delta(net, curv, 1)[0]),
+        delta=None if stashed else float(effective_delta(net, curv, 1, scale)[0]),
         stage_sizes=list(net.stage_sizes),
         method=f"{a.method}, on the rank-{pred.rank} curvature (Lanczos)"
+        + ("" if adaptive is None else " of P^1/2 H P^1/2, the rule at P = 1 (docs/adam.md)")
         + ("" if stashed else " with the projected H_b (Galerkin on the stage bases)"),
         rate_lr=rate_lr,
         predicted_rate=out.get("predicted_rate"),
@@ -300,7 +374,11 @@ def net_max_lr(
         rate_mode=out.get("rate_mode"),
         rate_method=out.get("rate_method"),
         rate_error=_rate_error(out.get("predicted_rate"), out.get("measured_rate")),
-        **_near_fields(nearness(net, curv.lam_max, curv.negative_eigenvalues)),
+        **_near_fields(nearness(net, lam_max, negatives)),
+        preconditioned_eigenvalues=None if adaptive is None else curv.eigenvalues.tolist(),
+        preconditioner=None if adaptive is None else adaptive.describe(),
+        measured_bracket_real=out.get("measured_bracket_real"),
+        real_ratio=out.get("real_ratio"),
     )
 
 
@@ -332,6 +410,14 @@ class NetTrain(Result):
     reached: bool | None = output("some λ₁ sample came within 10 % of predicted_edge (≥ 0.9×)")
     edge_ratio: float | None = output("plateau / predicted_edge")
     protocol: dict = output("how the run was made and judged")
+    update: str = output("analysed (the rule as analysed) or real (real Adam/AdamW)", default="")
+    sharpness_kind: str | None = output(
+        "hessian: λ₁(∇²f); preconditioned: λ₁(P_t ∇²f) with the run's current P_t", default=None
+    )
+    preconditioner: dict | None = output(
+        "adaptive rules with --precond-from: source, step t, β2, ε, min/median/max of P",
+        default=None,
+    )
 
 
 def net_train(
@@ -355,6 +441,8 @@ def net_train(
     sharpness_every: int | None = None,
     dtype: str | None = None,
     device: str | None = None,
+    precond_from: str | None = None,
+    update: str = "analysed",
     **params: Any,
 ) -> NetTrain:
     """Train the network from its weights with ``rule`` under per-stage delays (the simulator,
@@ -365,9 +453,14 @@ def net_train(
     τ_bkwd from the schedule or the uniform ``tau_bkwd`` (default 0), ``tau_recomp`` for rule
     ``recompute``.  ``sharpness_every`` K: λ₁ every K steps and the edge of stability reading
     (`stability.nets.sharpness`: λ_edge = max_lr(rule, delays; λ = 1)/lr, Cohen et al. 2021
-    at τ = 0).  ``dtype``/``device``: as in `net_curvature`.
+    at τ = 0).  ``dtype``/``device``: as in `net_curvature`.  Adaptive rules
+    (`stability.nets.adaptive`): ``update="analysed"`` runs the frozen-P rule with the P of
+    ``precond_from``, ``"real"`` real Adam/AdamW (continuing that optimizer state, or from a
+    fresh one); the sharpness is then λ₁(P_t∇²f), P_t the run's current preconditioner
+    (`stability.nets.adam_edge`).
     """
     from stability.checks import check_real
+    from stability.nets.adaptive import adaptive_setup
     from stability.nets.sharpness import SharpnessTracker, coupled_edge, edge_summary
 
     net = _problem(problem, stages, dtype, device)
@@ -392,14 +485,28 @@ def net_train(
         backward=backward,
         tau_bkwd=tau_bkwd,
     )
-    rules = net_rules(rule, _rule_params(rule, params), pipe, tau_recomp=tau_recomp)
+    values = _rule_params(rule, params)
+    adaptive = adaptive_setup(net, rule, values, precond_from, update=update, command="train")
+    if adaptive is None:
+        rules = net_rules(rule, values, pipe, tau_recomp=tau_recomp)
+    else:
+        net = adaptive.net
+        rules = adaptive.rules(rule, pipe, tau_recomp)
     every = max(1, steps // (curve_points - 1))
-    tracker = None if sharpness_every is None else SharpnessTracker(net, sharpness_every)
+    sim = rules if adaptive is None else adaptive.stage_rules(rules)
+    tracker = None
+    if sharpness_every is not None:
+        if adaptive is None:
+            tracker = SharpnessTracker(net, sharpness_every)
+        else:
+            from stability.nets.adam_edge import PreconditionedTracker
+
+            tracker = PreconditionedTracker.of(adaptive, sim, sharpness_every)
     if tracker is not None:
         tracker.start(net.w_star)
     res = simulate(
         net,
-        rules,
+        sim,
         [float(lr)],
         steps=steps,
         batch=batch,
@@ -418,6 +525,8 @@ def net_train(
     edge = None
     if tracker is not None:
         v1 = tracker.vector
+        if v1 is None:  # no sample (a fresh Adam stopped before step K): the uniform direction
+            v1 = np.full(net.dim, net.dim**-0.5)
         reading = edge_summary(
             tracker.samples, coupled_edge(rules, v1, net.stage_sizes, float(lr)), steps, diverged
         )
@@ -443,11 +552,19 @@ def net_train(
         "weights": weights,
         "rate": "slope of log ‖w_t − w_(t−1)‖ over the last half of the run (full batch)",
     }
+    if adaptive is not None:
+        protocol.update(adaptive.protocol())
     if tracker is not None:
         protocol["sharpness"] = (
             f"λ₁ by Lanczos (ARPACK, tol 1e-4, warm-started) every {sharpness_every} steps; "
             "plateau: median over the last quarter of the steps; reached: some λ₁ ≥ 0.9 × "
             "predicted_edge; predicted_edge from the last eigenvector's stage shares"
+            + (
+                ""
+                if adaptive is None
+                else "; λ₁(P_t ∇²f) with the run's current P_t (real) or the frozen P (analysed), "
+                "predicted_edge at P = 1"
+            )
         )
         protocol["hvps"] = tracker.hvps
     return NetTrain(
@@ -468,6 +585,11 @@ def net_train(
         reached=None if edge is None else edge["reached"],
         edge_ratio=None if edge is None else edge["edge_ratio"],
         protocol=protocol,
+        update=update,
+        sharpness_kind=None
+        if tracker is None
+        else ("hessian" if adaptive is None else "preconditioned"),
+        preconditioner=None if adaptive is None else adaptive.describe(),
     )
 
 

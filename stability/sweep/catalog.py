@@ -18,7 +18,8 @@ A point that fails (a `ValueError` naming a parameter, a rule that lacks a param
 result: it is recorded, never dropped.
 
 To add a command once its public function exists: one entry in `COMMANDS`, e.g.
-``SweepCommand("radius", radius, Radius, options=(Option("lr", "real", "step size"),))``;
+``SweepCommand("radius", radius, Radius, options=command("radius").options)`` (the option
+table of `stability.api.commands`, `stability.options.Option` values);
 the spec reader, the dataset layout and the CLI follow from it (docs/sweep.md).
 """
 
@@ -30,7 +31,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from stability.api.commands import command
 from stability.api.max_lr import MaxLr, max_lr
+from stability.options import Option
 from stability.result import Result
 from stability.rules.spec import MODEL_PARAMS
 from stability.sweep.outcome import error_line
@@ -41,16 +44,6 @@ Point = tuple[str, dict[str, Any]]
 
 _PARAM_KINDS = {"delay": "int", "real": "real", "bool": "bool", "choice": "str"}
 """Rule parameter kinds (`stability.rules.spec.Param`) → spec value types."""
-
-
-@dataclass(frozen=True)
-class Option:
-    """A keyword of a command besides the rule's parameters: name, value type (``real``,
-    ``int``, ``str``, ``bool`` or ``ints``, a list of integers) and meaning."""
-
-    name: str
-    kind: str
-    doc: str
 
 
 @dataclass(frozen=True)
@@ -101,13 +94,13 @@ COMMANDS: dict[str, SweepCommand] = {
             "max-lr",
             max_lr,
             MaxLr,
-            options=(Option("method", "str", "auto, locus or bisection (default auto)"),),
+            options=command("max-lr").options,
         ),
         SweepCommand(
             "train",
-            None,  # the public st.train is not there yet: the trainer in lockstep
+            None,  # st.train's uniform-delay runs, a chunk in lockstep (train_runs.py)
             TrainRun,
-            options=tuple(Option(name, *about) for name, about in TRAIN_OPTIONS.items()),
+            options=TRAIN_OPTIONS,
             model_params=False,
             evaluate_chunk=train_chunk,
         ),

@@ -16,6 +16,11 @@
   ``--tau-recomp`` for rule recompute); with ``--sharpness-every K`` the edge of stability:
   ``sharpness``, ``predicted_edge``, ``plateau``, ``reached``, ``edge_ratio``.
 
+Adam/AdamW (``--rule adam``, ``pipeoptim --optimizer adam|adamw``): ``--precond-from
+STATE|warmup:N:LR`` gives the optimizer's preconditioner P (``curvature``: also
+``preconditioned_eigenvalues``; ``max-lr``: the prediction on P^1/2 H P^1/2, with ``--measure``
+also ``measured_bracket_real``), ``train --update real`` runs real Adam (docs/adam.md).
+
 Every subcommand takes ``--dtype float32|float64`` and ``--device DEVICE`` (default: the
 model's own).  Needs PyTorch (``pip install -e '.[torch]'`` in the checkout); without it each
 subcommand says so on one line and exits with code 2.  See docs/nets.md.
@@ -117,6 +122,17 @@ def _rule(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _precond_from(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--precond-from",
+        default=None,
+        metavar="STATE|warmup:N:LR",
+        help="Adam/AdamW's preconditioner P = 1/(√v̂ + ε): a torch.save(opt.state_dict()) file "
+        "of torch.optim.Adam/AdamW over model.parameters(), or warmup:N:LR (N full-batch AdamW "
+        "steps at LR first; the weights are then those after it); see docs/adam.md",
+    )
+
+
 def _subcommand(net, name: str, help: str):  # noqa: A002 - argparse's name
     return net.add_parser(
         name,
@@ -156,6 +172,7 @@ def register(sub) -> None:
         action="store_true",
         help="also search the bottom of the spectrum for negative eigenvalues (saddles)",
     )
+    _precond_from(c)
     add_output_arguments(c)
     c.set_defaults(run=run_curvature, report=report_curvature)
 
@@ -170,6 +187,7 @@ def register(sub) -> None:
         default=None,
         help="steps per simulator run (default 2000)",
     )
+    _precond_from(m)
     add_output_arguments(m)
     m.set_defaults(run=run_max_lr, report=report_max_lr)
 
@@ -205,6 +223,15 @@ def register(sub) -> None:
         default=None,
         metavar="K",
         help="record the top Hessian eigenvalue every K steps and read the edge of stability",
+    )
+    _precond_from(t)
+    t.add_argument(
+        "--update",
+        choices=("analysed", "real"),
+        default="analysed",
+        help="adam, pipeoptim adam|adamw: the frozen-P rule as analysed (needs --precond-from; "
+        "default) or real Adam/AdamW as torch.optim.AdamW steps (from the --precond-from state, "
+        "else a fresh one)",
     )
     add_output_arguments(t)
     t.set_defaults(run=run_train, report=report_train)
@@ -253,6 +280,7 @@ def run_curvature(args):
         stages=args.stages,
         stage_blocks=args.stage_blocks,
         negative=args.negative,
+        precond_from=args.precond_from,
         **_precision(args),
     )
 
@@ -271,6 +299,7 @@ def run_max_lr(args):
         k=args.k,
         measure=args.measure,
         protocol=protocol,
+        precond_from=args.precond_from,
         **backward,
         **_delays(args),
         **_precision(args),
@@ -290,6 +319,8 @@ def run_train(args):
         divergence=args.divergence,
         curve_points=args.curve_points,
         sharpness_every=args.sharpness_every,
+        precond_from=args.precond_from,
+        update=args.update,
         **backward,
         **_delays(args),
         **_precision(args),
@@ -318,6 +349,9 @@ def report_max_lr(result) -> str:
             "rate_lr", "predicted_rate"]  # fmt: skip
     if result.measured_bracket is not None:
         keys += ["measured_max_lr", "measured_bracket", "measured_rate"]
+    if result.preconditioner is not None:  # adaptive rules (docs/adam.md)
+        keys += ["preconditioned_eigenvalues", "preconditioner", "measured_bracket_real"]
+        keys += ["real_ratio"]
     return "\n".join(lines(result, keys))
 
 
@@ -326,8 +360,10 @@ def report_train(result) -> str:
 
     keys = ["rule", "diverged", "diverged_step", "final_loss", "measured_rate", "schedule",
             "backward", "stage_taus", "stage_taus_bkwd", "stage_sizes"]  # fmt: skip
+    if result.update == "real" or result.preconditioner is not None:
+        keys += ["update", "preconditioner"]
     if result.sharpness:
-        keys += ["predicted_edge", "plateau", "reached", "edge_ratio"]
+        keys += ["sharpness_kind", "predicted_edge", "plateau", "reached", "edge_ratio"]
     out = lines(result, keys)
     if result.sharpness:  # [[step, λ₁], ...]
         (s0, l0), (s1, l1) = result.sharpness[0], result.sharpness[-1]
