@@ -154,6 +154,13 @@ def net_curvature(
     )
 
 
+def _rate_error(predicted: float | None, measured: float | None) -> float | None:
+    """ln ρ̂ / ln ρ − 1 where both rates are in (0, 1) (issue 25's acceptance quantity)."""
+    if not predicted or not measured or not 0 < predicted < 1 or not 0 < measured < 1:
+        return None
+    return math.log(measured) / math.log(predicted) - 1
+
+
 def _near_fields(near) -> dict[str, Any]:
     """The not-at-a-minimum fields and warning (`stability.nets.minimum`, issue 26 item 3)."""
     return {
@@ -204,6 +211,11 @@ class NetMaxLr(Result):
         default=None,
     )
     rate_method: str | None = output("how predicted_rate was computed", default=None)
+    rate_error: float | None = output(
+        "ln measured_rate / ln predicted_rate − 1 (--measure): the prediction's error on this "
+        "network; docs/nets.md says where it misses and why",
+        default=None,
+    )
     gradient_norm: float | None = output(
         "‖∇f(w)‖ at the weights analysed (full batch; docs/nets.md, not at a minimum)", default=None
     )
@@ -361,6 +373,7 @@ def net_max_lr(
         protocol=out.get("protocol"),
         rate_mode=out.get("rate_mode"),
         rate_method=out.get("rate_method"),
+        rate_error=_rate_error(out.get("predicted_rate"), out.get("measured_rate")),
         **_near_fields(nearness(net, lam_max, negatives)),
         preconditioned_eigenvalues=None if adaptive is None else curv.eigenvalues.tolist(),
         preconditioner=None if adaptive is None else adaptive.describe(),
