@@ -261,6 +261,7 @@ def net_train(
     tau_bkwd: int | None = None,
     tau_recomp: int | None = None,
     batch: int | None = None,
+    sampling: str = "reshuffle",
     seed: int = 0,
     divergence: float = 1e6,
     curve_points: int = 200,
@@ -275,9 +276,10 @@ def net_train(
     τ_bkwd from the schedule or the uniform ``tau_bkwd`` (default 0), ``tau_recomp`` for rule
     ``recompute``.  ``sharpness_every`` K: λ₁ every K steps and the edge of stability reading
     (`stability.nets.sharpness`: λ_edge = max_lr(rule, delays; λ = 1)/lr, Cohen et al. 2021
-    at τ = 0).
+    at τ = 0).  ``batch`` B: minibatches drawn by ``sampling`` — ``"reshuffle"`` (epochs) or
+    ``"iid"`` (B distinct indices per step, what `st.net_noise` predicts).
     """
-    from stability.checks import check_real
+    from stability.checks import check_choice, check_real
     from stability.nets.sharpness import SharpnessTracker, coupled_edge, edge_summary
 
     net = _problem(problem, stages)
@@ -288,6 +290,7 @@ def net_train(
     check_real("divergence", divergence, low=1.0, low_open=True)
     if sharpness_every is not None:
         sharpness_every = _check_int("sharpness_every", sharpness_every, 1)
+    check_choice("sampling", sampling, ("reshuffle", "iid"))
     if batch is not None:
         batch = _check_int("batch", batch, 1)
         if batch > net.samples:
@@ -311,6 +314,7 @@ def net_train(
         [float(lr)],
         steps=steps,
         batch=batch,
+        sampling=sampling,
         seed=seed,
         divergence=divergence,
         record_every=every,
@@ -345,6 +349,7 @@ def net_train(
     protocol = {
         "start": "the problem's weights, constant history",
         "batch": batch,
+        "sampling": sampling if batch is not None else None,
         "seed": seed,
         "steps": steps,
         "divergence": f"loss non-finite or > {divergence:g} × initial loss",

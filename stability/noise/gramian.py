@@ -34,8 +34,10 @@ Two constructions of 𝒢, 𝒲:
   G_kl = φᵀX_klφ, X_kl = Σ_t z^{−t−1} A_kᵗ ββᵀ A_lᵗᵀ — solved exactly for every pair (k, l)
   at once by Smith's doubling X ← X + Â_k X Â_lᵀ, Â ← Â² (Â = A/√z): 2^j terms after j
   squarings, O(d² s³) each;
-* **time domain** (per-stage rules, any state): h_t, w_t by stepping Āᵗ B̃ matrix-free and
-  summing until the impulse has decayed to 1e-12 of its peak.
+* **Stein** (per-stage rules, any state): the geometric sums solve a Stein equation on the full
+  state, solved on its Schur form (`stability.noise.modal.SteinLoop`);
+* **time domain** (`_impulse_gramians`, the tests' reference): h_t, w_t by stepping Āᵗ B̃
+  matrix-free and summing until the impulse has decayed to 1e-12 of its peak.
 
 Each is the other's check in the tests.
 """
@@ -47,7 +49,7 @@ from functools import cached_property
 
 import numpy as np
 
-from stability.noise.modal import ModalLoop, modal_weights
+from stability.noise.modal import Loop, SteinLoop, modal_weights
 from stability.noise.moments import SampleMoments
 from stability.noise.state import StateSpace
 
@@ -108,10 +110,12 @@ def _impulse_gramians(state: StateSpace, hessian: np.ndarray, z: float) -> Grami
 
 
 def gramians(state: StateSpace, hessian: np.ndarray, z: float = 1.0) -> Gramians | None:
-    """𝒢_z, 𝒲_z (module doc): modal for uniform delays, time domain otherwise."""
+    """𝒢_z, 𝒲_z (module doc): modal for uniform delays, otherwise by the Stein equation
+    (`stability.noise.modal.SteinLoop`)."""
     if state.uniform:
         return _modal_gramians(state, hessian, z)
-    return _impulse_gramians(state, hessian, z)
+    loop = SteinLoop.of(state, hessian, z)
+    return None if loop is None else Gramians(*loop.dense())
 
 
 def mean_radius(state: StateSpace, hessian: np.ndarray) -> float:
@@ -157,15 +161,19 @@ class NoiseMap:
         return float(np.max(np.abs(np.linalg.eigvals(M))))
 
 
-def _free(state: StateSpace, moments) -> bool:
-    """Whether the matrix-free modal loop applies (uniform delays, many parameters)."""
-    return state.uniform and moments.dim > DENSE_LOOP_MAX_DIM
+def _free(state: StateSpace, moments, z: float) -> Loop | SteinLoop | None | bool:
+    """The matrix-free loop for many parameters (``None``: z ≤ ρ(Ā)²), or False (dense)."""
+    if moments.dim <= DENSE_LOOP_MAX_DIM:
+        return False
+    if state.uniform:
+        return Loop.modal(state, moments.hessian, z, moments)
+    return SteinLoop.of(state, moments.hessian, z, moments)
 
 
 def loop_radius(state: StateSpace, moments, z: float, noise: NoiseMap | None = None) -> float:
     """ρ(𝒢_z∘N) on symmetric matrices; inf if z ≤ ρ(Ā)²."""
-    if _free(state, moments):
-        loop = ModalLoop.of(state, moments, z)
+    loop = _free(state, moments, z)
+    if loop is not False:
         return float("inf") if loop is None else loop.loop_radius()
     g = gramians(state, moments.hessian, z)
     if g is None:
@@ -215,8 +223,8 @@ def stationary(
     state: StateSpace, moments: SampleMoments, noise: NoiseMap | None = None
 ) -> Stationary | None:
     """The fixed point of the recursion (module doc); ``None`` if not mean-square stable."""
-    if _free(state, moments):
-        loop = ModalLoop.of(state, moments, 1.0)
+    loop = _free(state, moments, 1.0)
+    if loop is not False:
         if loop is None or loop.loop_radius() >= 1:
             return None
         P, Sww = loop.stationary()

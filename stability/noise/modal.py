@@ -10,7 +10,12 @@ mean state matrix splits into modes A_k = K + λ_k βφᵀ (s × s) and the Gram
 X_kl = Σ_t z^{−t} A_kᵗ ββᵀ A_lᵗᵀ, solved for every pair (k, l) at once by Smith's doubling
 X ← X + Â_k X Â_lᵀ, Â ← Â² (Â = A/√z) (`modal_weights`).
 
-`ModalLoop` applies 𝒢_z∘N and 𝒲_z without forming any d² × d² matrix: on the d(d+1)/2
+**Any state** (per-stage rules, `SteinLoop`): the geometric sum X = Σ_t Âᵗ B̃RB̃ᵀ Âᵗᵀ solves the
+Stein equation X = ÂXÂᵀ + B̃RB̃ᵀ, solved on the Schur form of the full mean state matrix
+(Bartels–Stewart) — no time-domain summation, whose length grows like 1/(lr·λ_min) on an
+ill-conditioned network Hessian; 𝒢_z(R) = Φ̃XΦ̃ᵀ/z, 𝒲_z(R) = X^{ww}/z.
+
+`Loop` and `SteinLoop` apply 𝒢_z∘N and 𝒲_z without forming any d² × d² matrix: on the d(d+1)/2
 coordinates of a symmetric d × d matrix in the orthonormal basis of
 `stability.noise.gramian.symmetric_basis` (x_aa = P_aa, x_ab = √2·P_ab for a < b), one
 application costs O(d³) plus the noise map N(P) = p·(F(P) − HPH).  Then
@@ -34,6 +39,8 @@ import numpy as np
 
 from stability.noise.state import StateSpace
 
+DENSE_BATCH = 4_000_000
+"""`SteinLoop.dense` solves at most this many matrix entries (K·N²) per batch."""
 MAX_SQUARINGS = 64
 """Smith doubling stops after 2^64 terms: a mode that has not decayed by then counts as
 unstable (ρ(A)/√z within ~1e-19 of 1)."""
@@ -80,41 +87,24 @@ def unpack(x: np.ndarray, d: int) -> np.ndarray:
     return P
 
 
-@dataclass(frozen=True, eq=False)
-class ModalLoop:
-    """𝒢_z∘N and 𝒲_z on symmetric matrices, matrix-free (module doc); ``moments`` as in
-    `stability.noise.second_moment` (``hessian``, ``p``, ``fourth``, ``offset_covariance``)."""
+class _LoopMaps:
+    """What every loop shares: N, the Perron root of 𝒢_z∘N, the stationary point (module
+    doc); subclasses give ``dim``, ``forward`` (𝒢_z) and ``weights`` (𝒲_z)."""
 
-    V: np.ndarray
-    G: np.ndarray
-    W: np.ndarray
     moments: object
-
-    @classmethod
-    def of(cls, state: StateSpace, moments, z: float = 1.0) -> ModalLoop | None:
-        found = modal_weights(state, moments.hessian, z)
-        return None if found is None else cls(*found, moments)
-
-    @property
-    def dim(self) -> int:
-        return self.V.shape[0]
 
     def noise(self, P: np.ndarray) -> np.ndarray:
         """N(P) = p·(F(P) − HPH)."""
         H, mo = self.moments.hessian, self.moments
         return mo.p * (mo.fourth(P) - H @ P @ H)
 
-    def _entrywise(self, weights: np.ndarray, R: np.ndarray) -> np.ndarray:
-        V = self.V
-        return V @ (weights * (V.T @ R @ V)) @ V.T
-
-    def forward(self, R: np.ndarray) -> np.ndarray:
-        """𝒢_z(R)."""
-        return self._entrywise(self.G, R)
-
-    def weights(self, R: np.ndarray) -> np.ndarray:
-        """𝒲_z(R)."""
-        return self._entrywise(self.W, R)
+    def dense(self) -> tuple[np.ndarray, np.ndarray]:
+        """(𝒢_z, 𝒲_z) as (d², d²) matrices on row-major vec R (small d)."""
+        d = self.dim
+        units = np.eye(d * d).reshape(d * d, d, d)
+        G = np.stack([self.forward(E).ravel() for E in units], axis=1)
+        W = np.stack([self.weights(E).ravel() for E in units], axis=1)
+        return G, W
 
     @cached_property
     def _operator(self):
@@ -159,4 +149,109 @@ class ModalLoop:
         return P, 0.5 * (Sww + Sww.T)
 
 
-__all__ = ["MAX_SQUARINGS", "ModalLoop", "modal_weights", "pack", "unpack"]
+@dataclass(frozen=True, eq=False)
+class Loop(_LoopMaps):
+    """Uniform delays: 𝒢_z(R) = V(G ∘ VᵀRV)Vᵀ, 𝒲_z(R) = V(W ∘ VᵀRV)Vᵀ (module doc); ``moments``
+    as in `stability.noise.second_moment` (``hessian``, ``p``, ``fourth``,
+    ``offset_covariance``)."""
+
+    V: np.ndarray
+    G: np.ndarray
+    W: np.ndarray
+    moments: object
+
+    @classmethod
+    def modal(
+        cls, state: StateSpace, hessian: np.ndarray, z: float = 1.0, moments=None
+    ) -> Loop | None:
+        """``None`` when some mode has ρ(A_k)² ≥ z."""
+        found = modal_weights(state, hessian, z)
+        return None if found is None else cls(*found, moments)
+
+    @property
+    def dim(self) -> int:
+        return self.V.shape[0]
+
+    def forward(self, R: np.ndarray) -> np.ndarray:
+        """𝒢_z(R)."""
+        V = self.V
+        return V @ (self.G * (V.T @ R @ V)) @ V.T
+
+    def weights(self, R: np.ndarray) -> np.ndarray:
+        """𝒲_z(R)."""
+        V = self.V
+        return V @ (self.W * (V.T @ R @ V)) @ V.T
+
+
+class SteinLoop(_LoopMaps):
+    """Any state (per-stage rules): 𝒢_z(R) = Φ̃X(R)Φ̃ᵀ/z and 𝒲_z(R) = X(R)^{ww}/z with
+    X = ÂXÂᵀ + B̃RB̃ᵀ, Â = Ā/√z (the Stein equation of the geometric sum), solved on the complex
+    Schur form Â = UTUᴴ column by column (Bartels–Stewart; unitary, so a nearly defective Ā —
+    a delay chain at small lr — costs no accuracy)."""
+
+    def __init__(self, state: StateSpace, hessian: np.ndarray, z: float, moments=None):
+        from scipy.linalg import schur
+
+        d, s = state.dim, state.size
+        self.state, self.z, self.moments = state, z, moments
+        self.T, self.U = schur(state.matrix(hessian) / np.sqrt(z), output="complex")
+        self.stable = bool(np.max(np.abs(np.diag(self.T))) < 1)
+        rows = np.arange(d)[:, None] * s + np.arange(s)
+        self.B = np.zeros((d * s, d))
+        self.B[rows.ravel(), np.repeat(np.arange(d), s)] = state.beta.ravel()
+        self.Phi = np.zeros((d, d * s))
+        self.Phi[np.repeat(np.arange(d), s), rows.ravel()] = state.phi.ravel()
+
+    @classmethod
+    def of(cls, state: StateSpace, hessian: np.ndarray, z: float = 1.0, moments=None):
+        """``None`` when ρ(Ā)² ≥ z."""
+        loop = cls(state, hessian, z, moments)
+        return loop if loop.stable else None
+
+    @property
+    def dim(self) -> int:
+        return self.state.dim
+
+    def stein(self, Y: np.ndarray) -> np.ndarray:
+        """X with X = ÂXÂᵀ + Y for a batch Y (K, N, N)."""
+        from scipy.linalg import solve_triangular
+
+        T, U = self.T, self.U
+        N = T.shape[0]
+        Yt = U.conj().T @ Y @ U
+        X = np.zeros(Yt.shape, dtype=complex)
+        eye = np.eye(N)
+        for j in range(N - 1, -1, -1):
+            rhs = Yt[:, :, j]
+            if j < N - 1:
+                rhs = rhs + (X[:, :, j + 1 :] @ T[j, j + 1 :].conj()) @ T.T
+            M = eye - T[j, j].conj() * T
+            X[:, :, j] = solve_triangular(M, rhs.T).T
+        return np.real(U @ X @ U.conj().T)
+
+    def _sums(self, R: np.ndarray) -> np.ndarray:
+        return self.stein((self.B @ R @ self.B.T)[None])[0] / self.z
+
+    def forward(self, R: np.ndarray) -> np.ndarray:
+        """𝒢_z(R)."""
+        return self.Phi @ self._sums(R) @ self.Phi.T
+
+    def weights(self, R: np.ndarray) -> np.ndarray:
+        """𝒲_z(R)."""
+        s = self.state.size
+        return self._sums(R)[::s, ::s]
+
+    def dense(self) -> tuple[np.ndarray, np.ndarray]:
+        """(𝒢_z, 𝒲_z) as (d², d²) matrices: the unit R in batched solves."""
+        d, s, B = self.dim, self.state.size, self.B
+        N = B.shape[0]
+        Y = np.einsum("na,mb->abnm", B, B).reshape(d * d, N, N)
+        chunk = max(1, DENSE_BATCH // (N * N))
+        X = np.concatenate([self.stein(Y[k : k + chunk]) for k in range(0, d * d, chunk)])
+        X /= self.z
+        G = np.einsum("cn,knm,em->cek", self.Phi, X, self.Phi).reshape(d * d, d * d)
+        W = X[:, ::s, ::s].reshape(d * d, d * d).T
+        return G, W
+
+
+__all__ = ["MAX_SQUARINGS", "Loop", "SteinLoop", "modal_weights", "pack", "unpack"]
