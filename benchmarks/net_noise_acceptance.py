@@ -1,0 +1,196 @@
+"""Issue 23 acceptance: ``net noise`` on small networks near a minimum, against independent oracles.
+
+Two networks not in the repository, generated and fitted here (L-BFGS, seeded, one thread):
+``tanh31`` (3 → 6 → 1 tanh, MSE, 31 parameters, n = 256) and ``tanh58`` (4 → 8 → 2 tanh, MSE,
+58 parameters, n = 320).  With k = p (the whole parameter space):
+
+* ``kronecker`` — ``ms_max_lr`` against the dense second-moment operator E[A(H_B) ⊗ A(H_B)] on
+  symmetric matrices from per-sample ``torch.func.hessian`` (hand-written delayed-SGD state
+  matrices): the dense operator must be stable at ms·(1 − 1e-6) and unstable at ms·(1 + 1e-6);
+* ``measured`` — ``--measure --runs 1024`` at lr = 0.25 × ms_max_lr, B ∈ {16, 32}: sgd at
+  τ ∈ {0, 2}, momentum 0.9 at τ = 2 (both networks) and PipeMare P = 4 (tanh31):
+  ``as_max_lr`` inside ``measured.as_bracket`` widened by 5 %, ``expected_loss`` at t = 10²,
+  10³ and ``floor`` within max(5 %, 3 se) of the measured means, the runs' wander;
+* ``shipped`` — ``subspace_change`` and wall time of ``net noise`` (no --measure) on the shipped
+  examples at the default k (sgd, B = 32).
+
+Results are appended to ``figures/net_noise_acceptance.json`` as each case finishes (resumable)
+and printed as a table.  ``--quick``: 256 runs, tanh31 only, B = 16, into figures/quick/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import stability as st  # noqa: E402
+from stability.files import write_json  # noqa: E402
+from stability.nets.problem import load_problem, problem_from_dict  # noqa: E402
+from stability.pipeline import pipeline  # noqa: E402
+
+SHIPPED = ("examples/diabetes_linear.py:problem", "examples/digits_mlp.py:problem",
+           "examples/digits_cnn.py:problem")  # fmt: skip
+
+
+def network(name: str):
+    """The generated networks (module doc), fitted by 3,000 L-BFGS iterations from seed 0."""
+    inputs, hidden, outputs, n = {"tanh31": (3, 6, 1, 256), "tanh58": (4, 8, 2, 320)}[name]
+    g = torch.Generator().manual_seed(1)
+    X = torch.randn(n, inputs, generator=g, dtype=torch.float64)
+    M = torch.randn(inputs, outputs, generator=g, dtype=torch.float64) / inputs**0.5
+    y = torch.tanh(X @ M) + 0.1 * torch.randn(n, outputs, generator=g, dtype=torch.float64)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(inputs, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, outputs)
+    ).double()
+    loss = torch.nn.MSELoss()
+    opt = torch.optim.LBFGS(model.parameters(), max_iter=3000, tolerance_grad=1e-14,
+                            tolerance_change=1e-18, history_size=50,
+                            line_search_fn="strong_wolfe")  # fmt: skip
+
+    def closure():
+        opt.zero_grad()
+        value = loss(model(X), y)
+        value.backward()
+        return value
+
+    opt.step(closure)
+    return problem_from_dict({"model": model, "loss": loss, "inputs": X, "targets": y},
+                             stages=4, source=name)  # fmt: skip
+
+
+def dense_ms_radius(net, batch, lr, tau):
+    """ρ of E[A(H_B) ⊗ A(H_B)] on symmetric matrices (delayed SGD, dense per-sample Hessians)."""
+    w = net.w_star.detach()
+    Hs = [torch.func.hessian(lambda u, i=i: net.loss(u, torch.tensor([i])))(w).numpy()
+          for i in range(net.samples)]  # fmt: skip
+    n, p = net.samples, net.dim
+    s = tau + 1
+    q = (n - batch) / (batch * (n - 1))
+
+    def A(H):
+        out = np.zeros((p * s, p * s))
+        out[:p, :p] = np.eye(p)
+        out[:p, tau * p : (tau + 1) * p] -= lr * H
+        for lag in range(1, s):
+            out[lag * p : (lag + 1) * p, (lag - 1) * p : lag * p] = np.eye(p)
+        return out
+
+    N = p * s
+    a, b = np.triu_indices(N)
+    weight = np.where(a == b, 1.0, np.sqrt(0.5))
+
+    def restrict(K):  # Eᵀ(K)E on the orthonormal symmetric basis, K = Σ c·(X ⊗ X)
+        cols = K[:, a * N + b] + np.where(a == b, 0.0, 1.0) * K[:, b * N + a]
+        cols *= weight
+        rows = cols[a * N + b] + np.where(a == b, 0.0, 1.0)[:, None] * cols[b * N + a]
+        return rows * weight[:, None]
+
+    As = [A(H) for H in Hs]
+    Abar = sum(As) / n
+    mix = (1 - q) * np.kron(Abar, Abar) + q * sum(np.kron(x, x) for x in As) / n
+    return float(np.max(np.abs(np.linalg.eigvals(restrict(mix)))))
+
+
+def kronecker_case(net, tau, batch=16):
+    r = st.net_noise(net, "sgd", batch=batch, k=net.dim, tau=tau, steps=10)
+    below = dense_ms_radius(net, batch, r.ms_max_lr * (1 - 1e-6), tau)
+    above = dense_ms_radius(net, batch, r.ms_max_lr * (1 + 1e-6), tau)
+    return {"ms_max_lr": r.ms_max_lr, "dense_below": below, "dense_above": above,
+            "holds": below < 1 < above}  # fmt: skip
+
+
+def within(pred, mean, se, tol=0.05):
+    return (
+        pred is not None
+        and mean is not None
+        and abs(pred - mean) <= max(tol * abs(mean), 3 * (se or 0))
+    )
+
+
+def measured_case(net, rule, params, batch, runs, pipe=None):
+    started = time.perf_counter()
+    r = st.net_noise(net, rule, batch=batch, k=net.dim, pipeline=pipe, at=[0, 10, 100, 1000],
+                     measure=True, runs=runs, **params)  # fmt: skip
+    m = r.measured
+    rows = []
+    for (t, pred), (_, mean, se) in zip(r.expected_loss, m["expected_loss"], strict=True):
+        if t in (100, 1000):
+            rows.append({"t": t, "predicted": pred, "measured": mean, "se": se,
+                         "holds": within(pred, mean, se)})  # fmt: skip
+    lo, hi = m["as_bracket"] or (None, None)
+    inside = lo is not None and hi is not None and 0.95 * lo <= r.as_max_lr <= 1.05 * hi
+    return {
+        "ms_max_lr": r.ms_max_lr, "full_batch_max_lr": r.full_batch_max_lr, "lr": r.lr,
+        "as_max_lr": r.as_max_lr, "as_bracket": r.as_bracket, "measured_as_bracket": [lo, hi],
+        "as_holds": inside, "times": rows,
+        "floor": {"predicted": r.floor, "measured": m["floor"][0], "se": m["floor"][1],
+                  "holds": within(r.floor, m["floor"][0], m["floor"][1])},
+        "wander_ratio": r.protocol.get("runs_max_distance_ratio"), "warnings": r.warnings,
+        "seconds": round(time.perf_counter() - started, 1),
+    }  # fmt: skip
+
+
+def shipped_case(spec):
+    net = load_problem(spec)
+    started = time.perf_counter()
+    r = st.net_noise(net, "sgd", batch=32)
+    return {"n_params": net.dim, "k": r.k, "subspace_change": r.subspace_change,
+            "ms_max_lr": r.ms_max_lr, "floor": r.floor,
+            "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", choices=("kronecker", "measured", "shipped"), default=None)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    out = ROOT / "figures" / ("quick" if args.quick else "") / "net_noise_acceptance.json"
+    done = json.loads(out.read_text()) if out.exists() else {}
+    nets = ("tanh31",) if args.quick else ("tanh31", "tanh58")
+    runs = 256 if args.quick else 1024
+    batches = (16,) if args.quick else (16, 32)
+    cases = []
+    for name in nets:
+        for tau in (0,) if name == "tanh58" else (0, 1):
+            cases.append(
+                ("kronecker", f"{name} sgd tau={tau}", name, lambda n, t=tau: kronecker_case(n, t))
+            )
+        for batch in batches:
+            for rule, params, tau in (("sgd", {}, 0), ("sgd", {}, 2),
+                                      ("momentum", {"momentum": 0.9}, 2)):  # fmt: skip
+                key = f"{name} {rule} tau={tau} B={batch}"
+                cases.append(("measured", key, name, lambda n, r=rule, p=params, t=tau, b=batch:
+                              measured_case(n, r, {**p, "tau": t}, b, runs)))  # fmt: skip
+        if name == "tanh31":
+            cases.append(("measured", f"{name} sgd pipemare P=4 B=16", name,
+                          lambda n: measured_case(n, "sgd", {}, 16, runs,
+                                                  pipeline("pipemare", 4))))  # fmt: skip
+    if not args.quick:
+        cases += [("shipped", spec, None, lambda n, s=spec: shipped_case(s)) for spec in SHIPPED]
+    built = {}
+    for kind, key, name, run in cases:
+        if (args.only and kind != args.only) or key in done:
+            continue
+        if name is not None and name not in built:
+            built[name] = network(name)
+        print(f"{kind:10} {key} ...", flush=True)
+        done[key] = {"kind": kind, **run(built.get(name))}
+        write_json(out, done)
+    for key, row in done.items():
+        print(f"{key:40} {json.dumps({k: v for k, v in row.items() if k != 'kind'})[:400]}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
