@@ -342,6 +342,8 @@ def measure_runs(
     ``expected_loss`` rows [t, mean, se], ``floor`` [mean, se] over the second half of the
     steps, ``as_bracket`` (paired runs around ``as_lr``), ``pairs`` — and the largest
     ‖w_t − w*‖ over the loss runs and the stable pairs."""
+    from stability.noise.minibatch import _finite
+
     if isinstance(runs, bool) or int(runs) != runs or not 2 <= runs <= 1 << 16:
         raise ValueError(f"runs must be an integer in [2, {1 << 16}], got {runs!r}")
     window = (steps // 2, steps)
@@ -370,10 +372,6 @@ def measure_runs(
         out["as_bracket"] = [stable, unstable]
         wander = max(wander, w)
     return out, wander
-
-
-def _finite(x: Any) -> float | None:
-    return float(x) if x is not None and np.isfinite(x) else None
 
 
 __all__ = [
