@@ -73,13 +73,15 @@ def speed_table(cases) -> None:
 
 
 def cpusmall_table() -> None:
-    from stability.agreement.comparison import Protocol, linreg_setup
-    from stability.agreement.coupled_runs import measure, problem_system, stage_pipeline
+    from stability.agreement.comparison import Protocol
+    from stability.agreement.coupled_runs import measure, problem_system
     from stability.coupled.summary import analyze
+    from stability.pipeline import pipeline, worst_delay
+    from stability.trainer.linearize import linreg_linearization
     from stability.trainer.problems import ProblemOptions, build_problem
 
     problem, _ = build_problem(ProblemOptions(standardize="none", bias=True))
-    setup = linreg_setup(problem)
+    setup = linreg_linearization(problem)
     rules = (("sgd", {}), ("momentum", {"momentum": 0.9}), ("lwp+sc", {"momentum": 0.9}))
     print(
         f"{'P':>3} {'schedule':<9}{'rule':<9}{'stage τ':<28}{'coupled':>12}{'scalar':>12}"
@@ -87,7 +89,7 @@ def cpusmall_table() -> None:
     )
     for P in (2, 4, 8, 13):
         for schedule in ("pipemare", "uniform"):
-            pipe = stage_pipeline(schedule, P, 1)
+            pipe = pipeline(schedule, P, 1, tau=worst_delay(schedule, P, 1))
             for rule, params in rules:
                 built = problem_system(setup, pipe, rule, params)
                 a = analyze(built.system)

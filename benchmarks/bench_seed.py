@@ -63,12 +63,13 @@ def predicted(rule, lams) -> float:
 
 
 def validate(quick: bool) -> list[dict]:
-    from stability.agreement.comparison import Protocol, linreg_setup, measure_max_lr
+    from stability.agreement.comparison import Protocol, measure_max_lr
     from stability.trainer.data import load_regression
+    from stability.trainer.linearize import linreg_linearization
     from stability.trainer.linreg import LinearRegression
 
     problem = LinearRegression.from_dataset(load_regression(CPUSMALL))
-    setup = linreg_setup(problem)
+    setup = linreg_linearization(problem)
     lams = setup.hessian_eigenvalues
     protocol = Protocol(steps=6000, per_round=8, rel_tol=5e-3) if quick else Protocol()
     rows = []

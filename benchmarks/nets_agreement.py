@@ -42,12 +42,12 @@ from stability.nets.fitting import near_minimum
 from stability.nets.lowrank import positive_part, reduced_system
 from stability.nets.prediction import (
     coupled_analysis,
-    net_pipeline,
     net_rules,
     predict,
     predicted_log_rate,
 )
 from stability.nets.problem import load_problem, problem_from_dict
+from stability.pipeline import Pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = (("sgd", {}), ("momentum", {"momentum": 0.9}), ("lwp+sc", {"momentum": 0.9}))
@@ -116,7 +116,9 @@ def agreement_rows(name, net, protocol, rank=20, done=frozenset()):
             if (rule, label) in done:
                 continue
             start = time.perf_counter()
-            pipe = net_pipeline(len(net.stage_sizes), **delays)
+            pipe = Pipeline.from_options(
+                stages=len(net.stage_sizes), default="pipemare", backward="stashed", **delays
+            )
             rules = net_rules(rule, values, pipe)
             pred = predict(curv, rules)
             lr = pred.analysis.max_lr
@@ -149,7 +151,7 @@ def truncation_rows(name, net):
     lam, V = positive_part(H)
     neg = np.linalg.eigvalsh(H)
     for rule, values in RULES:
-        pipe = net_pipeline(len(net.stage_sizes))
+        pipe = Pipeline.from_options("pipemare", stages=len(net.stage_sizes), backward="stashed")
         rules = net_rules(rule, values, pipe)
         exact = coupled_analysis(
             CoupledSystem(rules, net.stage_sizes, {"forward": V * lam @ V.T})

@@ -33,13 +33,14 @@ from stability.files import atomic_write, write_json  # noqa: E402
 from stability.nets.bracket import NetProtocol, measure_max_lr  # noqa: E402
 from stability.nets.curvature import curvature  # noqa: E402
 from stability.nets.fitting import near_minimum  # noqa: E402
-from stability.nets.prediction import net_pipeline, net_rules, predict  # noqa: E402
+from stability.nets.prediction import net_rules, predict  # noqa: E402
 from stability.nets.problem import problem_from_dict  # noqa: E402
 from stability.nets.sensitivity import (  # noqa: E402
     effective_delta,
     predict_inconsistent,
     scalar_discrepancy_max_lr,
 )
+from stability.pipeline import Pipeline  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = 4
@@ -75,7 +76,7 @@ def rows_for(name, net, protocol):
     delta1 = float(effective_delta(net, curv, 1)[0])
     out = []
     for label, rule, backward in RULES:
-        pipe = net_pipeline(STAGES, schedule="pipemare", backward=backward)
+        pipe = Pipeline.from_options("pipemare", stages=STAGES, backward=backward)
         rules = net_rules(rule, {}, pipe)
         pred = (
             predict(curv, rules)

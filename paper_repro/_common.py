@@ -66,7 +66,7 @@ def write(
         "data": data,
     }
     out = write_json(args.out_dir / f"{name}.json", record)
-    verdict = "holds" if record["holds"] else "DOES NOT HOLD"
+    verdict = "the paper's claims hold" if record["holds"] else "the paper's claim does not hold"
     lines = [f"{name}: {verdict}", *(f"  {c.id}: {c.summary()}" for c in claims), f"  {png}"]
     sys.stdout.write("\n".join([*lines, f"  {out}", ""]))
     return record

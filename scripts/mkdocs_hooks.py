@@ -22,12 +22,31 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def api_reference() -> str:
+    """One mkdocstrings block per public name; a result type is followed by its fields (the
+    attributes, which are its JSON keys: name, type, unit, meaning)."""
     import stability
 
     blocks = []
     for name in stability.__all__:
         blocks.append(f"::: {stability._HOMES[name]}.{name}\n")
+        fields = _fields_table(getattr(stability, name))
+        if fields:
+            blocks.append(f"**Fields of `{name}`** (its attributes and JSON keys):\n\n{fields}\n")
     return "\n".join(blocks)
+
+
+def _fields_table(value) -> str:
+    """The schema of a `Result` type as a Markdown table ("" for anything else)."""
+    from stability.result import Result
+
+    if not (isinstance(value, type) and issubclass(value, Result)):
+        return ""
+    if not dataclasses.is_dataclass(value):
+        return ""
+    rows = ["| key | type | unit | meaning |", "|---|---|---|---|"]
+    for e in value.schema():
+        rows.append(f"| `{e.name}` | `{_cell(e.type)}` | {e.unit} | {_cell(e.doc)} |")
+    return "\n".join(rows)
 
 
 def _cell(text: str) -> str:
@@ -49,13 +68,15 @@ def reproductions() -> str:
 def cli_help() -> str:
     from stability.cli.main import make_parser
 
-    parser = make_parser()
-    parts = ["## stability", "", "```", parser.format_help().rstrip(), "```", ""]
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                parts += [f"## stability {name}", "", "```", sub.format_help().rstrip(), "```", ""]
-    return "\n".join(parts)
+    def sections(parser, title: str) -> list[str]:
+        parts = [f"## {title}", "", "```", parser.format_help().rstrip(), "```", ""]
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):  # commands, net's subcommands
+                for name, sub in action.choices.items():
+                    parts += sections(sub, f"{title} {name}")
+        return parts
+
+    return "\n".join(sections(make_parser(), "stability"))
 
 
 def json_reference() -> str:
@@ -70,10 +91,7 @@ def json_reference() -> str:
             and issubclass(value, Result)
             and dataclasses.is_dataclass(value)
         ):
-            parts += [f"## {name}", "", "| key | type | unit | meaning |", "|---|---|---|---|"]
-            for e in value.schema():
-                parts.append(f"| `{e.name}` | `{_cell(e.type)}` | {e.unit} | {_cell(e.doc)} |")
-            parts.append("")
+            parts += [f"## {name}", "", _fields_table(value), ""]
     return "\n".join(parts)
 
 

@@ -11,18 +11,23 @@ attributes are the command's JSON keys (``result.to_json()`` is the ``--json`` o
 Names are imported on first use, so ``import stability`` stays fast; each lives in its home
 module (listed in `_HOMES`), where its docstring cites the equations it implements.
 
-Three public functions share their name with a subpackage (``st.rules`` and `stability.rules`,
-``st.claims``, ``st.coupled``): the attribute of the package is the function, and the
-subpackages are imported by their full names (``from stability.rules.registry import RULES``).
+Four public functions share their name with a subpackage (``st.rules`` and `stability.rules`,
+``st.claims``, ``st.coupled``, ``st.noise``; `_SHADOWED`): the attribute of the package is the
+function.  The import system binds a subpackage to its parent's attribute once, when it is first
+imported; those subpackages are imported here (their ``__init__`` modules are lazy or empty, so
+this costs nothing) and their attributes handed back to the functions, so that no later import
+can shadow them.  Their contents are
+imported by full name (``from stability.rules.registry import RULES``).
 """
 
 from __future__ import annotations
 
-import importlib
-import sys
-import types
-from typing import Any
+from importlib import import_module as _import_module
+from os.path import dirname as _dirname
+from os.path import isdir as _isdir
+from os.path import join as _join
 
+from stability.lazy import lazy_names as _lazy_names
 from stability.version import __version__ as __version__
 
 _FUNCTIONS: dict[str, tuple[str, ...]] = {
@@ -46,6 +51,7 @@ _HOMES: dict[str, str] = {
     name: f"stability.api.{module}" for module, names in _FUNCTIONS.items() for name in names
 } | {
     "Result": "stability.result",
+    "Pipeline": "stability.pipeline",
     # the rooms above the API (they use it): minibatch noise, PyTorch networks, sweeps
     "noise": "stability.noise.minibatch",
     "Noise": "stability.noise.minibatch",
@@ -69,28 +75,26 @@ _HOMES: dict[str, str] = {
 
 __all__ = sorted(_HOMES)
 
-
-class _Package(types.ModuleType):
-    """The package module: a subpackage never takes the attribute of a public function of the
-    same name (the import system records every imported subpackage on its parent)."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _HOMES and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
+_RECORDING = {names[0] for names in _FUNCTIONS.values()} | {
+    "describe", "noise", "tradeoff", "net_curvature", "net_max_lr", "net_train"
+}  # fmt: skip
+"""The public functions that return a `stability.result.Result`: their warnings are recorded
+on it (``result.warnings``, the CLI's ``warnings`` key) instead of printed."""
 
 
-sys.modules[__name__].__class__ = _Package
+def _record(name: str, value: object) -> object:
+    """A public function returning a `stability.result.Result` records its warnings on it."""
+    if name not in _RECORDING:
+        return value
+    return _import_module("stability.result").recording_warnings(value)
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'stability' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = _lazy_names(__name__, _HOMES, wrap=_record)
 
+_SHADOWED = tuple(n for n in _HOMES if _isdir(_join(_dirname(__file__), n)))
+"""Public functions named like a subpackage (module doc): the functions keep these names."""
 
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_HOMES])
+for _name in _SHADOWED:
+    _import_module(f"{__name__}.{_name}")
+    del globals()[_name]
+del _name

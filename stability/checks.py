@@ -134,12 +134,12 @@ def is_literal_zero(value: Any) -> bool:
     return isinstance(value, (int, float, Fraction, np.integer, np.floating)) and value == 0
 
 
-def finite_float(value: Any) -> float:
-    """``float(value)``, refusing NaN and infinities (for results that must be numbers)."""
+def finite_or_none(value: Any) -> float | None:
+    """``float(value)``, or None for None, NaN and infinities (a result's JSON null)."""
+    if value is None:
+        return None
     x = float(value)
-    if not math.isfinite(x):
-        raise ArithmeticError(f"non-finite result {x}")
-    return x
+    return x if math.isfinite(x) else None
 
 
 class Interrupted(KeyboardInterrupt):

@@ -52,16 +52,41 @@ from typing import Any
 
 import numpy as np
 
-from stability.checks import check_choice, check_delay, check_real
+from stability.checks import check_choice, check_delay, check_integer, check_order, check_real
 
 SCHEDULES = ("pipemare", "pipedream", "gpipe", "pb", "uniform")
-"""Schedule names accepted by `pipeline` (see the module table)."""
+"""Schedule names accepted by `Pipeline.from_options` (see the module table).  The only list
+of them: the CLI's ``--schedule`` choices and every API check read it."""
+
+CUSTOM = "custom"
+"""`Pipeline.schedule` of an explicit per-stage delay profile (``stage_delays`` alone)."""
+
+BACKWARDS = ("schedule", "stashed", "current")
+"""Backward-weight choices of `Pipeline.from_options` (see there)."""
+
+DEFAULT_STAGES = 2
+"""P when a schedule is given without ``stages``."""
 
 
 def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be an integer ≥ 1, got {value!r}")
-    return int(value)
+    return check_integer(name, value, low=1)
+
+
+def _stage_delays(value: Any, stages: int | None) -> np.ndarray:
+    """An explicit per-stage delay profile: integers ≥ 0, one per stage (or one for all)."""
+    if isinstance(value, str):
+        try:
+            value = [int(v) for v in value.split(",")]
+        except ValueError:
+            raise ValueError(
+                f"stage_delays must be comma-separated integers ≥ 0, got {value!r}"
+            ) from None
+    arr = np.atleast_1d(np.asarray(value))
+    if arr.ndim != 1 or arr.size == 0 or (stages is not None and arr.size not in (1, stages)):
+        want = "one delay per stage" + ("" if stages is None else f" (1 or {stages})")
+        raise ValueError(f"stage_delays must give {want}, got {value!r}")
+    arr = check_delay("stage_delays", arr)
+    return np.broadcast_to(arr, (stages or arr.size,)).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -82,6 +107,93 @@ class Pipeline:
     microbatches: int
     tau_fwd: np.ndarray
     tau_bkwd: np.ndarray | None
+
+    @classmethod
+    def from_options(
+        cls,
+        schedule: str | None = None,
+        *,
+        stage_delays: Any = None,
+        tau: int | None = None,
+        stages: int | None = None,
+        microbatches: int | None = None,
+        backward: str = "schedule",
+        tau_bkwd: int | None = None,
+        default: str | None = None,
+    ) -> Pipeline | None:
+        """The one builder of per-stage delays, from the options a user gives.
+
+        The profile comes from one of (PipeMare Table 1 for the schedules):
+
+        * ``schedule`` (one of `SCHEDULES`) over ``stages`` P (default `DEFAULT_STAGES`) and
+          ``microbatches`` N (default 1); ``uniform`` takes ``tau`` (its one delay, required);
+        * ``tau`` alone: the ``uniform`` schedule;
+        * ``stage_delays``: an explicit forward-delay profile, one per stage (``"7,5,3,1"``
+          or a sequence; one value for all stages).  Alone it is the ``custom`` schedule with
+          consistent weights; with a ``schedule`` it overrides that schedule's forward delays,
+          and the backward delays keep the schedule's rule (pipemare, pb, gpipe: 0; pipedream,
+          uniform: the forward weights).
+
+        ``backward``: ``"schedule"`` (default) the schedule's own backward delays;
+        ``"stashed"``: weight stashing, each stage's backward pass reads its forward weights
+        (``tau_bkwd`` None); ``"current"``: no stashing, the schedule's own backward delays,
+        or for ``uniform`` the uniform ``tau_bkwd`` (default 0: the current weights).
+
+        With no profile given: the schedule ``default`` (the networks' pipemare), or None
+        without one (then ``stages``, ``microbatches``, ``tau_bkwd`` may not be given: they
+        describe a pipeline).
+
+        >>> Pipeline.from_options("pipemare", stages=4).tau_fwd.tolist()
+        [7, 5, 3, 1]
+        >>> Pipeline.from_options(stage_delays="7,5,3,1").describe()["schedule"]
+        'custom'
+        >>> Pipeline.from_options() is None
+        True
+        """
+        check_choice("backward", backward, BACKWARDS)
+        if schedule is None and stage_delays is None and tau is None:
+            schedule = default
+        if schedule is None and stage_delays is None and tau is None:
+            for name, value in (
+                ("stages", stages),
+                ("microbatches", microbatches),
+                ("tau_bkwd", tau_bkwd),
+            ):
+                if value is not None:
+                    raise ValueError(f"{name} needs a schedule (the pipeline it describes)")
+            return None
+        if schedule is not None:
+            check_choice("schedule", schedule, SCHEDULES)
+        if tau is not None and schedule not in (None, "uniform"):
+            raise ValueError(
+                "tau is the delay of the uniform schedule: give a uniform tau or a schedule, "
+                "not both"
+            )
+        if tau is not None and stage_delays is not None:
+            raise ValueError("give stage_delays or a uniform tau, not both")
+        if tau_bkwd is not None and (backward != "current" or schedule not in (None, "uniform")):
+            raise ValueError("tau_bkwd needs backward='current' and a uniform tau")
+        N = _positive_int("microbatches", 1 if microbatches is None else microbatches)
+        if stage_delays is not None:
+            delays = _stage_delays(stage_delays, stages)
+            P = delays.size if stages is None else _positive_int("stages", stages)
+            if schedule is None:
+                pipe = cls(CUSTOM, P, N, delays, None)
+            else:
+                base = _schedule(schedule, P, N, int(delays[0]) if schedule == "uniform" else None)
+                zeros = np.zeros(P, dtype=np.int64)
+                pipe = cls(schedule, P, N, delays, None if base.tau_bkwd is None else zeros)
+        else:
+            P = _positive_int("stages", DEFAULT_STAGES if stages is None else stages)
+            pipe = _schedule(schedule or "uniform", P, N, tau)
+        if backward == "stashed":
+            return cls(pipe.schedule, pipe.stages, pipe.microbatches, pipe.tau_fwd, None)
+        if backward == "current" and pipe.schedule == "uniform":
+            t = int(pipe.tau_fwd[0])
+            b = check_delay("tau_bkwd", 0 if tau_bkwd is None else tau_bkwd)
+            check_order("tau_bkwd", b, "tau", t)
+            return cls("uniform", P, N, pipe.tau_fwd, np.full(P, b, dtype=np.int64))
+        return pipe
 
     @property
     def backward_delays(self) -> np.ndarray:
@@ -166,23 +278,8 @@ class Pipeline:
         return out
 
 
-def pipemare_delays(stages: int, microbatches: int) -> np.ndarray:
-    """τ_fwd,i = ⌈(2(P−i)+1)/N⌉ for i = 1 … P (PipeMare Table 1, App. A.1)."""
-    i = np.arange(1, stages + 1)
-    return -((-(2 * (stages - i) + 1)) // microbatches)  # integer ceiling
-
-
-def pipeline(
-    schedule: str, stages: int, microbatches: int = 1, *, tau: int | None = None
-) -> Pipeline:
-    """The per-stage delays of ``schedule`` for P = ``stages`` and N = ``microbatches``.
-
-    ``tau`` is the delay of the ``uniform`` schedule (required there, refused elsewhere).
-    ``pb`` (Pipelined Backpropagation, Kosson App. B) updates after every sample: N = 1.
-    """
-    check_choice("schedule", schedule, SCHEDULES)
-    P = _positive_int("stages", stages)
-    N = _positive_int("microbatches", microbatches)
+def _schedule(schedule: str, P: int, N: int, tau: int | None) -> Pipeline:
+    """The delays of ``schedule`` (module table) for validated P, N."""
     if (tau is not None) != (schedule == "uniform"):
         raise ValueError("tau is given for the uniform schedule only (and required there)")
     zeros = np.zeros(P, dtype=np.int64)
@@ -198,6 +295,31 @@ def pipeline(
         return Pipeline(schedule, P, N, 2 * (P - np.arange(1, P + 1)), zeros)
     t = check_delay("tau", tau)
     return Pipeline(schedule, P, N, np.full(P, t, dtype=np.int64), None)
+
+
+def pipemare_delays(stages: int, microbatches: int) -> np.ndarray:
+    """τ_fwd,i = ⌈(2(P−i)+1)/N⌉ for i = 1 … P (PipeMare Table 1, App. A.1)."""
+    i = np.arange(1, stages + 1)
+    return -((-(2 * (stages - i) + 1)) // microbatches)  # integer ceiling
+
+
+def worst_delay(schedule: str | None, stages: int | None, microbatches: int | None) -> int | None:
+    """The delay the ``uniform`` schedule takes where none is given: PipeMare's largest,
+    ⌈(2P−1)/N⌉ (the single-delay model of the scalar theory at the worst stage); None for
+    the other schedules (which need no ``tau``)."""
+    if schedule != "uniform":
+        return None
+    P = _positive_int("stages", DEFAULT_STAGES if stages is None else stages)
+    return int(pipemare_delays(P, _positive_int("microbatches", microbatches or 1))[0])
+
+
+def pipeline(
+    schedule: str, stages: int, microbatches: int = 1, *, tau: int | None = None
+) -> Pipeline:
+    """Positional shorthand for ``Pipeline.from_options(schedule, stages=…, microbatches=…,
+    tau=…)`` (the per-stage delays of ``schedule`` for P = ``stages``, N = ``microbatches``)."""
+    check_choice("schedule", schedule, SCHEDULES)
+    return Pipeline.from_options(schedule, tau=tau, stages=stages, microbatches=microbatches)
 
 
 # -- stages over parameters ------------------------------------------------------------------
@@ -265,6 +387,9 @@ def warmup_utilization(async_epochs: float, sync_epochs: float, sync_utilization
 
 
 __all__ = [
+    "BACKWARDS",
+    "CUSTOM",
+    "DEFAULT_STAGES",
     "SCHEDULES",
     "Pipeline",
     "per_parameter",
@@ -273,4 +398,5 @@ __all__ = [
     "split_evenly",
     "t1_factor",
     "warmup_utilization",
+    "worst_delay",
 ]

@@ -18,8 +18,11 @@ or changes meaning (adding a key does not change it).
 from __future__ import annotations
 
 import dataclasses
+import functools
+import os
 import types
 import typing
+import warnings as _warnings
 from pathlib import PurePath
 from typing import Any, ClassVar
 
@@ -52,6 +55,14 @@ class Result:
     """Base of the public results (frozen; attributes = the command's JSON keys)."""
 
     schema_version: ClassVar[int] = SCHEMA_VERSION
+
+    warnings: tuple[str, ...] = output(
+        "what may have cost the numbers accuracy (numerical warnings: overflow, "
+        "ill-conditioning), or says where they do not answer the question asked; empty: none. "
+        "Third-party deprecation notices are not listed",
+        default=(),
+        kw_only=True,
+    )
 
     def to_json(self) -> dict[str, Any]:
         """The command's ``--json`` object: ``schema_version``, then every field (strict JSON)."""
@@ -100,16 +111,78 @@ def json_type(hint: Any) -> str:
     return "array" if name == "ndarray" else name
 
 
-def _plain(x: Any) -> Any:
-    """Results as dicts (nested ones without their own schema_version), tuples as lists."""
+def _plain(x: Any, top: bool = True) -> Any:
+    """Results as dicts (nested ones without their own schema_version, and without their
+    ``warnings`` when empty), tuples as lists."""
     if isinstance(x, Result):
-        return {f.name: _plain(getattr(x, f.name)) for f in dataclasses.fields(x)}
+        return {
+            f.name: _plain(getattr(x, f.name), False)
+            for f in dataclasses.fields(x)
+            if top or f.name != "warnings" or x.warnings
+        }
     if isinstance(x, dict):
-        return {k: _plain(v) for k, v in x.items()}
+        return {k: _plain(v, False) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_plain(v) for v in x]
+        return [_plain(v, False) for v in x]
     if isinstance(x, complex):
         return [x.real, x.imag]
     if isinstance(x, PurePath):
         return str(x)
     return x
+
+
+# -- warnings: what bears on the numbers, recorded on the result ----------------------------
+
+NOTICES = (DeprecationWarning, PendingDeprecationWarning, FutureWarning, ImportWarning,
+           ResourceWarning, SyntaxWarning)  # fmt: skip
+"""Warning categories that announce changes of an API (ours or a third party's, e.g. torch's
+``torch.jit.script`` deprecation): they say nothing about the numbers, so they are dropped."""
+
+
+def bears_on_numbers(w: _warnings.WarningMessage) -> bool:
+    """False for deprecation notices (`NOTICES`, or a ``UserWarning`` whose message says
+    "deprecated", as torch writes some): they are not results."""
+    if issubclass(w.category, NOTICES):
+        return False
+    return not (issubclass(w.category, UserWarning) and "deprecat" in str(w.message).lower())
+
+
+def warning_lines(caught: list[_warnings.WarningMessage]) -> list[str]:
+    """One line per distinct recorded warning that bears on the numbers (`bears_on_numbers`):
+    ``Category: message (file:line)``, plus "the result may have lost accuracy" for numerical
+    ones (RuntimeWarning: overflow, invalid value, …)."""
+    out = []
+    for w in caught:
+        if not bears_on_numbers(w):
+            continue
+        text = " ".join(str(w.message).split())
+        where = f"{os.path.basename(w.filename)}:{w.lineno}"
+        lost = (
+            "; the result may have lost accuracy" if issubclass(w.category, RuntimeWarning) else ""
+        )
+        out.append(f"{w.category.__name__}: {text} ({where}){lost}")
+    return list(dict.fromkeys(out))
+
+
+def with_warnings(result: Any, lines: Any) -> Any:
+    """``result`` with ``lines`` appended to its ``warnings`` (distinct, in order); results
+    that are not a `Result` are returned unchanged."""
+    if not isinstance(result, Result) or not lines:
+        return result
+    merged = tuple(dict.fromkeys((*result.warnings, *lines)))
+    return dataclasses.replace(result, warnings=merged)
+
+
+def recording_warnings(function: Any) -> Any:
+    """Decorate a public function: the warnings it raises that bear on the numbers are put in
+    its result's ``warnings`` (as the CLI prints them) instead of being printed; notices
+    (`NOTICES`) are dropped."""
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with _warnings.catch_warnings(record=True) as caught:
+            _warnings.simplefilter("always")
+            result = function(*args, **kwargs)
+        return with_warnings(result, warning_lines(caught))
+
+    return wrapper

@@ -62,13 +62,19 @@ def on_circle(theta: np.ndarray, exps: np.ndarray, coeffs: np.ndarray) -> np.nda
     return (np.cos(x) @ coeffs) + 1j * (np.sin(x) @ coeffs)
 
 
-def winding_turns(theta: np.ndarray, values: np.ndarray, evaluate) -> np.ndarray:
+def winding_turns(theta: np.ndarray, values: np.ndarray, evaluate, rate=None) -> np.ndarray:
     """Phase change of f along θ, in units of π, for each column of samples (n, M).
 
     ``values[i, m]`` = f_m(θ_i); ``evaluate(t, cols)`` gives f_cols(t) at paired arrays.
     Every interval where the phase turns by more than 1 rad is split in 8, recursively and
     only there, so a zero of f close to the path costs a few samples near it instead of a
     finer grid everywhere.  Columns with a zero on the path (to machine precision) are NaN.
+
+    ``rate`` (optional): ``rate(t, cols)`` = |dφ/dθ| at paired points.  With it an interval
+    is also split where the phase *may* turn by more than 1 rad, max(rate at its ends) ×
+    length > 1: a cluster of k zeros at distance δ ≪ the sample spacing from the path turns
+    the phase by ≈ k·π between two samples, which seen modulo 2π can look like a small step
+    (k even) — the rate at the sample nearest the cluster (≈ k/δ) exposes it.
 
     The intervals that turn by less than 1 rad (nearly all) are summed without an arctangent
     each: their principal phase steps telescope to arg f(end) − arg f(start), corrected by 2π
@@ -81,6 +87,11 @@ def winding_turns(theta: np.ndarray, values: np.ndarray, evaluate) -> np.ndarray
     w_re = b_re * a_re + b_im * a_im  # b·conj(a): its argument is the phase step
     w_im = b_im * a_re - b_re * a_im
     bad = (w_re <= 0) | (np.abs(w_im) > _TAN_MAX_TURN * w_re)
+    if rate is not None:
+        cols_all = np.broadcast_to(np.arange(values.shape[1]), values.shape)
+        speed = rate(np.broadcast_to(theta[:, None], values.shape), cols_all)
+        fast = np.maximum(speed[:-1], speed[1:]) * np.diff(theta)[:, None] > _MAX_TURN
+        bad |= fast
     negative = (a_re < 0) & ~bad  # a small step straddling the real axis on its negative side
     ccw = np.count_nonzero(negative & (a_im >= 0) & (b_im < 0), axis=0)  # arg jumps by −2π
     cw = np.count_nonzero(negative & (a_im < 0) & (b_im >= 0), axis=0)  # arg jumps by +2π
@@ -103,6 +114,9 @@ def winding_turns(theta: np.ndarray, values: np.ndarray, evaluate) -> np.ndarray
         v = np.concatenate([v_lo[:, None], inner, v_hi[:, None]], axis=1)
         sub = np.angle(v[:, 1:] * np.conj(v[:, :-1]))
         bad = np.abs(sub) > _MAX_TURN
+        if rate is not None:
+            speed = rate(t, np.repeat(col, 9).reshape(t.shape))
+            bad |= np.maximum(speed[:, 1:], speed[:, :-1]) * np.diff(t, axis=1) > _MAX_TURN
         np.add.at(total, col, np.where(bad, 0.0, sub).sum(axis=1))
         j, k = np.nonzero(bad)
         lo, hi, v_lo, v_hi, col = t[j, k], t[j, k + 1], v[j, k], v[j, k + 1], col[j]
@@ -268,7 +282,13 @@ def count_inside(f: CircleFunction, r: np.ndarray, cols: np.ndarray) -> np.ndarr
         def evaluate(t, k, c=c, radius=radius):
             return f.at(radius[k] * np.exp(1j * t), c[k])
 
-        turns = winding_turns(f.theta, values, evaluate)
+        rate = None
+        if hasattr(f, "phase_rate"):  # clustered zeros near the circle (winding_turns)
+
+            def rate(t, k, c=c, radius=radius):
+                return f.phase_rate(radius[k] * np.exp(1j * t), c[k])
+
+        turns = winding_turns(f.theta, values, evaluate, rate)
         out[part] = np.where(np.abs(turns - np.round(turns)) <= 0.05, np.round(turns), np.nan)
     return out
 

@@ -147,7 +147,8 @@ def test_grades_first_that_applies_wins():
         Range("lr", 0.3, 0.2)
 
 
-def test_claim_is_frozen_and_its_json_matches_its_fields():
+def test_plumbing_claim_is_frozen_and_its_json_matches_its_fields():
+    """Plumbing: the JSON of a hand-made claim against its own fields (no numbers computed)."""
     claim = _claim(False, Size(-38.2, "%", "change", Qualifier("slightly")), Range("m", 0.5, 0.6))
     with pytest.raises(dataclasses.FrozenInstanceError):
         claim.statement = "other"  # type: ignore[misc]
@@ -469,9 +470,10 @@ def test_claims_cli_unknown_claim_is_one_line(capsys):
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_committed_json_carries_the_grades_of_every_claim():
-    """figures/claims.json is `stability claims --json` on the full grids; every full-mode
-    reproduction's JSON grades every claim."""
+def test_plumbing_committed_json_carries_the_grades_of_every_claim():
+    """Plumbing: figures/claims.json is `stability claims --json` on the full grids; every
+    full-mode reproduction's JSON grades every claim (the verdicts' independent checks are the
+    tests above)."""
     data = json.loads((ROOT / "figures" / "claims.json").read_text())
     assert data["quick"] is False and [c["id"] for c in data["claims"]] == list(claim_ids())
     records = [json.loads(p.read_text()) for p in sorted((ROOT / "figures").glob("*_*.json"))]
@@ -484,8 +486,9 @@ def test_committed_json_carries_the_grades_of_every_claim():
         assert (claim["grade"] == "partial_range") <= (claim["range_where_it_holds"] is not None)
 
 
-def test_docs_page_is_generated_from_the_committed_json():
-    """docs/claims.md is `render` of the committed JSON, byte for byte (never pasted)."""
+def test_plumbing_docs_page_is_generated_from_the_committed_json():
+    """Plumbing: docs/claims.md is `render` of the committed JSON, byte for byte (never
+    pasted)."""
     from stability.claims.markdown import json_keys, render
 
     figures = {}

@@ -1,4 +1,4 @@
-"""The CLI contract (DESIGN.md): JSON keys, one-line errors with exit code 2, --help."""
+"""The CLI contract (docs/conventions.md): JSON keys, one-line errors with exit code 2, --help."""
 
 from __future__ import annotations
 

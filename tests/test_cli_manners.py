@@ -59,7 +59,11 @@ def test_help_without_a_rule_points_to_the_rules(capsys, command):
            "coupled": {"--stages", "--microbatches"}, "noise": {"--stages", "--microbatches"}
            }.get(command, set())  # fmt: skip
     assert code == 0 and _flags(out) <= own  # pipeline flags are the command's own
-    assert "stability rules RULE" in out and f"stability {command} RULE --help" in out
+    rule = {"train": "--rule RULE", "coupled": "--rule RULE", "validate": "--rules R1,R2"}.get(
+        command, "RULE"
+    )  # the way the command names its rule (the usage line's)
+    assert "stability rules RULE" in out and f"stability {command} {rule} --help" in out
+    assert rule in out.splitlines()[0]
     assert len(out.splitlines()) < 80
 
 

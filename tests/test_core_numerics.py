@@ -2,7 +2,7 @@
 
 Independent references: numpy.polymul / numpy.linalg.det, mpmath.polyroots at 50 digits,
 PipeMare Lemma 1 and its double-root step (exact closed forms), dense companion eigenvalues
-scanned over lr (the plain bisection STYLE.md asks for beside every fast path).
+scanned over lr (the plain bisection beside every fast path, docs/contributing.md).
 """
 
 from __future__ import annotations

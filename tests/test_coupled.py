@@ -332,20 +332,21 @@ def test_unstable_for_every_lr_is_zero():
 
 @pytest.fixture(scope="module")
 def cpusmall(cpusmall_csv):
-    from stability.agreement.comparison import linreg_setup
+    from stability.trainer.linearize import linreg_linearization
     from stability.trainer.problems import ProblemOptions, build_problem
 
     problem, _ = build_problem(
         ProblemOptions(data=str(cpusmall_csv), standardize="none", bias=True)
     )
-    return linreg_setup(problem)
+    return linreg_linearization(problem)
 
 
 def test_cpusmall_coupled_is_1_89_times_lemma_1(cpusmall):
     """The issue's example: 13 parameters, 4 blocks, delays 7, 5, 3, 1: coupled/scalar ≈ 1.89."""
-    from stability.agreement.coupled_runs import problem_system, stage_pipeline
+    from stability.agreement.coupled_runs import problem_system
+    from stability.pipeline import pipeline
 
-    built = problem_system(cpusmall, stage_pipeline("pipemare", 4), "sgd", {})
+    built = problem_system(cpusmall, pipeline("pipemare", 4), "sgd", {})
     a = analyze(built.system)
     assert a.stage_sizes == (4, 3, 3, 3)
     assert a.stage_taus == (7, 5, 3, 1)
@@ -357,9 +358,10 @@ def test_cpusmall_coupled_is_1_89_times_lemma_1(cpusmall):
 
 
 def test_cpusmall_uniform_delays_are_the_scalar_bound(cpusmall):
-    from stability.agreement.coupled_runs import problem_system, stage_pipeline
+    from stability.agreement.coupled_runs import problem_system
+    from stability.pipeline import pipeline
 
-    built = problem_system(cpusmall, stage_pipeline("uniform", 8), "lwp+sc", {"momentum": 0.9})
+    built = problem_system(cpusmall, pipeline("uniform", 8, tau=15), "lwp+sc", {"momentum": 0.9})
     a = analyze(built.system)
     assert a.scalar_ratio == pytest.approx(1.0, rel=1e-9)
 
@@ -371,9 +373,10 @@ def test_cpusmall_uniform_delays_are_the_scalar_bound(cpusmall):
 def test_cpusmall_prediction_is_the_measured_max_lr(cpusmall, schedule, stages, rule, params):
     """The trainer's bisection (full batch, bracket 0.1 %) lands within 1 % of the coupled lr."""
     from stability.agreement.comparison import Protocol
-    from stability.agreement.coupled_runs import measure, problem_system, stage_pipeline
+    from stability.agreement.coupled_runs import measure, problem_system
+    from stability.pipeline import pipeline
 
-    built = problem_system(cpusmall, stage_pipeline(schedule, stages), rule, params)
+    built = problem_system(cpusmall, pipeline(schedule, stages), rule, params)
     predicted = scan_max_lr(built.system).max_lr
     measured = measure(built, cpusmall, predicted, Protocol(steps=10_000))
     assert measured.max_lr / predicted == pytest.approx(1.0, abs=0.01)
@@ -381,14 +384,16 @@ def test_cpusmall_prediction_is_the_measured_max_lr(cpusmall, schedule, stages, 
 
 def test_other_regression_data_prediction_is_the_measured_max_lr():
     """Data the analysis was never tuned on: a synthetic design with a prescribed spectrum."""
-    from stability.agreement.comparison import Protocol, linreg_setup
-    from stability.agreement.coupled_runs import measure, problem_system, stage_pipeline
+    from stability.agreement.comparison import Protocol
+    from stability.agreement.coupled_runs import measure, problem_system
+    from stability.pipeline import pipeline
     from stability.trainer.data import synthetic_regression
+    from stability.trainer.linearize import linreg_linearization
     from stability.trainer.linreg import LinearRegression
 
     data = synthetic_regression(np.geomspace(2.0, 0.02, 9), seed=3, residual=0.5)
-    setup = linreg_setup(LinearRegression.from_dataset(data))
-    built = problem_system(setup, stage_pipeline("pipemare", 3, 2), "lwp", {"momentum": 0.5})
+    setup = linreg_linearization(LinearRegression.from_dataset(data))
+    built = problem_system(setup, pipeline("pipemare", 3, 2), "lwp", {"momentum": 0.5})
     predicted = scan_max_lr(built.system).max_lr
     measured = measure(built, setup, predicted, Protocol(steps=10_000))
     assert measured.stable <= predicted <= measured.unstable
@@ -397,8 +402,10 @@ def test_other_regression_data_prediction_is_the_measured_max_lr():
 @pytest.mark.slow
 def test_tiny_mlp_prediction_is_the_measured_max_lr(cpusmall_csv):
     """Per-layer stages of a tiny MLP: measured H_f, H_b; prediction within 25 % (issue)."""
-    from stability.agreement.comparison import Protocol, mlp_setup
-    from stability.agreement.coupled_runs import measure, problem_system, stage_pipeline
+    from stability.agreement.comparison import Protocol
+    from stability.agreement.coupled_runs import measure, problem_system
+    from stability.pipeline import pipeline
+    from stability.trainer.linearize import mlp_linearization
     from stability.trainer.problems import ProblemOptions, build_problem
 
     mlp, _ = build_problem(
@@ -406,8 +413,8 @@ def test_tiny_mlp_prediction_is_the_measured_max_lr(cpusmall_csv):
             problem="mlp", data=str(cpusmall_csv), samples=64, hidden=(3, 3), standardize="all"
         )
     )
-    setup = mlp_setup(mlp)
-    built = problem_system(setup, stage_pipeline("pipemare", 3), "sgd", {})
+    setup = mlp_linearization(mlp)
+    built = problem_system(setup, pipeline("pipemare", 3), "sgd", {})
     H = built.system.hessians
     assert np.allclose(H["forward"] + H["backward"], mlp.hessian(setup.w_star), atol=1e-5)
     predicted = scan_max_lr(built.system).max_lr

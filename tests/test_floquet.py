@@ -15,7 +15,7 @@ import pytest
 from eapipe_reference import monodromy as alg1_monodromy
 from oracles import dense_max_lr
 
-from stability.agreement.comparison import Protocol, linreg_setup, measure_max_lr, measure_rates
+from stability.agreement.comparison import Protocol, measure_max_lr, measure_rates
 from stability.analysis.boundary import max_lr
 from stability.cli.main import main
 from stability.dynamics.linear import characteristic_polynomial
@@ -31,6 +31,7 @@ from stability.spectrum import (
     floquet_stable,
 )
 from stability.trainer.data import synthetic_regression
+from stability.trainer.linearize import linreg_linearization
 from stability.trainer.linreg import LinearRegression
 
 
@@ -154,7 +155,7 @@ def test_ea_pipe_predictions_match_the_trainer(kw):
     """Acceptance: per-step rate ρ(M)^{1/P} and max lr vs the trainer on a deterministic
     quadratic (least squares, Hessian eigenvalues 0.3, 1, 2.5), each within 2 %."""
     problem = LinearRegression.from_dataset(synthetic_regression([0.3, 1.0, 2.5], seed=1))
-    setup = linreg_setup(problem)
+    setup = linreg_linearization(problem)
     lams = setup.hessian_eigenvalues
     rule, _ = build_rule("ea", **kw)
     predicted = min(max_lr(rule, QuadraticModel(float(lam))).max_lr for lam in lams)

@@ -298,3 +298,81 @@ def test_fuzz_every_command(tmp_path, monkeypatch):
                                                                    out, err)]  # fmt: skip
     assert len(cases) >= 2000
     assert not failures, f"{len(failures)} failures:\n" + "\n".join(sorted(set(failures))[:60])
+
+
+VALID_CALLS = 40
+VALID_SKIPPED = {"sweep", "repro", "claims"}
+"""Commands whose valid lines are spec files or whole reproductions (refusals only)."""
+
+
+def test_fuzz_valid_lines(tmp_path, monkeypatch):
+    """Valid random lines (`tests/fuzz_valid.py`: random rules, rule parameters in their
+    declared ranges, flags from their parsers, switches, a data file with constant features):
+    a result or one line naming a flag of the line, never an internal error.  The same lines,
+    thousands of them with fresh seeds and timed, run in `benchmarks/fuzz_cli.py`."""
+    from fuzz_valid import leaks, names_a_flag, valid_line
+
+    monkeypatch.setenv("STABILITY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    data = synthetic_regression([3.0, 1.0, 0.4], samples=48, seed=3, residual=0.2)
+    files = {"csv": str(tmp_path / "small.csv"), "constant": str(tmp_path / "constant.csv")}
+    np.savetxt(files["csv"], np.c_[data.y, data.X], delimiter=",")
+    np.savetxt(files["constant"], np.c_[data.y, np.ones_like(data.X)], delimiter=",")
+    (tmp_path / "work").mkdir()
+    rng = random.Random(SEED + 1)
+    parsers = _parsers()
+    bases = _bases(files["csv"], tmp_path / "work")
+    names = sorted(n for n in parsers if n not in VALID_SKIPPED)
+    failures, codes = [], []
+    for _ in range(VALID_CALLS):
+        name = rng.choice(names)
+        argv = valid_line(rng, name, bases[name][0], parsers[name], files)
+        argv = [*argv, "--json"] if rng.random() < 0.5 else argv
+        try:
+            code, out, err = _call(argv)
+        except Hang:
+            failures.append(f"{' '.join(argv)}: no answer in {HANG_SECONDS} s")
+            continue
+        codes.append(code)
+        found = _problems(argv, None, False, code, out, err) + leaks(out, err)
+        if code == 2 and not names_a_flag(err, argv):
+            found.append(f"refusal names no flag of the line: {err.strip()}")
+        failures += [f"{' '.join(argv)}: {p}" for p in found]
+    assert codes.count(0) >= VALID_CALLS // 3  # most valid lines give a result
+    assert not failures, f"{len(failures)} failures:\n" + "\n".join(failures)
+
+
+EA_AUDIT = "t1-audit ea --elastic 0.0024 --lr-schedule cosine:0.0013114:724 --taus 7,13,9 "
+DEFECTS = [
+    # (argv, exit code, text the output or the refusal must hold): issue 25's fuzzer finds
+    (EA_AUDIT + "--anneal-steps 216 --steps 2452", 0, "SAFE"),
+    ("train --rule ea --tau 0 --sync-period 4 --lr 0.0380727 --steps 24", 0, "max lr"),
+    (
+        "coupled --rule dc --problem mlp --samples 12 --hidden 4,4 --task classification --l2 0.68 "
+        "--stages 3 --schedule gpipe --microbatches 1",
+        0,
+        "no delay",
+    ),  # fmt: skip
+    ("train --rule sgd --lr 0.1 --steps 5 --data {constant}", 2, "--data"),
+    ("train --rule sgd --tau 0 --lr 1 --steps 5 --data {one}", 0, "0  per step"),
+    ("halflife t2 --delta 0.5 --kappa 10", 0, "delta = 0.5 does not enter"),
+    ("halflife discrepancy --tau-fwd 3 --tau-bkwd 1 --delta 0.5 --kappa 10", 2, "--delta"),
+    ("poly ea --tau 2 --lr 0.5", 2, "rule 'ea'"),
+]
+
+
+@pytest.mark.parametrize("line, code, text", DEFECTS)
+def test_defects_of_the_independent_fuzzer(line, code, text, tmp_path):
+    """Each line the independent fuzzer failed on (issue 25 item 3), through the same checks:
+    a result or a refusal naming its flag, no internal message, and the text that shows the
+    cause was fixed (the coupled line: the closed form for zero delays, not a 30 s scan)."""
+    from fuzz_valid import leaks
+
+    constant, one = tmp_path / "constant.csv", tmp_path / "one.csv"
+    np.savetxt(constant, np.c_[np.arange(6.0), np.ones((6, 2))], delimiter=",")
+    np.savetxt(one, [[1.0, 1.0], [-1.0, -1.0]], delimiter=",")  # lr·λ = 1: every root at 0
+    argv = line.format(constant=constant, one=one).split()
+    got, out, err = _call(argv)
+    assert not _problems(argv, None, False, got, out, err) + leaks(out, err)
+    assert got == code, err
+    assert text in (out if code == 0 else err)

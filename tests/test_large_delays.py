@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stability.agreement.predict import modes_from_hessian, predicted_log_rate, predicted_max_lr
 from stability.analysis import conditioning
 from stability.analysis.conditioning import optimal_half_life, spectrum_rate
+from stability.analysis.modes import modes_from_hessian, modes_log_rate, predicted_max_lr
 from stability.analysis.radius_grid import heatmap, parse_axis
 from stability.cli.main import main, make_parser
 from stability.dynamics.monodromy import monodromy
@@ -66,7 +66,7 @@ def test_trainer_predictions_above_the_dense_degree():
     rule, _ = build_rule("momentum", tau=TAU, momentum=0.5)
     lr = 1e-3
     dense = max(_state_radius("momentum", lr, tau=TAU, momentum=0.5, lam=k) for k in lam)
-    assert predicted_log_rate(rule, modes, lr) == pytest.approx(math.log(dense), rel=1e-9)
+    assert modes_log_rate(rule, modes, lr) == pytest.approx(math.log(dense), rel=1e-9)
     for tau in (TAU, 1000):
         sgd, _ = build_rule("sgd", tau=tau)
         lemma = 2 / lam.max() * math.sin(math.pi / (4 * tau + 2))

@@ -1,9 +1,10 @@
 """The package's layers: imports point down the flow, never up, and never in a cycle.
 
 Read from the source with `ast`, so imports inside functions count as much as those at the top
-of a module.  The order is the flow of DESIGN.md: a rule knows nothing of spectra, dynamics
-never import analysis, the trainer runs rules and never the analysis, and only agreement/, the
-claims, the public API and the faces (plotting, CLI) bring the two sides together.
+of a module.  The order is the flow of docs/development.md (Layout): a rule knows nothing of
+spectra, dynamics never import analysis, the trainer runs rules and never the analysis, and only
+agreement/, the claims, the public API and the faces (plotting, CLI) bring the two sides
+together.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # shipped data
     (
         "stability.checks",
+        "stability.extras",
+        "stability.lazy",
         "stability.limits",
         "stability.files",
         "stability.result",
@@ -50,7 +53,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 
 TRAINER_MAY_IMPORT = ("stability.checks", "stability.files", "stability.pipeline",
                       "stability.data", "stability.rules", "stability.trainer")  # fmt: skip
-"""The trainer runs the rule objects; it never imports the analysis (DESIGN.md)."""
+"""The trainer runs the rule objects; it never imports the analysis (docs/development.md)."""
 
 
 def _modules() -> dict[str, Path]:
@@ -150,7 +153,7 @@ def test_no_import_cycles():
 
 
 def test_no_two_modules_share_a_name():
-    """Except a command's modules named after what they serve (DESIGN.md): its CLI module
+    """Except a command's modules named after what they serve (docs/development.md): its CLI module
     (`stability.cli.commands`) and its public function's module (`stability.api`)."""
     owners = defaultdict(list)
     for name in MODULES:

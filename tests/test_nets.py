@@ -18,10 +18,11 @@ from stability.nets.bracket import NetProtocol, measure_log_rate, measure_max_lr
 from stability.nets.curvature import curvature, dense_hessian
 from stability.nets.fitting import near_minimum
 from stability.nets.lowrank import positive_part, reduced_system, stage_factors
-from stability.nets.prediction import net_pipeline, net_rules, predict, predicted_log_rate
+from stability.nets.prediction import net_rules, predict, predicted_log_rate
 from stability.nets.problem import REVERSE_OVER_REVERSE, problem_from_dict, split_stages
 from stability.nets.public import net_train
 from stability.nets.simulator import check_stashed, simulate
+from stability.pipeline import Pipeline
 from stability.rules.delayed_momentum import DelayedMomentum
 
 TINY = textwrap.dedent(
@@ -202,7 +203,7 @@ def test_simulator_equals_the_coupled_linear_step(rule, values):
             "stages": [["a"], ["b"], ["c"]],
         }
     )
-    pipe = net_pipeline(3, schedule="pipemare")
+    pipe = Pipeline.from_options("pipemare", stages=3, backward="stashed")
     rules = net_rules(rule, values, pipe)
     e0 = torch.linspace(-1, 1, 7, dtype=torch.float64) * 1e-2
     lr, steps = 0.05, 40
@@ -227,7 +228,7 @@ def test_simulator_equals_the_coupled_linear_step(rule, values):
 def test_inconsistent_rules_are_refused():
     for name in ("discrepancy", "t2", "recompute"):
         with pytest.raises(ValueError, match="--backward current"):
-            net_rules(name, {}, net_pipeline(2, tau=2))
+            net_rules(name, {}, Pipeline.from_options(tau=2, stages=2, backward="stashed"))
     with pytest.raises(ValueError, match="different backward"):
         check_stashed(DelayedMomentum(tau_fwd=2, tau_bkwd=0))
     check_stashed(DelayedMomentum(tau_fwd=2, horizon=2.0, sc_a=0.5, sc_b=1.0))
@@ -238,7 +239,7 @@ def test_inconsistent_rules_are_refused():
 
 def test_predicted_max_lr_and_rate_agree_with_the_simulator(tiny):
     curv = curvature(tiny, 10, negative_k=0)
-    pipe = net_pipeline(3, schedule="pipemare")
+    pipe = Pipeline.from_options("pipemare", stages=3, backward="stashed")
     rules = net_rules("momentum", {"momentum": 0.9}, pipe)
     pred = predict(curv, rules)
     lr = pred.analysis.max_lr
@@ -332,6 +333,7 @@ def test_cli_curvature_and_max_lr_json(tiny_file, capsys):
                 "3",
                 "--stages",
                 "2",
+                "--stage-blocks",
                 "--json",
             ]
         )
@@ -386,7 +388,7 @@ def test_missing_torch_is_one_line_exit_2(monkeypatch, capsys):
     )
     rc = main(["net", "curvature", "--problem", "x.py:problem"])
     err = capsys.readouterr().err
-    assert rc == 2 and "pip install stability[torch]" in err and err.count("\n") == 1
+    assert rc == 2 and "pip install -e '.[torch]'" in err and err.count("\n") == 1
 
 
 def test_help_and_other_commands_do_not_import_torch():

@@ -151,14 +151,15 @@ def test_ms_max_lr_with_per_stage_delays_equals_the_dense_operator(tiny):
 def test_simulator_runs_follow_the_linearisation_with_the_same_batches(tiny):
     """lockstep = w_{t+1} − w* = e_t − lr·(H_B e_t + ξ_B) to second order in the distance."""
     from stability.nets.minibatch_runs import CHUNK_STEPS, lockstep
-    from stability.nets.prediction import net_pipeline, net_rules
+    from stability.nets.prediction import net_rules
+    from stability.pipeline import Pipeline
     from stability.trainer.engine import BatchStreams
 
     Hs = _per_sample(tiny)
     w = tiny.w_star.detach()
     grads = np.stack([tiny.gradient(w, torch.tensor([i])).numpy() for i in range(tiny.samples)])
     xi = grads - tiny.gradient(w).numpy()  # tilted offsets
-    rules = net_rules("sgd", {}, net_pipeline(2, tau=0))
+    rules = net_rules("sgd", {}, Pipeline.from_options(tau=0, stages=2, backward="stashed"))
     lr, steps, batch, R = 0.01, 15, 4, 3
     e0 = 1e-4 * np.random.default_rng(1).standard_normal((R, tiny.dim))
     res = lockstep(tiny, rules, np.full(R, lr), w + torch.as_tensor(e0), np.array([0, 1, 2]),

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 from oracles import first_crossing, polynomial_radius
 
-from stability.agreement.comparison import Protocol, linreg_setup, measure_max_lr
-from stability.agreement.predict import predicted_max_lr
+from stability.agreement.comparison import Protocol, measure_max_lr
 from stability.analysis.boundary import max_lr
+from stability.analysis.modes import modes_of, predicted_max_lr
 from stability.analysis.random_delays import (
     delay_matrices,
     lyapunov_exponent,
@@ -41,6 +41,7 @@ from stability.rules.random_delay import (
 )
 from stability.spectrum import roots
 from stability.trainer.data import load_regression
+from stability.trainer.linearize import linreg_linearization
 from stability.trainer.linreg import LinearRegression
 
 
@@ -185,9 +186,9 @@ def test_first_moment_predicts_the_trainer_on_cpusmall(tau, beta, within, cpusma
     every parameter drawing the same delay), within 10 % where the first moment applies
     (uniform delays on {0..16}; benchmarks/bench_seed.py --validate runs more cases)."""
     problem = LinearRegression.from_dataset(load_regression(cpusmall_csv))
-    setup = linreg_setup(problem)
+    setup = linreg_linearization(problem)
     p = truncated_exponential(tau, beta)
-    predicted = predicted_max_lr(ExpectedDelay(p), setup.modes_for(None))
+    predicted = predicted_max_lr(ExpectedDelay(p), modes_of(setup.jacobians_for(None)))
     rule = SampledDelays(p, stage_sizes=(problem.dim,), seed=0)
     protocol = Protocol(steps=6000, per_round=8, rel_tol=5e-3)
     measured = measure_max_lr(setup, rule, predicted, protocol, None)

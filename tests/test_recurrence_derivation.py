@@ -1,6 +1,6 @@
 """The hidden conventions, proved for all delays: the sympy derivation from PipeMare's printed
 recurrences (tests/pipemare_reference.py) reproduces the printed polynomials exactly only
-with the conventions DESIGN.md names.
+with the conventions docs/conventions.md names.
 
 * T2 reads its accumulator at the backward pass, δ_{t−τb}: then ω^{τf−1}·det M = −(App. B.4)
   identically in ω, α, λ, Δ, γ, τf, τb; read at δ_t the last term of App. B.4 would carry

@@ -285,12 +285,13 @@ def test_model_independent_rules_accept_array_momentum():
 def test_trainer_on_cpusmall_matches_the_prediction(name, kw, cpusmall_csv):
     """Acceptance (a representative subset at τ = 4; benchmarks/bench_seed.py --validate runs
     every rule at τ = 1, 4, 16): measured / predicted max stable lr within 2 %."""
-    from stability.agreement.comparison import Protocol, linreg_setup, measure_max_lr
+    from stability.agreement.comparison import Protocol, measure_max_lr
     from stability.trainer.data import load_regression
+    from stability.trainer.linearize import linreg_linearization
     from stability.trainer.linreg import LinearRegression
 
     problem = LinearRegression.from_dataset(load_regression(cpusmall_csv))
-    setup = linreg_setup(problem)
+    setup = linreg_linearization(problem)
     rule, _ = build_rule(name, tau=4, **kw)
     predicted = min(
         max_lr(rule, QuadraticModel(float(lam))).max_lr for lam in setup.hessian_eigenvalues

@@ -347,8 +347,10 @@ def test_train_sweep_is_the_trainer_and_the_command(tmp_path, capsys, scheduler)
 
 
 def test_kosson_fig6_spec_gives_the_committed_curves(tmp_path, scheduler):
-    """The Kosson Fig. 6 spec on every 50th momentum: figures/kosson_fig6.json's max stable ηλ
-    (max_lr_grid, which agrees with the per-point command to ~1e-12)."""
+    """The Kosson Fig. 6 spec on every 50th momentum.  Plumbing against figures/kosson_fig6.json
+    (written by the same max_lr_grid, which agrees with the per-point command to ~1e-12); the
+    independent oracles are the heavy-ball closed form at D = 0 (max ηλ = 2(1 + m), Polyak) and
+    a bisection of the dense state matrix at D = 4."""
     text = (EXAMPLES / "kosson_fig6.toml").read_text(encoding="utf-8")
     full = sweep.parse_spec(text)
     assert full.shape == (5, 3, 1000)
@@ -370,9 +372,33 @@ def test_kosson_fig6_spec_gives_the_committed_curves(tmp_path, scheduler):
         today = np.array([np.nan if v is None else v for v in committed[::10]], dtype=float)
         swept = ds.max_lr.sel(rule=rule, tau=tau).values
         np.testing.assert_allclose(swept, today, rtol=1e-11)
+    heavy_ball = ds.max_lr.sel(rule="momentum", tau=0).values  # |roots| < 1 iff ηλ < 2(1 + m)
+    np.testing.assert_allclose(heavy_ball, 2 * (1 + np.array(m)), rtol=1e-9)
     # D = 4 is not in the figure: each point against a bisection of the dense state matrix
     for rule in ("momentum", "nesterov", "sc"):
         swept = ds.max_lr.sel(rule=rule, tau=4).values
         dense = [dense_max_lr(*build_rule(rule, tau=4, momentum=b), lo=1e-9, hi=4.5) for b in m]
         np.testing.assert_allclose(swept, dense, rtol=1e-9)
     assert set(ds.error.values.ravel()) == {""}
+
+
+def test_status_counts_an_interrupted_run_and_its_resume(tmp_path, capsys, scheduler):
+    """A run stopped after its first chunk (Ctrl-C) counts: --status says 2 runs after the
+    resume (it said "1 runs": a run was recorded only when it finished)."""
+    address, _ = scheduler
+    spec = sweep.parse_spec(MAX_LR_SPEC)
+    out = tmp_path / "o"
+
+    def stop_after_one_chunk(done, total):
+        if done >= 1:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt, match=f"of {spec.chunks} chunks are stored"):
+        sweep.run_sweep(spec, out, scheduler=address, progress=stop_after_one_chunk)
+    assert sweep.status(out).runs == 1 and not sweep.status(out).complete
+    summary = sweep.run_sweep(spec, out, scheduler=address)
+    assert summary.complete and summary.chunks_skipped >= 1
+    runs = json.loads(sweep.load(out).attrs["runs"])
+    assert [r["finished"] for r in runs] == [False, True] and runs[1]["chunks_computed"] > 0
+    code, text, err = run_cli(capsys, "sweep", "--status", str(out))
+    assert code == 0 and ", 2 runs (killed ones included)" in text and "complete" in text

@@ -8,12 +8,13 @@ import math
 import numpy as np
 import pytest
 
-from stability.agreement.comparison import Protocol, linreg_setup, validate_uniform
+from stability.agreement.comparison import Protocol, validate_uniform
 from stability.quadratic import QuadraticModel
 from stability.rules.registry import build_rule
 from stability.spectrum import dominant_root_at
 from stability.trainer.data import load_regression, synthetic_regression
 from stability.trainer.engine import train
+from stability.trainer.linearize import linreg_linearization
 from stability.trainer.linreg import LinearRegression
 from stability.trainer.measure import bisect_max_lr, log_rate, valid_blocks
 
@@ -85,7 +86,7 @@ def test_bisection_finds_a_known_threshold():
 def test_cpusmall_full_batch_max_lr_within_1_percent_and_rates_within_2_percent(cpusmall_csv):
     """The acceptance table on cpusmall (a sample of its rows; the README (trainer section) has
     all 24 and the ill-conditioned unstandardized variant)."""
-    setup = linreg_setup(
+    setup = linreg_linearization(
         LinearRegression.from_dataset(load_regression(cpusmall_csv, standardize="features"))
     )
     protocol = Protocol(steps=10_000, rate_steps=10_000, rel_tol=2e-3, span=1.25)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stability.agreement.comparison import Protocol, mlp_setup, validate_uniform
+from stability.agreement.comparison import Protocol, validate_uniform
+from stability.trainer.linearize import mlp_linearization
 from stability.trainer.mlp import MLP
 from stability.trainer.problems import ProblemOptions, build_problem
 
@@ -112,18 +113,18 @@ def test_near_minimum_predictions_hold_for_backward_weight_rules():
     """Discrepancy and T2 near a minimizer of the default tiny MLP (2 hidden layers, l2 = 0.1):
     measured within 25 % (in fact ≈ 0.1 %), and the measurement resolves the 0.5 % shift that
     the backward weights cause (Δ ≠ 0) and that T2 removes."""
-    from stability.agreement.predict import predicted_max_lr
+    from stability.analysis.modes import modes_of, predicted_max_lr
     from stability.trainer.schedules import uniform_rule
 
     mlp, _ = build_problem(ProblemOptions(problem="mlp", standardize="all", samples=128))
-    setup = mlp_setup(mlp)
+    setup = mlp_linearization(mlp)
     protocol = Protocol(steps=2000, rate_steps=1000, rate_doublings=0, rel_tol=2e-3, span=1.25)
     values = {"momentum": 0.9, "tau_bkwd": 0}
     rows = validate_uniform(setup, ["discrepancy", "t2"], values, [4], protocol)
     meas = {r["rule"]: r["measured_max_lr"] for r in rows}
     pred = {r["rule"]: r["predicted_max_lr"] for r in rows}
     plain = uniform_rule("momentum", values, 4)  # the same rule without the discrepancy
-    pred_plain = predicted_max_lr(plain, setup.modes_for(plain))
+    pred_plain = predicted_max_lr(plain, modes_of(setup.jacobians_for(plain)))
     for r in rows:
         assert abs(r["ratio"] - 1) < 2e-3, r
         assert r["offdiagonal"] < 0.3 and r["dropped_modes"] == 0

@@ -8,14 +8,14 @@ import math
 import numpy as np
 import pytest
 
-from stability.agreement.predict import (
+from stability.analysis.boundary import max_lr
+from stability.analysis.modes import (
     modes_from_hessian,
     modes_from_passes,
-    predicted_log_rate,
+    modes_log_rate,
     predicted_max_lr,
     stage_blocks,
 )
-from stability.analysis.boundary import max_lr
 from stability.quadratic import QuadraticModel
 from stability.rules.registry import build_rule
 from stability.spectrum import dominant_root_at
@@ -52,7 +52,7 @@ def test_prediction_is_min_over_eigenvalues_of_scalar_max_lr(name, params):
     want = max(
         math.log(dominant_root_at(rule, QuadraticModel(lam=float(x)), lr).radius) for x in LAM
     )
-    assert predicted_log_rate(rule, modes_from_hessian(rotated(LAM)), lr) == pytest.approx(
+    assert modes_log_rate(rule, modes_from_hessian(rotated(LAM)), lr) == pytest.approx(
         want, rel=1e-12
     )
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stability.agreement.comparison import Protocol, linreg_setup, measure_max_lr, validate_pipeline
+from stability.agreement.comparison import Protocol, measure_max_lr, validate_pipeline
 from stability.pipeline import per_parameter, pipeline
 from stability.rules.discrepancy import optimal_gamma
 from stability.rules.lwp_sc import spike_coefficients
 from stability.trainer.data import synthetic_regression
+from stability.trainer.linearize import linreg_linearization
 from stability.trainer.linreg import LinearRegression
 from stability.trainer.schedules import (
     T1,
@@ -75,7 +76,7 @@ def test_uniform_rule_takes_per_run_delays():
 
 def test_per_stage_training_matches_the_exact_coupled_analysis():
     problem = LinearRegression.from_dataset(synthetic_regression([3.0, 1.5, 1.0, 0.4, 0.2, 0.05]))
-    setup = linreg_setup(problem)
+    setup = linreg_linearization(problem)
     pipe = pipeline("pipemare", 3, 1)
     rows = validate_pipeline(
         setup, ["sgd", "momentum"], {"momentum": 0.9}, pipe, Protocol(steps=6000, rel_tol=2e-3)
@@ -99,7 +100,7 @@ def test_t1_at_its_start_matches_the_coupled_analysis_with_rescaled_stages():
     exact = dense_max_lr(
         coupled_system(problem.hessian, stage_sizes=sizes, rule="sgd", tau_fwd=[3, 1], t1_power=1)
     ).max_lr
-    setup = linreg_setup(problem)
+    setup = linreg_linearization(problem)
     m = measure_max_lr(setup, plan(rule, t1_steps=10**12), exact, Protocol(steps=6000), None)
     plain = measure_max_lr(setup, rule, exact, Protocol(steps=6000, rel_tol=1e-2), None)
     assert m.max_lr == pytest.approx(exact, rel=3e-3)

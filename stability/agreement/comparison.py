@@ -2,7 +2,7 @@ r"""Theory vs practice: predicted and measured max stable lr and rates, side by 
 
 For each rule × delay τ (or pipeline schedule):
 
-* **predicted** max lr and rates from the problem's modes (`stability.agreement.predict`);
+* **predicted** max lr and rates from the problem's modes (`stability.analysis.modes`);
 * **measured** max lr by `stability.trainer.measure.bisect_max_lr` on real training runs of
   the same rule object, and measured ln ρ̂ at the fractions `Protocol.lr_fractions` of the
   predicted max lr (deterministic runs only).
@@ -28,20 +28,21 @@ from typing import Any
 
 import numpy as np
 
-from stability.agreement.predict import (
-    Modes,
+from stability.analysis.modes import (
     modes_from_hessian,
     modes_from_passes,
-    predict,
-    predicted_log_rate,
+    modes_log_rate,
+    modes_of,
+    predict_modes,
     predicted_max_lr,
     stage_blocks,
 )
+from stability.checks import finite_or_none
 from stability.pipeline import Pipeline
 from stability.trainer import measure
 from stability.trainer.engine import train
+from stability.trainer.linearize import Linearization
 from stability.trainer.linreg import LinearRegression
-from stability.trainer.mlp import MLP
 from stability.trainer.schedules import DELAY_NAMES, pipeline_rule, stage_rule, uniform_rule
 
 
@@ -75,116 +76,9 @@ class Protocol:
         return d
 
 
-@dataclass(frozen=True)
-class Setup:
-    """A problem prepared for validation: the trainable problem, the Jacobians (H_f, H_b, H_r)
-    of its gradient oracle at the minimizer for a rule, where runs start and how their errors
-    and excess losses are measured."""
-
-    problem: Any
-    w0: np.ndarray
-    w_star: np.ndarray
-    loss_offset: float
-    hessian_eigenvalues: np.ndarray
-    jacobians_for: Callable[[Any], tuple[np.ndarray, np.ndarray, np.ndarray]]
-    rate_problem: Any
-    rate_w0: np.ndarray
-    rate_w_star: np.ndarray
-    rate_decades: float | None
-    assumptions: tuple[str, ...]
-
-    def modes_for(self, rule) -> Modes:
-        """The decoupled modes the scalar theory sees for ``rule`` (`agreement.predict`)."""
-        Hf, Hb, Hr = self.jacobians_for(rule)
-        if not Hb.any() and not Hr.any():
-            return modes_from_hessian(Hf)
-        return modes_from_passes(Hf, Hb, Hr)
-
-
-def linreg_setup(problem: LinearRegression) -> Setup:
-    zero = np.zeros_like(problem.hessian)
-    w0 = problem.initial_weights()
-    return Setup(
-        problem=problem,
-        w0=w0,
-        w_star=problem.minimizer,
-        loss_offset=0.0,
-        hessian_eigenvalues=problem.hessian_eigenvalues(),
-        jacobians_for=lambda rule: (problem.hessian, zero, zero),
-        rate_problem=problem.error_problem(),
-        rate_w0=w0 - problem.minimizer,
-        rate_w_star=np.zeros(problem.dim),
-        rate_decades=None,
-        assumptions=(
-            "exact: least squares has a constant Hessian H = XᵀX/n and the gradient reads the "
-            "forward weights only, so a rule with scalar delays acts on each eigenvector of H "
-            "as on the scalar model with λ = its eigenvalue (Δ = Φ = 0)",
-        ),
-    )
-
-
-MLP_RATE_DECADES = 6.0
-"""Decades of ‖w − w*‖ an MLP rate run may use: from a 1e-4·‖w*‖ start the float64 floor
-(≈ eps·κ·‖w*‖, a fixed point slightly off the fitted w*) lies about 8 decades down."""
-
-
-def mlp_setup(
-    mlp: MLP, *, seed: int = 0, perturbation: float = 1e-7, rate_perturbation: float = 1e-4
-) -> Setup:
-    """Fit the MLP to a minimizer w*, linearize there, start runs at w* + a small kick.
-
-    Stability verdicts start ``perturbation``·‖w*‖ away, so an unstable mode can grow by ~6
-    decades (and trip the divergence test) while the dynamics are still linear; rate runs
-    start ``rate_perturbation``·‖w*‖ away, above float64's floor, and use `MLP_RATE_DECADES`.
-    """
-    w_star = mlp.fit(mlp.initial_weights(seed))
-    H = mlp.hessian(w_star)
-    lam = np.linalg.eigvalsh(H)
-    rng = np.random.default_rng(seed + 1)
-    kick = rng.standard_normal(mlp.dim)
-    kick *= np.linalg.norm(w_star) / np.linalg.norm(kick)
-    w0 = w_star + perturbation * kick
-    cache: dict[bool, tuple] = {}
-
-    def jacobians_for(rule):
-        recompute = getattr(rule, "tau_recomp", None) is not None
-        if recompute not in cache:
-            cache[recompute] = mlp.pass_jacobians(w_star, recompute=recompute)
-        return cache[recompute]
-
-    grad = float(np.linalg.norm(mlp.gradient(w_star)))
-    return Setup(
-        problem=mlp,
-        w0=w0,
-        w_star=w_star,
-        loss_offset=float(mlp.loss(w_star)),
-        hessian_eigenvalues=lam,
-        jacobians_for=jacobians_for,
-        rate_problem=mlp,
-        rate_w0=w_star + rate_perturbation * kick,
-        rate_w_star=w_star,
-        rate_decades=MLP_RATE_DECADES,
-        assumptions=(
-            f"linearization at the fitted minimizer w* (‖∇f(w*)‖ = {grad:.2e}): "
-            "∇f(u_f, u_b, u_r) ≈ H_f(u_f − w*) + H_b(u_b − w*) + H_r(u_r − w*), H_f, H_b, H_r "
-            "the Jacobians of backpropagation with respect to the forward, backward and "
-            "recompute weights (central differences); stability runs start at w* + "
-            f"{perturbation:g}·‖w*‖·(random unit vector) and diverge when the excess loss over "
-            "f(w*) grows by the divergence factor, i.e. while the dynamics are still linear; "
-            f"rate runs start {rate_perturbation:g}·‖w*‖ away",
-            "the modes decouple: H_f, H_b, H_r are taken diagonal in the eigenbasis of the "
-            "Hessian H = H_f + H_b + H_r, mode k being the scalar model with λ_k = v_kᵀHv_k, "
-            "Δ_k = v_kᵀH_f v_k − λ_k, Φ_k = −v_kᵀH_r v_k (PipeMare eq. 5, App. D.1); the "
-            "off-diagonal share dropped is reported per row as offdiagonal",
-            "modes with λ ≤ 1e-9·λ_max (flat or negative curvature) are left out and counted "
-            "as dropped_modes",
-            "full-batch, deterministic gradients; the minimizer is the one L-BFGS + Newton "
-            "reach from the seeded initialization",
-        ),
-    )
-
-
-def _train(setup: Setup, rule, lrs, protocol: Protocol, *, steps, batch=None, seed=0, track=()):
+def _train(
+    setup: Linearization, rule, lrs, protocol: Protocol, *, steps, batch=None, seed=0, track=()
+):
     return train(
         setup.problem,
         rule,
@@ -202,7 +96,7 @@ def _train(setup: Setup, rule, lrs, protocol: Protocol, *, steps, batch=None, se
 
 
 def measure_max_lr(
-    setup: Setup, rule, guess: float, protocol: Protocol, batch: int | None
+    setup: Linearization, rule, guess: float, protocol: Protocol, batch: int | None
 ) -> measure.MaxLrMeasurement:
     """The empirical max stable lr of ``rule`` under ``protocol`` (module doc)."""
     if batch is None:
@@ -223,7 +117,7 @@ def measure_max_lr(
     )
 
 
-def measure_rates(setup: Setup, rule, lrs, protocol: Protocol) -> measure.RateMeasurement:
+def measure_rates(setup: Linearization, rule, lrs, protocol: Protocol) -> measure.RateMeasurement:
     """Measured ln ρ̂ at step sizes ``lrs`` (deterministic, module doc)."""
 
     def run(steps: int):
@@ -253,16 +147,12 @@ def _exp(x):
     return None if x is None or not math.isfinite(x) else math.exp(x)
 
 
-def _finite(x):
-    return None if x is None or not math.isfinite(x) else float(x)
-
-
 def validation_row(
-    setup: Setup, name: str, rule, protocol: Protocol, batch: int | None, **labels
+    setup: Linearization, name: str, rule, protocol: Protocol, batch: int | None, **labels
 ) -> dict[str, Any]:
     """One row: predicted vs measured max lr (and rates for full batch)."""
-    modes = setup.modes_for(rule)
-    prediction = predict(rule, modes)
+    modes = modes_of(setup.jacobians_for(rule))
+    prediction = predict_modes(rule, modes)
     predicted = prediction.max_lr
     row: dict[str, Any] = {"rule": name, **labels, "predicted_max_lr": predicted}
     if prediction.note:
@@ -282,7 +172,7 @@ def validation_row(
     if not predicted:
         return row
     lrs = [f * predicted for f in protocol.lr_fractions]
-    pred_log = [predicted_log_rate(rule, modes, lr) for lr in lrs]
+    pred_log = [modes_log_rate(rule, modes, lr) for lr in lrs]
     row.update(
         rate_lr_fractions=list(protocol.lr_fractions),
         rate_lr=lrs,
@@ -291,7 +181,7 @@ def validation_row(
     )
     if batch is None:
         rates = measure_rates(setup, rule, np.array(lrs), protocol)
-        meas_log = [_finite(x) for x in rates.log_rate]
+        meas_log = [finite_or_none(x) for x in rates.log_rate]
         row.update(
             measured_log_rate=meas_log,
             measured_rate=[_exp(x) for x in meas_log],
@@ -310,7 +200,7 @@ def validation_row(
 
 
 def validate_uniform(
-    setup: Setup,
+    setup: Linearization,
     rules: Sequence[str],
     values: dict[str, Any],
     taus: Sequence[int],
@@ -331,9 +221,9 @@ def validate_uniform(
 
 
 def scalar_stage_predictions(
-    setup: Setup, name: str, values: dict[str, Any], pipe: Pipeline, sizes
+    setup: Linearization, name: str, values: dict[str, Any], pipe: Pipeline, sizes
 ) -> dict[str, Any]:
-    """What the scalar theory says about per-stage delays (`stability.agreement.predict`).
+    """What the scalar theory says about per-stage delays (`stability.analysis.modes`).
 
     ``worst_stage``: every weight at the largest stage delay, on the whole problem;
     ``per_stage``: stage i's own rule on the diagonal blocks of (H_f, H_b, H_r), i.e. as if the
@@ -344,7 +234,9 @@ def scalar_stage_predictions(
     worst_stage = int(np.argmax(pipe.tau_fwd))
     worst = stage_rule(name, values, pipe, worst_stage)
     out: dict[str, Any] = {
-        "predicted_max_lr_worst_stage": predicted_max_lr(worst, setup.modes_for(worst))
+        "predicted_max_lr_worst_stage": predicted_max_lr(
+            worst, modes_of(setup.jacobians_for(worst))
+        )
     }
     per_stage = []
     for i in range(pipe.stages):
@@ -364,7 +256,7 @@ def scalar_stage_predictions(
     return out
 
 
-def coupled_max_lr(setup: Setup, name: str, values: dict[str, Any], pipe: Pipeline, sizes):
+def coupled_max_lr(setup: Linearization, name: str, values: dict[str, Any], pipe: Pipeline, sizes):
     """The exact max lr of the coupled per-stage model (`stability.coupled.system.dense_max_lr`)."""
     from stability.coupled.system import coupled_system, dense_max_lr
     from stability.trainer.schedules import rule_values
@@ -377,13 +269,14 @@ def coupled_max_lr(setup: Setup, name: str, values: dict[str, Any], pipe: Pipeli
         stage_sizes=[int(n) for n in sizes],
         rule=name,
         tau_fwd=pipe.tau_fwd.tolist(),
+        tau_bkwd=None if pipe.tau_bkwd is None else pipe.tau_bkwd.tolist(),
         **params,
     )
     return dense_max_lr(system).max_lr
 
 
 def validate_pipeline(
-    setup: Setup,
+    setup: Linearization,
     rules: Sequence[str],
     values: dict[str, Any],
     pipe: Pipeline,
@@ -422,11 +315,8 @@ def validate_pipeline(
 
 __all__ = [
     "Protocol",
-    "Setup",
-    "linreg_setup",
     "measure_max_lr",
     "measure_rates",
-    "mlp_setup",
     "scalar_stage_predictions",
     "validate_pipeline",
     "validate_uniform",

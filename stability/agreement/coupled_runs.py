@@ -26,40 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from stability.checks import check_choice
 from stability.coupled.system import CoupledSystem, t1_scales
-from stability.pipeline import Pipeline, pipeline, pipemare_delays
-
-SCHEDULES = ("pipemare", "pipedream", "uniform", "gpipe", "pb")
-
-
-def stage_pipeline(
-    schedule: str, stages: int, microbatches: int = 1, taus: tuple[int, ...] | None = None
-) -> Pipeline:
-    """The per-stage delays of ``schedule`` (`stability.pipeline`), optionally overridden.
-
-    ``taus``: forward delays, one per stage (or one for all); the backward delays keep the
-    schedule's rule (pipemare, pb, gpipe: 0; pipedream, uniform: the forward weights).
-    ``uniform`` without ``taus`` uses PipeMare's largest delay ⌈(2P−1)/N⌉ for every stage —
-    the single-delay model of the scalar theory.
-    """
-    check_choice("schedule", schedule, SCHEDULES)
-    if schedule == "uniform":
-        tau = int(pipemare_delays(stages, microbatches)[0]) if not taus else int(taus[0])
-        base = pipeline("uniform", stages, microbatches, tau=tau)
-    else:
-        base = pipeline(schedule, stages, microbatches)
-    if not taus:
-        return base
-    if len(taus) not in (1, stages):
-        raise ValueError(f"taus must give 1 or {stages} delays (one per stage), got {len(taus)}")
-    tau_fwd = np.broadcast_to(np.asarray(taus, dtype=np.int64), (stages,)).copy()
-    tau_bkwd = None if base.tau_bkwd is None else np.zeros(stages, dtype=np.int64)
-    return Pipeline(schedule, base.stages, base.microbatches, tau_fwd, tau_bkwd)
+from stability.pipeline import Pipeline
 
 
 def problem_hessians(setup) -> dict[str, np.ndarray]:
-    """H_f, H_b (and H_r) of a trainer `Setup` (module doc): the linearization at w*."""
+    """H_f, H_b (and H_r) of a trainer problem's `stability.trainer.linearize.Linearization`:
+    the Jacobians at w*."""
     problem = setup.problem
     if getattr(problem, "uses_backward", False):
         H_f, H_b, _ = problem.pass_jacobians(setup.w_star, recompute=False)
@@ -112,10 +85,8 @@ def measure(built: ProblemSystem, setup, guess: float, protocol):
 
 
 __all__ = [
-    "SCHEDULES",
     "ProblemSystem",
     "measure",
     "problem_hessians",
     "problem_system",
-    "stage_pipeline",
 ]

@@ -479,11 +479,32 @@ def _floquet_max_lr(rule: Rule, model: QuadraticModel) -> MaxLr:
         else:
             hi = mid
     lo, hi = _track_crossing(rule, model, lo, hi)
-    below = floquet_stable(rule, model, lo * (1 - 1e-9))[0]
-    above = dominant_multiplier(rule, model, hi * (1 + 1e-9))
-    if not (below and abs(above) >= 1.0):
-        raise ArithmeticError("Floquet bisection could not certify the stability threshold")
-    return MaxLr(hi, abs(math.atan2(above.imag, above.real)), "Floquet bisection (certified)")
+    for margin in _CERTIFY_MARGINS:
+        below = floquet_stable(rule, model, lo * (1 - margin))[0]
+        above = dominant_multiplier(rule, model, hi * (1 + margin))
+        if below and abs(above) >= 1.0:
+            how = "certified" if margin == _CERTIFY_MARGINS[0] else f"certified to {margin:.0e}"
+            angle = abs(math.atan2(above.imag, above.real))
+            return MaxLr(hi, angle, f"Floquet bisection ({how})")
+    raise ArithmeticError("Floquet bisection could not certify the stability threshold")
+
+
+_CERTIFY_MARGINS = (1e-9, 1e-8, 1e-7, 1e-6, 1e-5)
+"""Relative offsets at which stability below and instability above the bracket are checked.
+A nearly double multiplier on the circle (two multipliers ~1e-6 apart at −1: EA-Pipe with a
+small elastic force near lr·λ = 2) is resolved by float64 only to ~√ε in |μ|, so 1e-9 cannot
+be certified there; the first offset that can is reported in ``method``."""
+
+
+def _bisect_stable(rule, model, lo: float, hi: float) -> tuple[float, float]:
+    """Plain bisection on `floquet_stable` to ~4 ulp (stable at lo, not at hi)."""
+    while hi - lo > 4 * _EPS * hi:
+        mid = 0.5 * (lo + hi)
+        if floquet_stable(rule, model, mid)[0]:
+            lo = mid
+        else:
+            hi = mid
+    return lo, hi
 
 
 def _track_crossing(rule, model, lo: float, hi: float) -> tuple[float, float]:
@@ -498,14 +519,18 @@ def _track_crossing(rule, model, lo: float, hi: float) -> tuple[float, float]:
 
     g_hi = g(hi)
     g_lo = g(lo)
-    if not (g_lo < 0 <= g_hi):
-        return lo, hi  # the followed multiplier does not cross here: keep the bracket
+    if not (g_lo < 0 <= g_hi):  # the followed multiplier does not cross here
+        return _bisect_stable(rule, model, lo, hi)
     for _ in range(100):
         if hi - lo <= 4 * _EPS * hi:
             break
         guard = 1e-3 * (hi - lo)  # keep the secant point inside the bracket
         mid = min(max(hi - g_hi * (hi - lo) / (g_hi - g_lo), lo + guard), hi - guard)
         g_mid = g(mid)
+        if g_mid < 0 and not floquet_stable(rule, model, mid)[0]:
+            # the followed multiplier is not the one crossing (two met at a branch point and
+            # Newton followed the inner one): fall back to the stability count
+            return _bisect_stable(rule, model, lo, hi)
         if g_mid >= 0:
             hi, g_hi, g_lo = mid, g_mid, 0.5 * g_lo
         else:

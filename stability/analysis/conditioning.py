@@ -108,9 +108,12 @@ class RateCurve:
         if not cp.is_affine:
             raise ValueError("the half-life analysis needs a polynomial affine in lr")
         if not depends_on_lr_lam_only(rule, delta, phi):
+            given = [f"{k} = {v:g}" for k, v in (("delta", delta), ("phi", phi)) if np.any(v)]
+            lead = f"{given[0].split()[0]}: with {', '.join(given)} t" if given else "rule: t"
             raise ValueError(
-                "the half-life analysis needs a polynomial in lr·lam only (Kosson Sec. 3.4); "
-                "delta and phi must be 0"
+                f"{lead}he dynamics depend on lr and λ not only through lr·λ, which the "
+                "half-life over a spectrum [λ, κλ] needs (Kosson Sec. 3.4): give Δ = Φ = 0, "
+                "or ask `radius` / `max-lr` at one curvature"
             )
         exps = np.array(sorted({k for p in cp.parts for k in p.terms})[::-1])
         c0, c1 = _sparse_parts(cp.parts, exps)
@@ -497,8 +500,7 @@ def optimal_half_life(
     if optimize is not None:
         if optimize not in OPTIMIZABLE:
             raise ValueError(f"optimize must be one of {', '.join(OPTIMIZABLE)}, got {optimize!r}")
-        if optimize not in spec.param_names:
-            raise ValueError(f"rule {spec.name!r} has no parameter {optimize!r} to optimise")
+        spec.check_names([optimize])
         if optimize in params:
             raise ValueError(f"{optimize} is optimised; do not also give it")
     check_real("kappa", np.asarray(kappa, dtype=float), low=1.0)

@@ -167,30 +167,48 @@ class Heatmap(Result):
     radius_min: float | None = output("smallest finite ρ", init=False)
     radius_max: float | None = output("largest finite ρ", init=False)
     refined_points: int = output("points refined in mpmath", init=False)
+    half_life: np.ndarray = output(
+        "half-life −ln 2/ln ρ (Kosson Sec. 3.4) per point, as radius; null where ρ ≥ 1",
+        "steps",
+        kind="array of rows of number or null",
+        repr=False,
+        init=False,
+    )
+    best: dict[str, float] | None = output(
+        "the fastest point, smallest ρ: {x name: value, y name: value, radius, half_life} "
+        "(null: no stable point)",
+        init=False,
+    )
 
     def __post_init__(self) -> None:
         finite = self.radius[np.isfinite(self.radius)]
+        rho = self.radius
+        with np.errstate(divide="ignore"):
+            h = -math.log(2.0) / np.log(np.where(rho < 1, rho, 0.5))
+        half_life = np.where(rho >= 1, np.inf, np.where(rho <= 0, 0.0, h))
         summary = {
             "points": int(self.radius.size),
             "stable_fraction": float(np.mean(self.radius < 1.0)),
             "radius_min": float(finite.min()) if finite.size else None,
             "radius_max": float(finite.max()) if finite.size else None,
             "refined_points": int(np.count_nonzero(self.refined)),
+            "half_life": half_life,
+            "best": None,
         }
+        if np.any(rho < 1):
+            i, j = np.unravel_index(np.argmin(np.where(rho < 1, rho, np.inf)), rho.shape)
+            summary["best"] = {
+                self.x.name: float(self.x.values[j]),
+                self.y.name: float(self.y.values[i]),
+                "radius": float(rho[i, j]),
+                "half_life": float(half_life[i, j]),
+            }
         for key, value in summary.items():
             object.__setattr__(self, key, value)
 
     @property
     def stable(self) -> np.ndarray:
         return self.radius < 1.0
-
-    @property
-    def half_life(self) -> np.ndarray:
-        """−ln 2/ln ρ in steps (Kosson Sec. 3.4); inf where ρ ≥ 1, 0 where ρ = 0."""
-        rho = self.radius
-        with np.errstate(divide="ignore"):
-            h = -math.log(2.0) / np.log(np.where(rho < 1, rho, 0.5))
-        return np.where(rho >= 1, np.inf, np.where(rho <= 0, 0.0, h))
 
     def metric(self, name: str) -> np.ndarray:
         """``radius``, ``half-life`` or ``stable`` (1.0 / 0.0)."""
@@ -223,7 +241,7 @@ def heatmap(
     spec = get_spec(name)
     x, y = _resolve_axis(spec, x), _resolve_axis(spec, y)
     if x.name == y.name or {x.name, y.name} == set(STEP_AXES):
-        raise ValueError(f"the two axes must be different parameters, got {x.name} and {y.name}")
+        raise ValueError(f"y: the two axes must be different parameters, got {x.name} and {y.name}")
     for axis in (x, y):
         if axis.name in params:
             raise ValueError(f"{axis.name} is an axis; do not also fix it")

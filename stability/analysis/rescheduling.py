@@ -125,7 +125,13 @@ class UnsafeWindow(Result):
 
 @dataclass(frozen=True)
 class Audit(Result):
-    """Result of `audit` (module doc); ``safe`` is true when no window is unsafe."""
+    """The T1 audit of a base schedule: PipeMare's rescheduled step α_{k,i} = α_{k,base} /
+    τ_i^{p_k}, p_k = 1 − min(k/K, 1) (PipeMare eq. 4), against each stage's exact max stable lr
+    on the quadratic, at every step k < ``steps`` and stage i.
+
+    ``margin`` = 1 − max_{k,i} α_{k,i}/max_lr_i (> 0: safe); ``windows`` are the maximal runs of
+    consecutive unsafe steps per stage; ``safe`` is true when there is none.
+    """
 
     rule: str = output("the rule's registry name")
     lr_schedule: str = output("the base schedule as written (constant:LR, step:..., ...)")

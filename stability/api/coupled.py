@@ -13,6 +13,7 @@ from stability.api.setup import build, problem_options
 from stability.checks import check_choice, check_integer, check_real
 from stability.coupled.summary import CoupledAnalysis
 from stability.limits import TRAIN_MAX_STEPS
+from stability.pipeline import SCHEDULES, Pipeline, worst_delay
 from stability.result import output
 
 
@@ -74,11 +75,11 @@ def coupled(
     >>> import stability as st
     >>> c = st.coupled("sgd", stages=4, schedule="pipemare")
     >>> c.critical_stage, c.scalar_ratio < 1
-    (1, True)
+    (2, True)
     """
     from stability.agreement.comparison import Protocol
-    from stability.agreement.coupled_runs import SCHEDULES, problem_system, stage_pipeline
     from stability.agreement.coupled_runs import measure as measure_trainer
+    from stability.agreement.coupled_runs import problem_system
     from stability.coupled.summary import analyze
     from stability.rules.registry import get_spec
 
@@ -86,18 +87,28 @@ def coupled(
     spec = get_spec(name)
     values = {k: v for k, v in params.items() if v is not None}
     check_params([name], values, set_by=_set_by(spec))
-    check_choice("schedule", schedule, SCHEDULES)
     check_real("t1_power", t1_power, low=0.0, high=1.0)
     check_choice("method", method, ("scan", "dense"))
     stages = check_integer("stages", stages, low=1, high=100_000)
     microbatches = check_integer("microbatches", microbatches, low=1, high=100_000)
     if taus is not None:
         taus = tuple(check_integer("taus", t) for t in taus)
+        if len(taus) not in (1, stages):
+            raise ValueError(
+                f"taus must give 1 or {stages} delays (one per stage), got {len(taus)}"
+            )
+    check_choice("schedule", schedule, SCHEDULES)
+    pipe = Pipeline.from_options(
+        schedule,
+        stage_delays=taus or None,
+        tau=None if taus else worst_delay(schedule, stages, microbatches),
+        stages=stages,
+        microbatches=microbatches,
+    )
     options = problem_options(
         problem, data, standardize, bias, samples, hidden, activation, task, l2
     )
     model, dataset, setup = build(options, fit_seed=fit_seed)
-    pipe = stage_pipeline(schedule, stages, microbatches, taus)
     built = problem_system(setup, pipe, name, values, t1_power)
     system = built.system
     analysis = analyze(system, method=method)
@@ -116,12 +127,10 @@ def coupled(
     if measure:
         if not analysis.max_lr:
             raise ValueError("nothing to measure: the coupled system has no finite max lr")
-        mlp = problem == "mlp"
-        rel_tol = rel_tol if rel_tol is not None else (1e-2 if mlp else 1e-3)
+        default = Protocol(**options.kind.protocol)
+        rel_tol = rel_tol if rel_tol is not None else default.rel_tol
         check_real("rel_tol", rel_tol, low=0.0, high=1.0, low_open=True)
-        steps = check_integer(
-            "steps", steps or (5_000 if mlp else 20_000), low=10, high=TRAIN_MAX_STEPS
-        )
+        steps = check_integer("steps", steps or default.steps, low=10, high=TRAIN_MAX_STEPS)
         protocol = Protocol(steps=steps, rel_tol=float(rel_tol))
         m = measure_trainer(built, setup, analysis.max_lr, protocol)
         measured.update(

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from stability.api.resolve import rule_name
+from stability.checks import finite_or_none
 from stability.result import Result, output
 
 
@@ -50,22 +52,34 @@ def halflife(rule: Any, *, kappa: float, optimize: str | None = None, **params: 
         name: float(getattr(rule_value, name)) if name in spec.param_names else None
         for name in ("momentum", "horizon")
     }
-    return HalfLife(
-        spec.name,
-        float(kappa),
-        float(resolved.get("lam", 1.0)),
-        _finite(result.half_life),
-        float(result.rate),
-        _finite(result.lr),
-        shown["momentum"],
-        shown["horizon"],
-        ("lr", *found),
+    return _note_discrepancy(
+        values,
+        HalfLife(
+            spec.name,
+            float(kappa),
+            float(resolved.get("lam", 1.0)),
+            finite_or_none(result.half_life),
+            float(result.rate),
+            finite_or_none(result.lr),
+            shown["momentum"],
+            shown["horizon"],
+            ("lr", *found),
+        ),
     )
 
 
-def _finite(v: Any) -> float | None:
-    v = float(v)
-    return v if v == v and v != float("inf") else None
+def _note_discrepancy(values: dict[str, Any], result: HalfLife) -> HalfLife:
+    """A Δ or Φ ≠ 0 that was accepted does not enter the rule's dynamics (the polynomial
+    depends on lr·λ only: the backward pass reads the forward weights, or T2 corrects the
+    discrepancy exactly); say so instead of accepting it silently."""
+    given = [f"{k} = {values[k]:g}" for k in ("delta", "phi") if values.get(k)]
+    if not given:
+        return result
+    note = (
+        f"{', '.join(given)} does not enter {result.rule}'s dynamics with these delays (its "
+        "characteristic polynomial is the same as at Δ = Φ = 0): the half-life is Δ = 0's"
+    )
+    return dataclasses.replace(result, warnings=(*result.warnings, note))
 
 
 __all__ = ["HalfLife", "halflife"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from stability.api.resolve import resolve
+from stability.api.resolve import resolve, rule_name
 from stability.checks import check_real
 from stability.result import Result, output
 
@@ -39,6 +39,12 @@ def poly(rule: Any, *, lr: float, symbolic: bool = False, **params: Any) -> Poly
 
     r = resolve(rule, **params)
     check_real("lr", lr, low=0.0, low_open=True)
+    period = getattr(r.rule, "period", 1)
+    if period > 1:  # the refusal names the rule (issue 25: a refusal names its parameter)
+        raise ValueError(
+            f"rule {rule_name(rule)!r} is periodic (period {period}): it has no time-invariant "
+            "characteristic polynomial; use radius / max-lr (Floquet monodromy)"
+        )
     p = characteristic_polynomial(r.rule, r.model).at(lr).normalized()
     text = None
     if symbolic:

@@ -55,6 +55,14 @@ def missing_requirements(repro_dir: Path, name: str) -> list[str]:
     return []
 
 
+def _install_hint(missing: list[str]) -> str:
+    """The install lines of the extras that bring the ``missing`` modules."""
+    from stability.extras import extra_of, install_line
+
+    extras = dict.fromkeys(extra_of(m) for m in missing)
+    return "; ".join(install_line(e) for e in extras if e is not None) or "install them"
+
+
 @dataclass(frozen=True)
 class ReproRun(Result):
     """One reproduction: the files it wrote and its claims' verdicts."""
@@ -114,11 +122,11 @@ def repro(
         missing = missing_requirements(repro_dir, name)
         if missing and not all:
             raise ValueError(
-                f"reproduction {name!r} needs {', '.join(missing)} (pip install 'stability[torch]')"
+                f"reproduction {name!r} needs {', '.join(missing)} ({_install_hint(missing)})"
             )
         if missing:
             chosen.remove(name)
-            skipped.append(f"{name} (needs {', '.join(missing)}: pip install 'stability[torch]')")
+            skipped.append(f"{name} (needs {', '.join(missing)}: {_install_hint(missing)})")
     out = Path(out_dir).resolve()
     results = []
     for name in chosen:

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from stability.api.resolve import check_params, rule_name
-from stability.api.setup import build, problem_options, schedule_pipeline, schedule_sets
-from stability.checks import check_choice, check_integer, check_real
+from stability.api.setup import build, problem_options, schedule_sets
+from stability.checks import check_choice, check_integer, check_real, finite_or_none
 from stability.limits import TRAIN_MAX_STEPS
+from stability.pipeline import Pipeline
 from stability.result import Result, output
 
 UPDATES = ("analysed", "real")
@@ -70,6 +71,7 @@ def train(
     curve_points: int = 200,
     update: str = "analysed",
     schedule: str | None = None,
+    stage_delays: Any = None,
     stages: int | None = None,
     microbatches: int | None = None,
     problem: str = "linreg",
@@ -89,9 +91,10 @@ def train(
     The rule's own step (the one the analysis linearises) runs in the reference trainer
     (`stability.trainer.engine`); ``t1`` applies PipeMare's step-size rescheduling (eq. 4)
     over that many steps, ``warmup_epochs`` synchronous epochs first (PipeMareW), and
-    ``schedule`` per-stage delays of a pipeline (PipeMare Table 1) over ``stages`` blocks.
+    ``schedule`` per-stage delays of a pipeline (PipeMare Table 1) over ``stages`` blocks, or
+    an explicit profile ``stage_delays`` (`stability.pipeline.Pipeline.from_options`).
     The prediction is the rule's max lr and rate on the problem's Hessian modes (PipeMare
-    eq. 5 per mode; `stability.agreement.predict`).  The rate is the slope of ln‖w_t − w*‖
+    eq. 5 per mode; `stability.analysis.modes`).  The rate is the slope of ln‖w_t − w*‖
     (`stability.trainer.measure`), null for minibatch runs (noise sets a floor).
     ``progress(done, total)`` is called with the steps done.
 
@@ -101,8 +104,8 @@ def train(
     (False, True)
     """
     from stability.agreement.comparison import scalar_stage_predictions
-    from stability.agreement.predict import predict
-    from stability.rules.registry import get_spec
+    from stability.analysis.modes import modes_of, predict_modes
+    from stability.rules.registry import delay_parameter, get_spec
     from stability.trainer import measure
     from stability.trainer.engine import train as run_trainer
     from stability.trainer.schedules import pipeline_rule, plan, synchronous_rule
@@ -122,9 +125,17 @@ def train(
     curve_points = check_integer("curve_points", curve_points, low=2)
     check_choice("start", start, ("init", "minimum"))
     check_choice("update", update, UPDATES)
-    check_params([name], values, set_by=schedule_sets(spec, schedule))
     key = spec.delay_parameter
-    pipe = schedule_pipeline(schedule, stages, microbatches, values.get(key) if key else None)
+    if key is None and (schedule is not None or stage_delays is not None):
+        delay_parameter(name)  # refuses: per-stage delays need a delay parameter
+    pipe = Pipeline.from_options(
+        schedule,
+        stage_delays=stage_delays,
+        tau=values.get(key) if key and schedule == "uniform" else None,
+        stages=stages,
+        microbatches=microbatches,
+    )
+    check_params([name], values, set_by=schedule_sets(spec, pipe))
     options = problem_options(
         problem, data, standardize, bias, samples, hidden, activation, task, l2
     )
@@ -151,12 +162,7 @@ def train(
         warmup=synchronous_rule(name, values, trained) if warmup_steps else None,
         warmup_steps=warmup_steps,
     )
-    if problem == "mlp" and start == "minimum":  # next to the minimizer, above float64's floor
-        w0, loss_offset = setup.rate_w0, setup.loss_offset
-    elif problem == "mlp":
-        w0, loss_offset = None, 0.0
-    else:
-        w0, loss_offset = setup.w0, 0.0
+    w0, loss_offset = setup.start(start)
     deterministic = batch is None
     res = run_trainer(
         model,
@@ -176,7 +182,7 @@ def train(
 
     note, pred_log, pred_max = None, None, None
     if pipe is None:
-        prediction = predict(analysed, setup.modes_for(analysed), lr)
+        prediction = predict_modes(analysed, modes_of(setup.jacobians_for(analysed)), lr)
         pred_max, pred_log = prediction.max_lr, prediction.log_rate
         note = prediction.note
         if note is None and trained is not analysed:
@@ -184,7 +190,7 @@ def train(
     else:
         note = "per-stage delays: see scalar_predictions"
     meas_log, rate_steps = None, None
-    if deterministic and problem == "linreg":
+    if deterministic and setup.exact:
         rates = measure.converged_log_rate(
             lambda T: run_trainer(
                 setup.rate_problem,
@@ -200,10 +206,10 @@ def train(
             decades=None,
             max_doublings=3,
         )
-        meas_log, rate_steps = _finite(rates.log_rate[0]), rates.steps
+        meas_log, rate_steps = finite_or_none(rates.log_rate[0]), rates.steps
     elif deterministic:
         rate = measure.log_rate(res.energies["error"], res.block, decades=setup.rate_decades)
-        meas_log, rate_steps = _finite(rate[0]), steps
+        meas_log, rate_steps = finite_or_none(rate[0]), steps
     return Training(
         problem=model.describe(),
         data=dataset.describe(),
@@ -215,9 +221,9 @@ def train(
         seed=seed,
         diverged=bool(res.diverged[0]),
         diverged_step=int(res.diverged_step[0]) if res.diverged[0] else None,
-        diverged_loss=_finite(res.diverged_loss[0]),
-        initial_loss=_finite(res.initial_loss[0]),
-        final_loss=_finite(res.final_loss[0]),
+        diverged_loss=finite_or_none(res.diverged_loss[0]),
+        initial_loss=finite_or_none(res.initial_loss[0]),
+        final_loss=finite_or_none(res.final_loss[0]),
         predicted_max_lr=pred_max,
         prediction_note=note,
         measured_log_rate=meas_log,
@@ -225,29 +231,25 @@ def train(
         predicted_log_rate=pred_log,
         predicted_rate=_exp(pred_log),
         rate_steps=rate_steps,
-        rate_method=_rate_method(problem, deterministic),
+        rate_method=_rate_method(setup.exact, deterministic),
         pipeline=None if pipe is None else pipe.describe(sizes),
         scalar_predictions=None
         if pipe is None
         else scalar_stage_predictions(setup, name, values, pipe, sizes),
-        assumptions=tuple(setup.assumptions) if problem == "mlp" else (),
+        assumptions=() if setup.exact else tuple(setup.assumptions),
         loss_curve=tuple(
-            (int(s), _finite(loss)) for s, loss in zip(res.curve_steps, res.curve[0], strict=True)
+            (int(s), finite_or_none(loss))
+            for s, loss in zip(res.curve_steps, res.curve[0], strict=True)
         ),
     )
 
 
-def _rate_method(problem: str, deterministic: bool) -> str:
+def _rate_method(exact: bool, deterministic: bool) -> str:
     if not deterministic:
         return "none: minibatch noise sets a floor, there is no asymptotic rate"
-    if problem == "linreg":
+    if exact:
         return "slope of log‖w_t − w*‖ on the error recursion (LinearRegression.error_problem)"
     return "slope of log‖w_t − w*‖ over the last half of the run, w* fitted from the same start"
-
-
-def _finite(x: Any) -> float | None:
-    x = float(x)
-    return x if math.isfinite(x) else None
 
 
 def _exp(x: float | None) -> float | None:

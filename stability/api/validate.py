@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from stability.api.resolve import check_params, rule_name
-from stability.api.setup import build, problem_options, schedule_pipeline, schedule_sets
+from stability.api.setup import build, problem_options, schedule_sets
 from stability.checks import check_integer, check_real
 from stability.limits import TRAIN_MAX_STEPS
+from stability.pipeline import Pipeline
 from stability.result import Result, output
 
 
@@ -48,6 +49,7 @@ def validate(
     rel_tol: float | None = None,
     fit_seed: int = 0,
     schedule: str | None = None,
+    stage_delays: Any = None,
     stages: int | None = None,
     microbatches: int | None = None,
     problem: str = "linreg",
@@ -64,10 +66,11 @@ def validate(
 ) -> Validation:
     """Does the trainer become unstable where the theory says?  For each rule and uniform delay
     τ (the rule's ``tau``, or ``tau_fwd`` for the discrepancy family), the predicted max lr
-    on the problem's Hessian modes (PipeMare eq. 5 per mode, `stability.agreement.predict`)
+    on the problem's Hessian modes (PipeMare eq. 5 per mode, `stability.analysis.modes`)
     against the trainer's, found by bisection, and the predicted vs measured rates
     (`stability.agreement.comparison`).  ``schedule`` replaces the uniform delays by a
-    pipeline's per-stage delays (PipeMare Table 1) over ``stages``.  Each entry of ``params``
+    pipeline's per-stage delays (PipeMare Table 1) over ``stages``, or an explicit profile
+    ``stage_delays`` (`stability.pipeline.Pipeline.from_options`).  Each entry of ``params``
     applies to the rules that take it (one that none takes is refused).
     ``progress(done, total)`` counts rows.
 
@@ -86,43 +89,42 @@ def validate(
     for key in values:
         if not any(key in s.param_names for s in specs):
             raise ValueError(f"no rule of {', '.join(names)} has a parameter {key!r}")
+    pipe = Pipeline.from_options(
+        schedule,
+        stage_delays=stage_delays,
+        tau=values.get("tau") if schedule == "uniform" else None,
+        stages=stages,
+        microbatches=microbatches,
+    )
     for spec in specs:
-        if schedule is None and spec.delay_parameter is not None:
+        if pipe is None and spec.delay_parameter is not None:
             set_by = {spec.delay_parameter: "taus"}
         else:
-            set_by = schedule_sets(spec, schedule)
+            set_by = schedule_sets(spec, pipe)
         taken = {k: v for k, v in values.items() if k in spec.param_names}
         check_params([spec.name], taken, set_by=set_by)
     taus = tuple(check_integer("taus", t) for t in taus)
     if not taus:
         raise ValueError("taus must give at least one delay")
-    mlp = problem == "mlp"
-    default = Protocol()
-    rel_tol = rel_tol if rel_tol is not None else (1e-2 if mlp else default.rel_tol)
+    options = problem_options(
+        problem, data, standardize, bias, samples, hidden, activation, task, l2
+    )
+    default = Protocol(**options.kind.protocol)
+    rel_tol = rel_tol if rel_tol is not None else default.rel_tol
     check_real("rel_tol", rel_tol, low=0.0, high=1.0, low_open=True)
     check_real("divergence", divergence, low=1.0, low_open=True)
     if batch is not None:
         batch = check_integer("batch", batch, low=1)
     protocol = Protocol(
-        steps=check_integer(
-            "steps", steps or (5_000 if mlp else default.steps), low=10, high=TRAIN_MAX_STEPS
-        ),
-        rate_steps=check_integer(
-            "rate_steps", rate_steps or (5_000 if mlp else default.rate_steps), low=10
-        ),
+        steps=check_integer("steps", steps or default.steps, low=10, high=TRAIN_MAX_STEPS),
+        rate_steps=check_integer("rate_steps", rate_steps or default.rate_steps, low=10),
         rate_doublings=check_integer(
             "rate_doublings",
-            rate_doublings
-            if rate_doublings is not None
-            else (1 if mlp else default.rate_doublings),
+            rate_doublings if rate_doublings is not None else default.rate_doublings,
         ),
         divergence=float(divergence),
         seeds=tuple(check_integer("seeds", s) for s in seeds),
         rel_tol=float(rel_tol),
-    )
-    pipe = schedule_pipeline(schedule, stages, microbatches, values.get("tau"))
-    options = problem_options(
-        problem, data, standardize, bias, samples, hidden, activation, task, l2
     )
     start = time.monotonic()
     model, dataset, setup = build(options, fit_seed=fit_seed)

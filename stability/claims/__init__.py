@@ -8,58 +8,29 @@ parameters), split into its ``direction``, its ``size`` (read through the normat
 the optima the paper names against the computed ones, and ``numbers`` (JSON-ready) that show
 why.  Claims never force a verdict.
 
-`CLAIMS` lists them in the order of the papers; `check_claims` evaluates some or all.  Every
+`CLAIMS` lists them in the order of the papers; `check_claims` evaluates some or all
+(`stability.claims.collection`; the names here are imported on first use, `stability.lazy`).  Every
 claim has keyword parameters for its grids (defaults: the papers' ranges); `QUICK` holds
 smaller grids for ``stability claims --quick`` and the tests, which re-check every verdict
 against an independent computation (tests/test_claims.py).
 """
 
-from __future__ import annotations
+from stability.lazy import lazy_names as _lazy_names
 
-from collections.abc import Callable, Iterable
-from typing import Any
+_HOMES = {
+    "LEXICON": "stability.claims.lexicon",
+    "Claim": "stability.claims.claim",
+    "Grade": "stability.claims.claim",
+    "Optimum": "stability.claims.claim",
+    "Qualifier": "stability.claims.lexicon",
+    "Range": "stability.claims.claim",
+    "Size": "stability.claims.claim",
+    "check_claims": "stability.claims.collection",
+    "claim_ids": "stability.claims.collection",
+    "lexicon_table": "stability.claims.lexicon",
+    "quick_parameters": "stability.claims.collection",
+}
 
-from stability.claims import kosson, pipemare
-from stability.claims.claim import Claim, Grade, Optimum, Range, Size
-from stability.claims.lexicon import LEXICON, Qualifier, lexicon_table
+__getattr__, __dir__ = _lazy_names(__name__, _HOMES)
 
-
-def _registry() -> dict[str, Callable[..., Claim]]:
-    return {**pipemare.CLAIMS, **kosson.CLAIMS}
-
-
-def claim_ids() -> tuple[str, ...]:
-    return tuple(_registry())
-
-
-def quick_parameters() -> dict[str, dict[str, Any]]:
-    """Smaller grids per claim (``--quick``, tests): same statements, coarser sampling."""
-    return {**pipemare.QUICK, **kosson.QUICK}
-
-
-def check_claims(ids: Iterable[str] | None = None, *, quick: bool = False) -> list[Claim]:
-    """Evaluate the claims ``ids`` (default: all), on the quick grids if ``quick``."""
-    registry = _registry()
-    ids = list(registry) if ids is None else list(ids)
-    unknown = [i for i in ids if i not in registry]
-    if unknown:
-        raise ValueError(
-            f"claim: unknown claim {unknown[0]!r}; known claims: {', '.join(registry)}"
-        )
-    grids = quick_parameters() if quick else {}
-    return [registry[i](**grids.get(i, {})) for i in ids]
-
-
-__all__ = [
-    "LEXICON",
-    "Claim",
-    "Grade",
-    "Optimum",
-    "Qualifier",
-    "Range",
-    "Size",
-    "check_claims",
-    "claim_ids",
-    "lexicon_table",
-    "quick_parameters",
-]
+__all__ = sorted(_HOMES)

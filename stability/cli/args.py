@@ -12,7 +12,9 @@ the named rule does not take is refused in one line naming the flag and the rule
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
+import re
 import tempfile
 from collections.abc import Callable, Sequence
 from fractions import Fraction
@@ -92,6 +94,18 @@ def int_arg(flag: str, low: int = 0, high: int | None = None) -> Callable[[str],
 
     parse.high = high  # the documented limit (help, the CLI fuzz test)
     return parse
+
+
+def add_stage_delays_argument(group) -> None:
+    """``--stage-delays T1,T2,…``: an explicit per-stage delay profile wherever a schedule is
+    accepted (`stability.pipeline.Pipeline.from_options`)."""
+    group.add_argument(
+        "--stage-delays",
+        type=int_list("--stage-delays", 0),
+        default=None,
+        metavar="T1,T2,...",
+        help="forward delay of each stage, stage 1 first (e.g. 7,5,3,1); overrides the schedule's",
+    )
 
 
 def int_list(flag: str, low: int = 0) -> Callable[[str], tuple[int, ...]]:
@@ -256,15 +270,23 @@ def focus_help(parser: argparse.ArgumentParser, names: Sequence[str]) -> None:
     for name, action in actions.items():
         if name not in shown:
             action.help = argparse.SUPPRESS
+            continue
+        defaults = {str(p.default) for s in known for p in s.params if p.name == name}
+        if len(defaults) == 1 and "None" not in defaults:  # the named rule's default
+            action.help = f"{action.help} (default: {defaults.pop()})"
     group = parser.rule_group
-    command = parser.prog.split()[-1]
+    words = (parser.usage or parser.prog).split()[1:]  # "stability net max-lr --problem …"
+    command = " ".join(itertools.takewhile(lambda w: re.fullmatch(r"[a-z][a-z0-9-]*", w), words))
+    rule = {"--rule": "--rule RULE", "--rules": "--rules R1,R2"}.get(
+        parser.get_default("_rule_source"), "RULE"
+    )
     if known:
         group.title = f"parameters of {' and '.join(s.name for s in known)}"
         group.description = None
     else:
         group.description = (
             "each rule has its own flags: `stability rules RULE` lists them, and "
-            f"`stability {command} RULE --help` shows them here"
+            f"`stability {command} {rule} --help` shows them here"
         )
     parser._action_groups.remove(group)
     parser._action_groups.append(group)
@@ -301,7 +323,19 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 class HelpFormatter(argparse.HelpFormatter):
-    """Wraps the description, keeps the ``examples:`` epilog as written."""
+    """Wraps the description, keeps the ``examples:`` epilog as written, and shows each
+    option's default (``(default: X)``) unless its help already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if not action.option_strings or not text or "default" in text:
+            return text
+        if default is None or default is False or default == argparse.SUPPRESS:
+            return text
+        if isinstance(default, (tuple, list)):
+            default = ",".join(map(str, default))
+        return f"{text} (default: {str(default).replace('%', '%%')})"
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         if text.startswith("examples:") or text.startswith("commands"):
@@ -354,7 +388,8 @@ def _writable_directory(flag: str, directory: Path) -> None:
 
 
 def output_file_arg(flag: str) -> Callable[[str], Path]:
-    """A file to write: not a directory, in a directory where files can be created."""
+    """A file to write: not a directory, in a directory where files can be created (its
+    missing directories are created when writing, as for `output_dir_arg`; docs/conventions.md)."""
 
     def parse(text: str) -> Path:
         if not text.strip():

@@ -1,4 +1,4 @@
-"""The ``stability`` command line (DESIGN.md, CLI contract).
+"""The ``stability`` command line (docs/conventions.md, "Errors and output").
 
 ``stability COMMAND RULE [flags] [--json]``: with ``--json`` exactly one JSON object on
 stdout (the result's ``to_json()``, with ``schema_version``), otherwise a short report.
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import warnings
 from collections.abc import Sequence
@@ -32,6 +33,7 @@ from stability.cli.args import (
     focus_help,
     rule_names_in,
 )
+from stability.result import Result, warning_lines, with_warnings
 
 BLAS_THREADS = (
     "OMP_NUM_THREADS",
@@ -82,12 +84,25 @@ def make_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         name, helptext = sub._choices_actions[-1].dest, sub._choices_actions[-1].help
         listing += [f"  {name:<10}  {helptext}", f"  {'':<10}    stability {command.EXAMPLES[0]}"]
     parser.epilog = "\n".join(listing) + "\n\n" + help_text()
-    argv = list(argv)
-    position = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
-    if position is not None and argv[position] in sub.choices:
-        command_parser = sub.choices[argv[position]]
-        focus_help(command_parser, rule_names_in(command_parser, argv[position + 1 :]))
+    command_parser, rest = _command_parser(sub, list(argv))
+    if command_parser is not None:
+        focus_help(command_parser, rule_names_in(command_parser, rest))
     return parser
+
+
+def _command_parser(sub, argv: list[str]) -> tuple[argparse.ArgumentParser | None, list[str]]:
+    """The parser of the (sub)command named in ``argv`` (``net max-lr`` → max-lr's) and the
+    arguments after its name."""
+    parser = None
+    while True:
+        position = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
+        if position is None or argv[position] not in sub.choices:
+            return parser, argv
+        parser, argv = sub.choices[argv[position]], argv[position + 1 :]
+        nested = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not nested:
+            return parser, argv
+        sub = nested[0]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -102,16 +117,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_rule_flags(args)
         result, lost = run_recording_warnings(args)
         if args.json:
-            out = {**result.to_json(), **({"warnings": lost} if lost else {})}
+            out = result.to_json()
+            if not isinstance(result, Result) and lost:
+                out["warnings"] = lost
             sys.stdout.write(json.dumps(out, allow_nan=False) + "\n")
         else:
-            text = args.report(result) + "".join(f"\nwarning: {w}" for w in lost)
+            shown = result.warnings if isinstance(result, Result) else lost
+            text = args.report(result) + "".join(f"\nwarning: {w}" for w in shown)
             sys.stdout.write(text + "\n")
         return 0
     except SystemExit as done:  # --help, --version
         return int(done.code or 0)
     except (UsageError, ValueError, OSError) as err:
-        sys.stderr.write(f"stability: error: {_naming_the_flag(err, argv)}\n")
+        flags = _known_flags(locals().get("parser"), argv)
+        sys.stderr.write(f"stability: error: {_naming_the_flag(err, argv, flags)}\n")
         return 2
     except KeyboardInterrupt as stop:  # `stability.checks.Interrupted` says what was completed
         done = f": {stop}" if str(stop) else ""
@@ -133,27 +152,52 @@ def run_recording_warnings(args) -> tuple[Any, list[str]]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = args.run(args)
-    lost = dict.fromkeys(
-        f"{w.category.__name__}: {w.message} ({os.path.basename(w.filename)}:{w.lineno}); "
-        "the result may have lost accuracy"
-        for w in caught
-    )
-    return result, list(lost)
+    lost = warning_lines(caught)  # deprecation notices are dropped: they are not results
+    return with_warnings(result, lost), lost
 
 
-def _naming_the_flag(err: Exception, argv: Sequence[str]) -> str:
+def _known_flags(parser: Any, argv: Sequence[str]) -> frozenset[str]:
+    """The option strings of the (sub)command ``argv`` runs (empty before it is built)."""
+    found: set[str] = set()
+    words = [a for a in argv if not a.startswith("-")]
+    while parser is not None:
+        found.update(s for a in parser._actions for s in a.option_strings)
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        parser = next((subs[0].choices[w] for w in words if subs and w in subs[0].choices), None)
+    return frozenset(found)
+
+
+def _naming_the_flag(
+    err: Exception, argv: Sequence[str], flags: frozenset[str] = frozenset()
+) -> str:
     """The error's one line, its leading parameter name written as the flag the user typed
-    (``tau_bkwd must be ≤ …`` → ``--tau-bkwd must be ≤ …``)."""
+    (``tau_bkwd must be ≤ …`` → ``--tau-bkwd must be ≤ …``), or as the command's flag when
+    the user did not type it (``stages must be given …`` → ``--stages must be given …``);
+    other parameter names with an underscore become flags too (``give both sc_a and sc_b``
+    → ``give both --sc-a and --sc-b``)."""
     text = " ".join(str(err).split())
     if isinstance(err, OSError):  # a file that could not be read or written after the checks
         where = f" {err.filename}" if err.filename else ""
         return f"cannot access{where}: {err.strerror or err}"
+    text = re.sub(
+        r"(?<![\w-])([a-z][a-z0-9]*(?:_[a-z0-9]+)+)(?![\w-])",
+        lambda m: flag_of(m.group(1)) if flag_of(m.group(1)) in flags else m.group(1),
+        text,
+    )
     first = text.split(" ", 1)[0].rstrip(":")
     if not first.isidentifier():
         return text
     for flag in (flag_of(first), *(["--taus"] if first == "tau" else [])):  # or the list
         if any(a == flag or a.startswith(flag + "=") for a in argv):
             return flag + text[len(first) :]
+    if flag_of(first) in flags:
+        return flag_of(first) + text[len(first) :]
+    if first == "rule":  # the positional RULE: name it
+        from stability.rules.registry import RULES
+
+        name = next((a for a in argv if a in RULES), None)
+        if name is not None:
+            return f"rule {name!r}" + text[len(first) :]
     return text
 
 

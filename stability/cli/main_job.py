@@ -37,7 +37,8 @@ VALIDATE = "validate --rules sgd --taus 4 --steps 5000 --rate-doublings 0".split
 
 
 def max_lr_table() -> dict:
-    """Exact max lr (λ = 1) of every registered rule at the delays of `DELAYS`."""
+    """Exact max lr (λ = 1) of every registered rule at the delays of `DELAYS`; a rule with a
+    momentum runs at its default momentum, written in its rows (``momentum``)."""
     rows = []
     for name, spec in RULES.items():
         for tau in DELAYS:
@@ -51,6 +52,9 @@ def max_lr_table() -> dict:
                 values = {}
             if name == "recompute":
                 values["tau_recomp"] = (tau + 1) // 2
+            momentum = [p.default for p in spec.params if p.name == "momentum"]
+            if momentum:  # stated in the row: the rule's default momentum
+                values["momentum"] = momentum[0]
             rule, model = spec.build(**values)
             r = max_lr(rule, model)
             rows.append({"rule": name, **values, "max_lr": r.max_lr, "angle": r.crossing_angle})
@@ -60,11 +64,16 @@ def max_lr_table() -> dict:
 def write_table(out_dir: Path) -> Path:
     """Print the max-lr table and write ``max_lr_table.json`` in ``out_dir``."""
     table = max_lr_table()
-    print(f"{'rule':<13}{'delays':<22}{'max stable lr (λ = 1)':>24}")
-    for row in table["rows"]:
-        delays = ", ".join(f"{k}={v}" for k, v in row.items() if k.startswith("tau"))
+    delays = [
+        ", ".join(f"{k}={v}" for k, v in r.items() if k.startswith("tau")) for r in table["rows"]
+    ]
+    width = max(22, *(len(d) + 2 for d in delays))
+    print(f"{'rule':<13}{'delays':<{width}}{'momentum':>9}{'max stable lr (λ = 1)':>24}")
+    for row, delay in zip(table["rows"], delays, strict=True):
         value = "stable for all lr" if row["max_lr"] is None else f"{row['max_lr']:.10g}"
-        print(f"{row['rule']:<13}{delays:<22}{value:>24}")
+        momentum = f"{row['momentum']:g}" if "momentum" in row else "—"
+        print(f"{row['rule']:<13}{delay:<{width}}{momentum:>9}{value:>24}")
+    print("momentum: each rule's default (`stability rules RULE`); — : the rule has none")
     return write_json(out_dir / "max_lr_table.json", table)
 
 

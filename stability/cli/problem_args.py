@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from stability.cli.args import float_arg, int_arg, int_list
+from stability.cli.args import add_stage_delays_argument, float_arg, int_arg, int_list
 
 PROBLEM_FLAGS = ("problem", "data", "standardize", "bias", "samples", "hidden", "activation",
                  "task", "l2")  # fmt: skip
@@ -19,7 +19,12 @@ def add_problem_arguments(parser: argparse.ArgumentParser) -> None:
     from stability.trainer.mlp import ACTIVATIONS, TASKS
 
     g = parser.add_argument_group("problem and data")
-    g.add_argument("--problem", choices=("linreg", "mlp"), default="linreg")
+    g.add_argument(
+        "--problem",
+        choices=("linreg", "mlp"),
+        default="linreg",
+        help="linreg: least squares on the data; mlp: a small MLP fitted to it",
+    )
     g.add_argument(
         "--data",
         default=None,
@@ -47,8 +52,13 @@ def add_problem_arguments(parser: argparse.ArgumentParser) -> None:
         help="MLP hidden widths (default 4,4: with one hidden layer the backward weights do "
         "not enter the gradient's linearization at a minimum)",
     )
-    g.add_argument("--activation", choices=ACTIVATIONS, default="tanh")
-    g.add_argument("--task", choices=TASKS, default="regression")
+    g.add_argument("--activation", choices=ACTIVATIONS, default="tanh", help="MLP activation")
+    g.add_argument(
+        "--task",
+        choices=TASKS,
+        default="regression",
+        help="MLP loss: squared error, or softmax cross-entropy on integer labels 0 … C−1",
+    )
     g.add_argument(
         "--l2",
         type=float_arg("--l2"),
@@ -57,10 +67,13 @@ def add_problem_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_pipeline_arguments(parser: argparse.ArgumentParser, *, schedule_default=None) -> None:
-    """``--schedule``, ``--stages`` P and ``--microbatches`` N (PipeMare Table 1)."""
-    from stability.api.setup import SCHEDULES
+def add_pipeline_arguments(
+    parser: argparse.ArgumentParser, *, schedule_default=None, stage_delays: bool = True
+) -> None:
+    """``--schedule``, ``--stage-delays``, ``--stages`` P and ``--microbatches`` N (PipeMare
+    Table 1); ``stage_delays=False`` where the command has its own per-stage delays flag."""
     from stability.checks import MAX_DELAY
+    from stability.pipeline import SCHEDULES
 
     g = parser.add_argument_group("pipeline (per-stage delays, PipeMare Table 1)")
     g.add_argument(
@@ -70,6 +83,8 @@ def add_pipeline_arguments(parser: argparse.ArgumentParser, *, schedule_default=
         help="per-stage delays of this schedule over --stages P stage blocks, --microbatches "
         "N; uniform takes the rule's delay",
     )
+    if stage_delays:
+        add_stage_delays_argument(g)
     g.add_argument(
         "--stages", type=int_arg("--stages", 1, MAX_DELAY), default=None, help="stages P"
     )
@@ -79,6 +94,12 @@ def add_pipeline_arguments(parser: argparse.ArgumentParser, *, schedule_default=
         default=None,
         help="microbatches N (default 1)",
     )
+
+
+def pipeline_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The pipeline keywords of the public functions (`add_pipeline_arguments`)."""
+    names = ("schedule", "stage_delays", "stages", "microbatches")
+    return {name: getattr(args, name) for name in names if hasattr(args, name)}
 
 
 def problem_values(args: argparse.Namespace) -> dict[str, Any]:

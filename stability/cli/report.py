@@ -19,9 +19,12 @@ LIST_SHOWN = 8
 
 
 def number(x: Any, digits: int = 12) -> str:
-    """A number for people: ``—`` for None/NaN/inf, ints as they are, floats to ``digits``."""
+    """A number for people: ``—`` for None/NaN/inf, ints as they are, floats to ``digits``;
+    a string (a field that is text, such as a criterion) as it is."""
     if x is None:
         return MISSING
+    if isinstance(x, str):
+        return x
     if isinstance(x, bool):
         return "yes" if x else "no"
     if isinstance(x, int):
@@ -58,7 +61,7 @@ def value(x: Any, digits: int = 12) -> str:
 def rows(result: Result, keys: list[str] | None = None) -> list[tuple[str, str]]:
     """``(key, "value unit")`` for the keys of ``result`` (all, or ``keys``)."""
     units = {e.name: e.unit for e in result.schema()}
-    names = keys if keys is not None else [f.name for f in dataclasses.fields(result)]
+    names = keys or [f.name for f in dataclasses.fields(result) if f.name != "warnings"]
     out = []
     for name in names:
         text = value(getattr(result, name))

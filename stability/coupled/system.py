@@ -40,7 +40,7 @@ import numpy as np
 
 from stability.checks import check_delay, check_real
 from stability.coupled.transfer import PASSES, StageTransfer, stage_transfer
-from stability.rules.base import Rule, taps_read, with_backward_delay
+from stability.rules.base import Rule, taps_read
 
 DENSE_MAX_STATES = 4000
 """Largest block state matrix `spectral_radius` and `dense_max_lr` will diagonalise."""
@@ -187,7 +187,6 @@ class CoupledSystem:
 
 _DELAY_PARAMS = ("tau", "tau_fwd", "tau_bkwd", "tau_recomp")
 _MODEL_PARAMS = ("lam", "delta", "phi")
-_T2_PARAMS = ("decay", "gamma", "t2_recompute")
 
 
 def _per_stage(name: str, values: Any, stages: int | None) -> np.ndarray:
@@ -207,21 +206,20 @@ def stage_rules(
 ) -> tuple[Rule, ...]:
     """One instance of registry rule ``rule`` per stage, with that stage's delays.
 
-    The delays enter as in the trainer's pipeline rules (`stability.trainer.schedules`), so
-    analysis and measurement run the same dynamics: rules with a single delay ``tau`` (sgd,
-    momentum, Kosson's rules) get τ = τ_fwd,i, and where the backward weights are
-    inconsistent (``tau_bkwd`` given and ≠ τ_fwd somewhere) their ``tau_bkwd`` is set to
-    τ_bkwd,i, so the backward pass reads w_{t−τ_bkwd,i}; rules with ``tau_fwd`` get both
-    (``tau_bkwd=None``: τ_bkwd,i = τ_fwd,i).  Delay-dependent defaults are resolved per stage
-    by the rule's own builder: SC_D and LWP_D use D = τ_i (Kosson eq. 7, 12), T2 uses
-    γ_i = D^{1/(τ_fwd,i − τ_bkwd,i)} (PipeMare Sec. 3.2).  On a stage with τ_fwd,i =
-    τ_bkwd,i there is no discrepancy to correct: T2's parameters are dropped there (``t2``
-    becomes ``discrepancy``).
+    Each stage's rule is `stability.rules.staged.staged_rule` at that stage's delays — the
+    function that also builds the trainer's per-parameter pipeline rules
+    (`stability.trainer.schedules`), so analysis and measurement run the same dynamics: rules
+    with a single delay ``tau`` get τ = τ_fwd,i and, where the backward weights are
+    inconsistent (``tau_bkwd`` given and ≠ τ_fwd somewhere), read them at τ_bkwd,i; rules
+    with ``tau_fwd`` get both (``tau_bkwd=None``: τ_bkwd,i = τ_fwd,i).  Delay-dependent
+    defaults are resolved per stage (SC_D and LWP_D: D = τ_i, Kosson eq. 7, 12; T2:
+    γ_i = D^{1/(τ_fwd,i − τ_bkwd,i)}, PipeMare Sec. 3.2); T2 on a stage without discrepancy
+    is refused there as in the trainer.
     """
 
-    from stability.rules.registry import get_spec
+    from stability.rules.registry import delay_parameter
+    from stability.rules.staged import staged_rule
 
-    spec = get_spec(rule)
     for name in params:
         if name in _MODEL_PARAMS:
             raise ValueError(
@@ -230,42 +228,22 @@ def stage_rules(
             )
         if name in _DELAY_PARAMS:
             raise ValueError(f"{name} is per stage here: give the stage delays instead")
-    names = spec.param_names
-    if "tau" not in names and "tau_fwd" not in names:
-        raise ValueError(f"rule {rule!r} has no delay parameter (tau or tau_fwd) to set per stage")
+    key = delay_parameter(rule)
     tf = _per_stage("tau_fwd", tau_fwd, None)
     P = tf.size
     tb = tf if tau_bkwd is None else _per_stage("tau_bkwd", tau_bkwd, P)
     inconsistent = bool(np.any(tb != tf))
     tr = None if tau_recomp is None else _per_stage("tau_recomp", tau_recomp, P)
-    if "tau_recomp" in names and tr is None:
-        raise ValueError(f"rule {rule!r} needs per-stage recompute delays (tau_recomp)")
+    backward = inconsistent or key == "tau_fwd"
+    # the rule as the trainer runs it (one entry per stage): what it refuses is refused here
+    staged_rule(rule, params, tf, tb if backward else None, tr)
     out: list[Rule] = []
     built: dict[tuple, Rule] = {}
     for i in range(P):
-        values = dict(params)
-        stage_spec = spec
-        if "tau" in names:
-            values["tau"] = int(tf[i])
-        else:
-            values["tau_fwd"], values["tau_bkwd"] = int(tf[i]), int(tb[i])
-            if "tau_recomp" in names:
-                values["tau_recomp"] = int(tr[i])
-            if tf[i] == tb[i]:
-                values = {k: v for k, v in values.items() if k not in _T2_PARAMS}
-                if rule == "t2":
-                    stage_spec = get_spec("discrepancy")
-        key = (stage_spec.name, tuple(sorted(values.items())), int(tb[i]))
-        if key not in built:
-            stage_rule = stage_spec.build(**values)[0]
-            if getattr(stage_rule, "period", 1) != 1:
-                raise ValueError(
-                    f"rule {rule!r} is periodic: the coupled analysis needs time-invariant rules"
-                )
-            if "tau" in names and inconsistent:
-                stage_rule = with_backward_delay(stage_rule, rule, int(tb[i]))
-            built[key] = stage_rule
-        out.append(built[key])
+        delays = (int(tf[i]), int(tb[i]) if backward else None, None if tr is None else int(tr[i]))
+        if delays not in built:
+            built[delays] = staged_rule(rule, params, *delays)
+        out.append(built[delays])
     return tuple(out)
 
 

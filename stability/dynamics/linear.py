@@ -167,7 +167,7 @@ def characteristic_polynomial(rule: Rule, model: QuadraticModel) -> Characterist
     period = getattr(rule, "period", 1)
     if period > 1:
         raise ValueError(
-            f"a periodic rule (period {period}) has no time-invariant characteristic "
+            f"rule: a periodic rule (period {period}) has no time-invariant characteristic "
             "polynomial; use radius / max-lr (Floquet monodromy, stability.dynamics.monodromy)"
         )
     nested = linearize(rule, model, LR).polynomial()

@@ -116,6 +116,16 @@ class RoundRobinColumns:
             slope = lead * (1 / z + self.replicas * d_ratio) - tail * self.replicas * n_ratio
             return (lead - tail) / slope
 
+    def phase_rate(self, z, cols):
+        """|d arg F(r·e^{iθ})/dθ| = |Re(z·F'(z)/F(z))| at paired (z, cols): how fast the phase
+        turns (`stability.winding.winding_turns` refines where it may alias — the multipliers
+        of a small elastic force and a small lr cluster near 1, closer than the samples)."""
+        lead, tail, d_ratio, n_ratio, _ = self._parts(z, cols)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            zf = lead * (1 + self.replicas * z * d_ratio) - tail * self.replicas * z * n_ratio
+            speed = np.abs((zf / (lead - tail)).real)
+        return np.where(np.isfinite(speed), speed, np.inf)
+
     def bounds(self):
         """Lower: |F(0)|^{1/deg} = |n(0)|^{N/deg} (the geometric mean of the multipliers, if
         none is 0); upper: ‖M‖_∞ ≤ max(‖T‖_∞, 1)^N (each local map leaves the other

@@ -1,7 +1,12 @@
 """PyTorch networks: a user's model, its curvature per pipeline stage, predictions, a simulator.
 
 * `stability.nets.problem` — a *problem*: a Python file whose function returns the model, the
-  loss, the full batch and optionally the pipeline stages; the flat parameter vector.
+  loss, the full batch or a DataLoader, and optionally the pipeline stages; the flat parameter
+  vector; the model's dtype and device.
+* `stability.nets.batches` — the data: batches of any input structure, weighted full-batch
+  sums, minibatch rows.
+* `stability.nets.inconsistent` — backpropagation with forward, backward and recompute weights
+  for any module (``--backward current``).
 * `stability.nets.curvature` — Hessian-vector products (``torch.func``, forward-over-reverse)
   and Lanczos: top eigenpairs overall and per stage, the negative end of the spectrum.
 * `stability.nets.lowrank` — the network's curvature as a small `CoupledSystem` (top-k
@@ -24,12 +29,10 @@ other command keep working without it (`require_torch`).
 
 from __future__ import annotations
 
-import importlib.util
-
-INSTALL_HINT = "pip install stability[torch]"
+from stability.extras import require
 
 
 def require_torch() -> None:
-    """Raise a one-line `ValueError` if PyTorch is not installed."""
-    if importlib.util.find_spec("torch") is None:
-        raise ValueError(f"this command needs PyTorch, which is not installed: {INSTALL_HINT}")
+    """Raise a one-line `stability.extras.MissingExtra` (a `ValueError` and a
+    `ModuleNotFoundError`) naming the install line if PyTorch is not installed."""
+    require("torch")

@@ -82,7 +82,7 @@ class NetProtocol:
 
 def start_point(problem: NetProblem, v1: np.ndarray, perturbation: float) -> torch.Tensor:
     """w* + ε·v₁ with ε = ``perturbation``·√p (module doc)."""
-    v = torch.as_tensor(np.asarray(v1, dtype=float))
+    v = problem.vector(np.asarray(v1, dtype=float))  # the problem's dtype, on its device
     eps = perturbation * problem.dim**0.5
     return problem.w_star.detach() + eps * v / torch.linalg.vector_norm(v)
 

@@ -17,8 +17,19 @@ implicitly restarted Lanczos method (ARPACK, ``scipy.sparse.linalg.eigsh``) on i
   the stability analysis (`stability.nets.lowrank` keeps the positive curvature only).
 
 ARPACK stops when every wanted Ritz value has a residual ‖Hx − θx‖ ≤ tol·|θ|; with
-``tol=1e-10`` the eigenvalues agree with a dense ``torch.func.hessian`` to ~1e-12·λ_max on small
-models (tests/test_nets_curvature.py).  Blocks of at most `DENSE_BLOCK` parameters are formed
+``tol=1e-10`` (float64 problems) the eigenvalues agree with a dense ``torch.func.hessian`` to
+~1e-12·λ_max on small models (tests/test_nets.py); float32 problems use ``tol=1e-6`` (their
+products carry ~1e-7 relative rounding; an eigenvalue's error is ~ residual²/gap).  ARPACK runs
+in float64 on the host; each product converts its vector to the problem's dtype and device and
+back — one transfer per product, as any eigensolver on a host needs.
+
+**Cost.**  The per-stage blocks and the negative end are extra eigen-solves (each needs as many
+products as the top-k one, the negative end several times more: near zero a network's spectrum
+is dense); `curvature` runs them only when asked (``stage_blocks``, ``negative_k``).  The
+products are the same as curvlinops' ``HessianLinearOperator`` (forward-over-reverse with
+``torch.func``); benchmarks/bench_curvature.py times both processes side by side.
+
+Blocks of at most `DENSE_BLOCK` parameters are formed
 densely (n HVPs, then ``numpy.linalg.eigh``): Lanczos needs k < n and gains nothing there.
 
 The reference PyHessian uses — power iteration with deflation, one eigenvalue at a time — is
@@ -46,6 +57,15 @@ DENSE_HESSIAN_MAX = 4000
 """Largest model `dense_hessian` forms (p² floats)."""
 
 LANCZOS_TOL = 1e-10
+"""ARPACK's tolerance on float64 problems."""
+
+LANCZOS_TOL_FLOAT32 = 1e-6
+"""ARPACK's tolerance on float32 problems (module doc)."""
+
+
+def default_tol(problem: NetProblem) -> float:
+    """`LANCZOS_TOL` in float64, `LANCZOS_TOL_FLOAT32` otherwise."""
+    return LANCZOS_TOL if problem.dtype == torch.float64 else LANCZOS_TOL_FLOAT32
 
 
 class HessianOperator(LinearOperator):
@@ -69,13 +89,15 @@ class HessianOperator(LinearOperator):
     def _matvec(self, v):
         v = np.asarray(v, dtype=np.float64).reshape(-1)
         self.hvps += 1
+        problem = self.problem
         if self.block is None:
-            full = torch.from_numpy(v.copy())
+            full = problem.vector(v)
         else:
-            full = torch.zeros(self.problem.dim, dtype=torch.float64)
-            full[self.block] = torch.from_numpy(v)
-        out = self.problem.hvp(self._w, full).detach()
-        return (out if self.block is None else out[self.block]).numpy().copy()
+            full = torch.zeros(problem.dim, dtype=problem.dtype, device=problem.device)
+            full[self.block] = problem.vector(v)
+        out = problem.hvp(self._w, full).detach()
+        out = out if self.block is None else out[self.block]
+        return out.to(device="cpu", dtype=torch.float64).numpy().copy()
 
     def _rmatvec(self, v):  # symmetric
         return self._matvec(v)
@@ -103,15 +125,16 @@ def lanczos(
     *,
     which: str = "LA",
     seed: int = 0,
-    tol: float = LANCZOS_TOL,
+    tol: float | None = None,
     maxiter: int | None = None,
 ) -> Eigenpairs:
     """The ``k`` extreme eigenpairs of ``op`` (``which``: ``"LA"`` largest, ``"SA"``
     smallest algebraic), by ARPACK's Lanczos from a seeded start vector.
 
     Operators of at most `DENSE_BLOCK` rows are formed densely.  With ``maxiter`` the pairs
-    that converged are returned (possibly fewer than k).
+    that converged are returned (possibly fewer than k).  ``tol``: default `default_tol`.
     """
+    tol = default_tol(op.problem) if tol is None else tol
     n = op.shape[0]
     k = int(min(k, n))
     before = op.hvps
@@ -159,9 +182,12 @@ def curvature(
     negative_k: int = 5,
     negative_maxiter: int = 30,
     seed: int = 0,
+    stage_blocks: bool = True,
+    tol: float | None = None,
 ) -> Curvature:
     """Top-``k`` eigenpairs of ∇²f(w*), the top ``stage_k`` (default k) of each stage's
-    diagonal block, and up to ``negative_k`` negative eigenvalues (module doc).
+    diagonal block (``stage_blocks``; else ``stage_eigenvalues`` is empty), and up to
+    ``negative_k`` negative eigenvalues (module doc); ``tol``: ARPACK's (`default_tol`).
 
     The negative end is searched with at most ``negative_maxiter`` ARPACK restarts (near zero
     a network's spectrum is dense and Lanczos converges slowly there); eigenvalues that did not
@@ -171,17 +197,20 @@ def curvature(
         raise ValueError(f"k must be an integer ≥ 1, got {k!r}")
     start = time.perf_counter()
     op = HessianOperator(problem)
-    top = lanczos(op, k, seed=seed)
+    top = lanczos(op, k, seed=seed, tol=tol)
     hvps = top.hvps
     stage_vals = []
-    for block in problem.blocks:
+    for block in problem.blocks if stage_blocks else ():
         stage_op = HessianOperator(problem, block)
-        pairs = lanczos(stage_op, stage_k or k, seed=seed)
+        pairs = lanczos(stage_op, stage_k or k, seed=seed, tol=tol)
         hvps += pairs.hvps
         stage_vals.append(pairs.values)
     negative = np.zeros(0)
     if negative_k and negative_maxiter:
-        low = lanczos(op, negative_k, which="SA", seed=seed + 1, tol=1e-8, maxiter=negative_maxiter)
+        low_tol = max(1e-8, default_tol(problem))
+        low = lanczos(
+            op, negative_k, which="SA", seed=seed + 1, tol=low_tol, maxiter=negative_maxiter
+        )
         hvps += low.hvps
         cut = -NEGATIVE_TOL * max(float(top.values[0]), 0.0)
         negative = np.sort(low.values[low.values < cut])
@@ -213,12 +242,21 @@ def top_eigenpair(
 
 
 def dense_hessian(problem: NetProblem) -> np.ndarray:
-    """∇²f(w*) formed by ``torch.func.hessian`` (the reference for small models)."""
+    """∇²f(w*) formed by ``torch.autograd.functional.hessian`` (the reference for small
+    models: classic autograd, p reverse passes over the gradient's graph).
+
+    Not ``torch.func.hessian``: in torch 2.13 its batched double backward of ``layer_norm`` is
+    wrong when the normalised input and the affine weight both depend on w (any LayerNorm after
+    a layer with parameters): off by 29 % on ``layer_norm(x·a, weight=b)`` against finite
+    differences of the gradient, which agree with ``torch.autograd`` and with the
+    unbatched products here to 1e-9 (docs/your_model.md).
+    """
     if problem.dim > DENSE_HESSIAN_MAX:
         raise ValueError(
             f"the dense Hessian needs p ≤ {DENSE_HESSIAN_MAX} parameters, got {problem.dim}"
         )
-    H = torch.func.hessian(problem.loss)(problem.w_star.detach()).detach().numpy()
+    H = torch.autograd.functional.hessian(problem.loss, problem.w_star.detach()).detach()
+    H = H.to(device="cpu", dtype=torch.float64).numpy()
     return 0.5 * (H + H.T)
 
 
@@ -229,6 +267,7 @@ __all__ = [
     "Eigenpairs",
     "HessianOperator",
     "curvature",
+    "default_tol",
     "dense_hessian",
     "lanczos",
     "top_eigenpair",

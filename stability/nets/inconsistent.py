@@ -6,24 +6,33 @@ of the gradient that would be computed by the backpropagation algorithm using th
 in the forward pass and weights u_bkwd in the backward pass" — not the gradient of any loss.
 With recompute (PipeMare App. D.1) the activations the backward pass needs are not stored but
 recomputed with a third set of weights, u_recomp.  `inconsistent_gradient` computes it for
-the layers where the three roles are well defined:
+every layer of any module ``torch.func`` differentiates.  A **unit** is a module that holds
+trainable parameters of its own (with everything below it: ``nn.MultiheadAttention`` with its
+output projection, a ``LayerNorm``, an ``Embedding``, a ``Linear``); units never nest (`units`).
+Each unit's forward is replaced, for the one reverse pass that computes g, by an expression
+whose value is the forward one and whose derivatives are the backward pass's (⁻: no gradient
+flows through):
 
-* a **bilinear layer** y = L(a, W) + b (``Linear``, ``Conv1d/2d/3d``): the output carries the
-  forward value, the input-gradient is propagated with the backward weights, the weight
-  gradient pairs the output-gradient with the layer's input activation a.  One expression gives
-  all three under reverse-mode differentiation (⁻: no gradient flows through)::
+* a **bilinear unit** y = L(a, W) + b (``Linear``, ``Conv1d/2d/3d``)::
 
       y = L(a, W_b) + L(a⁻, θ − W_b) + b
 
-  value L(a, θ) + b, ∂/∂a = L(·, W_b), ∂/∂θ = L(a, ·) — θ carries the weights whose activations
-  the backward pass sees: u_fwd without recompute, u_recomp with it.  The gradient is taken
-  with respect to θ only; W_b (a different tensor) stays differentiable for an outer
-  derivative, H_b = ∂g/∂u_bkwd (`stability.nets.sensitivity`), whose value path
-  L(a, dW) − L(a⁻, dW) vanishes as it must;
-* **parameter-free layers** (activations, pooling, flatten, normalisation without learnable
-  parameters): differentiated as they are, at the activations the backward pass sees;
-* any other layer with parameters (normalisation with an affine part, embeddings, attention,
-  recurrent cells, custom parameters) is refused, naming it (`check_layers`).
+  value L(a, θ) + b, ∂/∂a = L(·, W_b), ∂/∂θ = L(a, ·);
+* **any other unit** f(a; W) (PipeMare's backward pass with other weights: J_a f(a; W_b) and
+  J_W f(a; W_b) at the forward activations a)::
+
+      y = f(a; W_b + θ − θ⁻) − f(a; W_b)⁻ + f(a; θ)⁻
+
+  value f(a; θ), ∂/∂a = J_a f(a; W_b), ∂/∂θ = J_W f(a; W_b) — three evaluations of the unit, on
+  every floating output (a tuple's, too).  On a bilinear unit it gives the expression above
+  (the two agree to rounding: tests/test_nets_models.py), which is cheaper and used there;
+
+θ carries the weights whose activations the backward pass sees: u_fwd without recompute,
+u_recomp with it.  The gradient is taken with respect to θ only; W_b (a different tensor)
+stays differentiable for an outer derivative, H_b = ∂g/∂u_bkwd (`stability.nets.sensitivity`).
+Parameter-free layers (activations, pooling, residual sums, attention masks) are
+differentiated as they are, at the activations the backward pass sees.  The granularity is
+the unit (a layer); the stage's backward pass is the chain of its units'.
 
 **Recompute.**  The activations are recomputed through the whole model from its input (one
 checkpoint at the input: PipeMare Recompute with a single segment, App. A.3) with θ = u_recomp,
@@ -39,33 +48,44 @@ form of PipeMare's quadratic model (eq. 5, App. D.1), whose Δ along a direction
 
 from __future__ import annotations
 
+import threading
+import warnings
 from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad
+from torch.utils._pytree import tree_map
 
 from stability.nets.problem import NetProblem
 
 BILINEAR = (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
-"""Layers whose forward/backward weights are separated (the module doc's bilinear form)."""
+"""Layers with the cheaper bilinear expression (module doc)."""
+
+CONSTRUCTIONS = ("auto", "general")
+"""``auto``: the bilinear expression on Linear/Conv units, the general one elsewhere;
+``general``: the general expression on every unit."""
+
+
+def units(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
+    """The units (module doc): modules that hold trainable parameters of their own, the
+    outermost where one holds another, in the model's order."""
+    found: list[tuple[str, torch.nn.Module]] = []
+    for name, module in model.named_modules():
+        if not any(p.requires_grad for p in module.parameters(recurse=False)):
+            continue
+        if any(name.startswith(f"{outer}.") or not outer for outer, _ in found):
+            continue
+        found.append((name, module))
+    return found
 
 
 def check_layers(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
-    """The model's bilinear layers (name, module); a one-line `ValueError` naming the first
-    other module that holds parameters of its own."""
-    layers = []
-    for name, module in model.named_modules():
-        own = [n for n, p in module.named_parameters(recurse=False) if p.requires_grad]
-        if isinstance(module, BILINEAR):
-            layers.append((name, module))
-        elif own:
-            where = name or "the model itself"
-            raise ValueError(
-                f"--backward current supports Linear, Conv1d/2d/3d and parameter-free layers; "
-                f"{where} ({type(module).__name__}) has parameters ({', '.join(own)})"
-            )
-    return layers
+    """The model's units (`units`); a one-line `ValueError` if it has none."""
+    found = units(model)
+    if not found:
+        raise ValueError("--backward current needs a model with trainable parameters")
+    return found
 
 
 def _bilinear(module: torch.nn.Module, a, theta, w_b, bias):
@@ -75,20 +95,56 @@ def _bilinear(module: torch.nn.Module, a, theta, w_b, bias):
     return module._conv_forward(a, w_b, None) + module._conv_forward(a.detach(), theta - w_b, bias)
 
 
-@contextmanager
-def _backward_weights(layers, weights: dict[str, torch.Tensor]):
-    """Patch every bilinear layer's forward to use ``weights[name]`` as its W_b."""
-    for name, module in layers:
-        w_b = weights[name]
+_STATE = threading.local()
 
-        def forward(a, module=module, w_b=w_b):
-            return _bilinear(module, a, module.weight, w_b, module.bias)
+
+def _general(module, w_b: dict[str, torch.Tensor], args, kwargs):
+    """f(a; W_b + θ − θ⁻) − f(a; W_b)⁻ + f(a; θ)⁻ on every floating output (module doc)."""
+    theta = dict(module.named_parameters())
+    mixed = {n: w_b[n] + t - t.detach() for n, t in theta.items()}
+    _STATE.inside = True
+    try:
+        y = functional_call(module, mixed, args, kwargs)
+        with warnings.catch_warnings():
+            # where nothing needs a gradient nn.MultiheadAttention takes its fused path (the same
+            # values); under vmap torch warns it loops over the runs for it: not the user's concern
+            warnings.filterwarnings("ignore", "There is a performance drop", UserWarning)
+            y_b = functional_call(module, w_b, args, kwargs)
+            y_f = functional_call(module, theta, args, kwargs)
+    finally:
+        _STATE.inside = False
+
+    def combine(out, back, fwd):
+        if isinstance(out, torch.Tensor) and out.is_floating_point():
+            return out - back.detach() + fwd.detach()
+        return out
+
+    return tree_map(combine, y, y_b, y_f)
+
+
+@contextmanager
+def _backward_weights(found, weights: dict[str, dict[str, torch.Tensor]], construction: str):
+    """Patch every unit's forward with its backward weights ``weights[name]`` (module doc)."""
+    for name, module in found:
+        w_b = weights[name]
+        if construction == "auto" and isinstance(module, BILINEAR):
+
+            def forward(a, module=module, w_b=w_b):
+                return _bilinear(module, a, module.weight, w_b["weight"], module.bias)
+
+        else:
+            original = type(module).forward.__get__(module)
+
+            def forward(*args, module=module, w_b=w_b, original=original, **kwargs):
+                if getattr(_STATE, "inside", False):
+                    return original(*args, **kwargs)
+                return _general(module, w_b, args, kwargs)
 
         module.forward = forward
     try:
         yield
     finally:
-        for _, module in layers:
+        for _, module in found:
             del module.forward
 
 
@@ -98,29 +154,54 @@ def inconsistent_gradient(
     u_bkwd: torch.Tensor,
     u_recomp: torch.Tensor | None = None,
     index: torch.Tensor | None = None,
+    construction: str = "auto",
 ) -> torch.Tensor:
     """∇f(u_fwd, u_bkwd[, u_recomp]): backpropagation with forward weights ``u_fwd``,
     backward weights ``u_bkwd`` and (``u_recomp`` given) activations recomputed with
-    ``u_recomp`` (module doc); flat (p,) vectors, on the full batch or the rows ``index``."""
-    layers = check_layers(problem.model)
-    x, y = problem._batch(index)
+    ``u_recomp`` (module doc); flat (p,) vectors, over the data (batch by batch, weighted as
+    `stability.nets.problem.NetProblem.loss`) or on the samples ``index``.
+    ``construction``: `CONSTRUCTIONS`."""
+    from stability.nets.batches import call_model
+
+    if construction not in CONSTRUCTIONS:
+        raise ValueError(f"construction must be auto or general, got {construction!r}")
+    found = check_layers(problem.model)
     params_b = problem.params(u_bkwd)
     weights = {}
-    for name, module in layers:
-        key = f"{name}.weight" if name else "weight"
-        weights[name] = params_b.get(key, module.weight)
-    out_f = None
-    if u_recomp is not None:
-        out_f = functional_call(problem.model, problem.params(u_fwd), (x,)).detach()
+    for name, module in found:
+        prefix = f"{name}." if name else ""
+        weights[name] = {
+            n: params_b.get(prefix + n, t.detach()) for n, t in module.named_parameters()
+        }
+    batches = [(*problem.data.rows(index), 1.0)] if index is not None else problem.data
 
-    def loss(theta):
-        with _backward_weights(layers, weights):
-            out = functional_call(problem.model, problem.params(theta), (x,))
-        if out_f is not None:
-            out = out + (out_f - out).detach()
-        return problem.loss_fn(out, y)
+    def batch_gradient(x, y):
+        out_f = None
+        if u_recomp is not None:
+            with torch.no_grad():
+                out_f = call_model(problem.model, problem.params(u_fwd), x)
 
-    return grad(loss)(u_fwd if u_recomp is None else u_recomp)
+        def loss(theta):
+            with _backward_weights(found, weights, construction), _math_attention():
+                out = call_model(problem.model, problem.params(theta), x)
+            if out_f is not None:
+                out = tree_map(lambda o, f: o + (f - o).detach(), out, out_f)
+            return problem.loss_fn(out, y)
+
+        return grad(loss)(u_fwd if u_recomp is None else u_recomp)
+
+    total = None
+    for x, y, weight in batches:
+        part = batch_gradient(x, y)
+        part = part if weight == 1.0 else part * weight
+        total = part if total is None else total + part
+    return total
 
 
-__all__ = ["BILINEAR", "check_layers", "inconsistent_gradient"]
+def _math_attention():
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel(SDPBackend.MATH)
+
+
+__all__ = ["BILINEAR", "CONSTRUCTIONS", "check_layers", "inconsistent_gradient", "units"]

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from torch.func import functional_call, grad, hessian, jvp, vjp, vmap
+from torch.func import grad, hessian, jvp, vmap
 
-from stability.nets.problem import FORWARD_OVER_REVERSE, NetProblem
+from stability.nets.batches import call_model
+from stability.nets.problem import NetProblem
 from stability.noise.persample import PerSampleMoments
 
 CURVATURES = ("hessian", "ggn")
@@ -72,34 +73,35 @@ def nested_columns(sizes: tuple[int, ...], stage_sizes: tuple[int, ...], k: int)
 
 
 def _chunks(problem: NetProblem, columns: int):
+    """(inputs, targets) of consecutive samples, at most `CHUNK_FLOATS` / (p·columns) at a time."""
+    X, Y = problem.inputs, problem.targets
     size = max(1, CHUNK_FLOATS // max(1, problem.dim * max(1, columns)))
     for a in range(0, problem.samples, size):
-        yield torch.arange(a, min(a + size, problem.samples))[:, None]
+        yield X[a : a + size], Y[a : a + size]
 
 
 def per_sample_gradients(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
     """ĝ_i = Qᵀ∇ℓ_i(w*) (n, m)."""
     w = problem.w_star.detach()
-    out = []
-    for idx in _chunks(problem, 1):
-        g = vmap(grad(problem.loss), in_dims=(None, 0))(w, idx)
-        out.append((g @ Q).detach().numpy())
-    return np.concatenate(out)
+
+    def one(x, y):
+        return grad(problem.batch_loss)(w, x[None], y[None])
+
+    return np.concatenate(
+        [(vmap(one)(x, y) @ Q).detach().cpu().numpy() for x, y in _chunks(problem, 1)]
+    )
 
 
 def _hessian_columns(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
     w = problem.w_star.detach()
 
-    def hvp(index, v):
-        gradient = grad(lambda u: problem.loss(u, index))
-        if problem.hvp_mode == FORWARD_OVER_REVERSE:
-            return jvp(gradient, (w,), (v,))[1]
-        return vjp(gradient, w)[1](v)[0]  # the loss has no forward-mode backward (problem doc)
+    def hvp(x, y, v):
+        return problem.batch_hvp(w, v, x[None], y[None])
 
     out = []
-    for idx in _chunks(problem, 1):
-        cols = [vmap(hvp, in_dims=(0, None))(idx, Q[:, j]) @ Q for j in range(Q.shape[1])]
-        out.append(torch.stack(cols, dim=-1).detach().numpy())  # (chunk, m, m): [i, a, j]
+    for x, y in _chunks(problem, 1):
+        cols = [vmap(hvp, in_dims=(0, 0, None))(x, y, Q[:, j]) @ Q for j in range(Q.shape[1])]
+        out.append(torch.stack(cols, dim=-1).detach().cpu().numpy())  # (chunk, m, m): [i, a, j]
     return np.concatenate(out)
 
 
@@ -108,7 +110,7 @@ def _ggn_blocks(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
 
     def one(x, y):
         def output(u):
-            return functional_call(problem.model, problem.params(u), (x[None],))
+            return call_model(problem.model, problem.params(u), x[None])
 
         out = output(w)
         JQ = vmap(lambda v: jvp(output, (w,), (v,))[1], in_dims=1)(Q)  # (m, 1, C...)
@@ -120,11 +122,9 @@ def _ggn_blocks(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
         H_out = hessian(loss_out)(out.reshape(-1))  # (C, C), reverse-over-reverse
         return flat @ H_out @ flat.T
 
-    out = []
-    for idx in _chunks(problem, Q.shape[1]):
-        i = idx[:, 0]
-        out.append(vmap(one)(problem.inputs[i], problem.targets[i]).detach().numpy())
-    return np.concatenate(out)
+    return np.concatenate(
+        [vmap(one)(x, y).detach().cpu().numpy() for x, y in _chunks(problem, Q.shape[1])]
+    )
 
 
 def projected_moments(
@@ -134,7 +134,7 @@ def projected_moments(
     from stability.checks import check_choice
 
     check_choice("curvature", curvature, CURVATURES)
-    Qt = torch.as_tensor(np.asarray(Q, dtype=float))
+    Qt = problem.vector(np.asarray(Q, dtype=float))
     H = _hessian_columns(problem, Qt) if curvature == "hessian" else _ggn_blocks(problem, Qt)
     H = 0.5 * (H + H.transpose(0, 2, 1))
     return PerSampleMoments(H, per_sample_gradients(problem, Qt), int(batch))

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.func import vmap
+from torch.func import grad, vmap
 
 from stability.nets.problem import NetProblem
 from stability.nets.simulator import StageTaps, _assemble, _Ring
@@ -95,7 +95,8 @@ def lockstep(
     lr_t = torch.tensor(lr)[:, None]
     ids = np.asarray(streams)
     source = BatchStreams(problem.samples, batch, seed, sampling, int(ids.max()) + 1)
-    gradients = vmap(problem.gradient)
+    X, Y = problem.inputs, problem.targets
+    gradients = vmap(grad(problem.batch_loss))
     losses = vmap(problem.loss)
     start = torch.linalg.vector_norm(w0 - w_star, dim=1)
     limit = divergence * torch.clamp(start, min=1e-300)
@@ -127,7 +128,7 @@ def lockstep(
         index = indices[t % CHUNK_STEPS]  # (R, B)
         passes = [rule.passes(x, lr_t) for rule, x in zip(rules, taps, strict=True)]
         u = _assemble(problem, problem.blocks, passes, "forward")
-        g = gradients(u, index).detach() - g_ref
+        g = gradients(u, X[index], Y[index]).detach() - g_ref
         news = [
             rule.update(x, g[:, b], lr_t)
             for rule, x, b in zip(rules, taps, problem.blocks, strict=True)
@@ -342,7 +343,7 @@ def measure_runs(
     ``expected_loss`` rows [t, mean, se], ``floor`` [mean, se] over the second half of the
     steps, ``as_bracket`` (paired runs around ``as_lr``), ``pairs`` — and the largest
     ‖w_t − w*‖ over the loss runs and the stable pairs."""
-    from stability.noise.minibatch import _finite
+    from stability.checks import finite_or_none as _finite
 
     if isinstance(runs, bool) or int(runs) != runs or not 2 <= runs <= 1 << 16:
         raise ValueError(f"runs must be an integer in [2, {1 << 16}], got {runs!r}")

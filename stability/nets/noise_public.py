@@ -26,6 +26,7 @@ they wandered from w* relative to r₁₀, the distance along v₁ at which the 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -121,21 +122,19 @@ def _subspace(moments, rules, sizes, e0, uniform: bool) -> _Subspace:
 
 
 def _pipeline(net: NetProblem, pipeline: Pipeline | None, tau: int | None) -> Pipeline:
-    from stability.nets.prediction import net_pipeline
-
+    """The stages' delays with weight stashing (the linearisation reads the forward weights):
+    ``pipeline``'s forward delays, or a uniform ``tau`` (default 0) on every stage."""
     P = len(net.stage_sizes)
     if pipeline is not None and tau is not None:
         raise ValueError("give a uniform tau or a pipeline, not both")
-    if pipeline is None:
-        return net_pipeline(P, tau=0 if tau is None else tau)
+    if pipeline is None or (isinstance(pipeline, Pipeline) and pipeline.schedule == "uniform"):
+        uniform = tau if pipeline is None else int(pipeline.tau_fwd[0])
+        return Pipeline.from_options(tau=uniform or 0, stages=P, backward="stashed")
     if not isinstance(pipeline, Pipeline):
         raise ValueError(f"pipeline must be a stability.pipeline.Pipeline, got {pipeline!r}")
-    if pipeline.schedule == "uniform":
-        return net_pipeline(P, tau=int(pipeline.tau_fwd[0]))
     if pipeline.stages != P:
         raise ValueError(f"stages: the pipeline has {pipeline.stages}, the problem {P}")
-    tau_fwd = np.asarray(pipeline.tau_fwd, dtype=np.int64)
-    return Pipeline(pipeline.schedule, P, pipeline.microbatches, tau_fwd, None)
+    return dataclasses.replace(pipeline, tau_bkwd=None)
 
 
 def net_noise(
@@ -173,11 +172,11 @@ def net_noise(
     the per-sample moments of `stability.noise.persample` (Mulayoff & Michaeli 2023's mixture
     form of E[H_B ⊗ H_B]) and the thresholds of PipeMare Sec. 3.1 at B = n.
     """
-    from stability.checks import check_choice, check_real
+    from stability.checks import check_choice, check_integer, check_real
     from stability.nets.curvature import curvature as top_curvature
     from stability.nets.minibatch_runs import KICK, measure_runs, quadratic_radius, start_weights
     from stability.nets.prediction import net_rules
-    from stability.nets.public import _check_int, _problem, _rule_params
+    from stability.nets.public import _problem, _rule_params
     from stability.noise.minibatch import MAX_STEPS, default_times, predict_at, thresholds
     from stability.trainer.engine import SAMPLING
 
@@ -185,17 +184,15 @@ def net_noise(
     net = _problem(problem, stages)
     check_choice("sampling", sampling, SAMPLING)
     check_choice("curvature", curvature, ("hessian", "ggn"))
-    k = _check_int("k", k, 1)
-    steps = _check_int("steps", steps, 1)
-    if steps > MAX_STEPS:
-        raise ValueError(f"steps must be an integer in [1, {MAX_STEPS}], got {steps}")
-    batch = _check_int("batch", batch, 1)
-    if batch > net.samples:
-        raise ValueError(f"batch must be an integer in [1, {net.samples}], got {batch}")
+    k = check_integer("k", k, low=1)
+    steps = check_integer("steps", steps, low=1, high=MAX_STEPS)
+    batch = check_integer("batch", batch, low=1, high=net.samples)
     check_real("perturbation", perturbation, low=0.0, low_open=True)
-    times = default_times(steps) if at is None else sorted({int(t) for t in at})
-    if times[0] < 0 or times[-1] > steps:
-        raise ValueError(f"at must be steps in [0, {steps}], got {at!r}")
+    times = (
+        default_times(steps)
+        if at is None
+        else sorted({check_integer("at", t, low=0, high=steps) for t in at})
+    )
     pipe = _pipeline(net, pipeline, tau)
     rules = net_rules(rule, _rule_params(rule, params), pipe)
     uniform = len(set(pipe.tau_fwd.tolist())) == 1

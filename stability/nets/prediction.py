@@ -2,12 +2,13 @@ r"""Predicted max stable step size and rate of a network under per-stage delays.
 
 The stages' delays come from a pipeline schedule (`stability.pipeline`: PipeMare Table 1,
 τ_fwd,i = ⌈(2(P−i)+1)/N⌉ for ``pipemare``) or a uniform τ; the simulator runs weight stashing,
-so every stage's backward delay equals its forward delay (`net_pipeline`).  Each stage gets its
-own instance of the registry rule (`stability.coupled.system.stage_rules`: SC_D and LWP_D with
-D = τ_i, Kosson eq. 7, 12), and the coupled system is built on the network's rank-k curvature
-(`stability.nets.lowrank`).  `predict` returns the exact coupled max lr of that system
-(frequency scan, `stability.coupled.scan`, certified on the block state matrix where it is
-small; the block-state-matrix bisection where the scan fails, `coupled_analysis`) beside the
+so every stage's backward delay equals its forward delay (``backward="stashed"`` of
+`stability.pipeline.Pipeline.from_options`, ``DEFAULT_SCHEDULE`` where none is given). Each
+stage gets its own instance of the registry rule (`stability.coupled.system.stage_rules`: SC_D
+and LWP_D with D = τ_i, Kosson eq. 7, 12), and the coupled system is built on the network's
+rank-k curvature (`stability.nets.lowrank`). `predict` returns the exact coupled max lr of that
+system (frequency scan, `stability.coupled.scan`, certified on the block state matrix where it
+is small; the block-state-matrix bisection where the scan fails, `coupled_analysis`) beside the
 scalar bound at (λ_max, τ_max) (`stability.coupled.stage_bounds`), and the change of the max lr
 when the rank is halved (``truncation_change``, a measure of what the truncation leaves out).
 
@@ -36,42 +37,6 @@ from stability.rules.base import Rule
 
 DEFAULT_SCHEDULE = "pipemare"
 _FLAT = 1e-9  # |ω − 1| below this: a flat direction of the rank-k model
-
-
-def net_pipeline(
-    stages: int,
-    *,
-    schedule: str | None = None,
-    microbatches: int | None = None,
-    tau: int | None = None,
-    backward: str = "stashed",
-    tau_bkwd: int | None = None,
-) -> Pipeline:
-    """Per-stage delays: a uniform ``tau`` or a ``schedule`` (default pipemare) over ``stages``
-    stages and ``microbatches``.  ``backward="stashed"``: τ_bkwd,i = τ_fwd,i (weight
-    stashing); ``"current"``: the schedule's own backward delays (PipeMare Table 1: 0 for
-    pipemare and pb), or with a uniform ``tau`` the uniform ``tau_bkwd`` (default 0: the
-    backward pass uses the current weights, PipeMare Sec. 2)."""
-    from stability.agreement.coupled_runs import stage_pipeline
-    from stability.checks import check_choice, check_delay, check_order
-
-    check_choice("backward", backward, ("stashed", "current"))
-    if tau_bkwd is not None and (backward != "current" or tau is None):
-        raise ValueError("tau_bkwd needs --backward current and a uniform --tau")
-    if tau is not None:
-        if schedule not in (None, "uniform"):
-            raise ValueError("give a uniform --tau or a --schedule, not both")
-        tau = check_delay("tau", tau)
-        tf = np.full(stages, tau, dtype=np.int64)
-        tb = None
-        if backward == "current":
-            b = check_delay("tau_bkwd", 0 if tau_bkwd is None else tau_bkwd)
-            check_order("tau_bkwd", b, "tau", tau)
-            tb = np.full(stages, b, dtype=np.int64)
-        return Pipeline("uniform", stages, 1, tf, tb)
-    base = stage_pipeline(schedule or DEFAULT_SCHEDULE, stages, microbatches or 1)
-    tb = base.tau_bkwd if backward == "current" else None
-    return Pipeline(base.schedule, base.stages, base.microbatches, base.tau_fwd, tb)
 
 
 _NOT_PER_STAGE = ("lam", "delta", "phi", "tau", "tau_fwd", "tau_bkwd", "tau_recomp")
@@ -166,7 +131,6 @@ def predicted_log_rate(curv: Curvature, rules: tuple[Rule, ...], lr: float) -> f
 __all__ = [
     "DEFAULT_SCHEDULE",
     "NetPrediction",
-    "net_pipeline",
     "net_rules",
     "predict",
     "predicted_log_rate",

@@ -11,6 +11,9 @@ A *problem file* is a Python file with a function returning a dict::
             "stages": [[...], ...],  # optional: parameter names per stage, in pipeline order
         }
 
+or, instead of ``inputs``/``targets``, ``"data": loader`` — any re-iterable of ``(inputs,
+targets)`` batches, e.g. the ``torch.utils.data.DataLoader`` a training script already has, with
+inputs of any structure (a tensor, a tuple, a dict: `stability.nets.batches`).  The problem is
 given on the command line as ``--problem path/to/file.py:problem``.  `load_problem` imports it
 (the file's folder first on ``sys.path``, so it may import its neighbours) and checks every
 part with a one-line `ValueError` naming what is wrong.
@@ -22,13 +25,22 @@ vector w ∈ ℝ^p lists stage 1's parameters first (in the order the stage name
 ``stages`` the parameters, in the model's order, are cut into P contiguous groups of whole
 tensors of about equal size (`split_stages`).
 
-**Evaluation.**  The model is converted to float64 and put in eval mode (dropout off,
-normalisation with its stored statistics), so the loss is a deterministic function of w:
+**Evaluation.**  The model is put in eval mode (dropout off, normalisation with its stored
+statistics), so the loss is a deterministic function of w:
 
-    f(w) = loss(model(inputs; w), targets),     ∇f(w) and ∇²f(w)·v by ``torch.func``
+    f(w) = Σ_b (n_b/N)·loss(model(x_b; w), y_b),     ∇f(w) and ∇²f(w)·v by ``torch.func``
 
 (`NetProblem.loss`, `NetProblem.gradient`, `NetProblem.hvp`: reverse mode for the gradient,
-forward-over-reverse for Hessian-vector products).  Minibatches select rows of the batch.
+forward-over-reverse for Hessian-vector products, summed over the batches; one batch for
+``inputs``/``targets``).  Minibatches select samples of the data (`stability.nets.batches`).
+Attention runs on PyTorch's math kernel (``sdpa_kernel(SDPBackend.MATH)``): the fused
+scaled-dot-product kernels have no second derivatives.
+
+**Precision and device.**  By default the model's own dtype and device, promoted to the data's
+floating dtype where that is wider (a float32 model given float64 tensors runs in float64, as the
+examples do; half precision runs in float32: Hessian-vector products in 8 mantissa bits are
+noise); ``dtype``/``device`` override both (`problem_from_dict`).  float64 is the choice for
+exact comparisons; docs/your_model.md reports what float32 costs (measured).
 """
 
 from __future__ import annotations
@@ -38,6 +50,7 @@ import hashlib
 import importlib.util
 import math
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -46,7 +59,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.func import functional_call, grad, jvp, vjp
+from torch.func import grad, jvp, vjp
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils._pytree import tree_flatten
+
+from stability.nets.batches import NetData, call_model, floating_dtype
 
 REQUIRED = ("model", "loss", "inputs", "targets")
 FORWARD_OVER_REVERSE = "forward-over-reverse"
@@ -121,18 +138,18 @@ def _check_stages(stages: Any, names: Sequence[str]) -> list[list[str]]:
 
 @dataclass(frozen=True, eq=False)
 class NetProblem:
-    """A model, its loss on a full batch, and the stage layout of its flat parameter vector.
+    """A model, its loss over the data, and the stage layout of its flat parameter vector.
 
+    ``data``: the batches (`stability.nets.batches.NetData`, with the problem's dtype and device);
     ``names``/``shapes``: the trainable parameters in flat order (stage by stage);
-    ``stage_names``: the names per stage; ``w_star``: the model's weights as a flat float64
-    tensor — the point the analysis linearizes at (near a minimum); ``source``: where it came
-    from (``FILE.py:FUNCTION`` or ``""``).
+    ``stage_names``: the names per stage; ``w_star``: the model's weights as a flat tensor
+    (the problem's dtype, on its device) — the point the analysis linearizes at (near a
+    minimum); ``source``: where it came from (``FILE.py:FUNCTION`` or ``""``).
     """
 
     model: torch.nn.Module
     loss_fn: Callable[[Any, Any], Any]
-    inputs: torch.Tensor
-    targets: torch.Tensor
+    data: NetData
     names: tuple[str, ...]
     shapes: tuple[tuple[int, ...], ...]
     stage_names: tuple[tuple[str, ...], ...]
@@ -151,7 +168,24 @@ class NetProblem:
 
     @property
     def samples(self) -> int:
-        return int(self.inputs.shape[0])
+        return self.data.samples
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.w_star.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.w_star.device
+
+    @property
+    def inputs(self) -> Any:
+        """The inputs of the whole data set (batches concatenated: `NetData.concatenated`)."""
+        return self.data.concatenated()[0]
+
+    @property
+    def targets(self) -> Any:
+        return self.data.concatenated()[1]
 
     @cached_property
     def stage_sizes(self) -> tuple[int, ...]:
@@ -173,26 +207,58 @@ class NetProblem:
             for name, part, shape in zip(self.names, parts, self.shapes, strict=True)
         }
 
+    def vector(self, v: Any) -> torch.Tensor:
+        """``v`` (a numpy array or tensor) as a flat tensor of the problem's dtype and device."""
+        return torch.as_tensor(v).to(device=self.device, dtype=self.dtype)
+
     def _batch(self, index: torch.Tensor | None):
-        if index is None:
-            return self.inputs, self.targets
-        return self.inputs[index], self.targets[index]
+        """(inputs, targets): the samples ``index``, or the whole data set."""
+        return self.data.concatenated() if index is None else self.data.rows(index)
+
+    def batch_loss(self, w: torch.Tensor, x: Any, y: Any) -> torch.Tensor:
+        """loss(model(x; w), y) on one batch (attention on the math kernel: module doc)."""
+        with sdpa_kernel(SDPBackend.MATH):
+            return self.loss_fn(call_model(self.model, self.params(w), x), y)
 
     def loss(self, w: torch.Tensor, index: torch.Tensor | None = None) -> torch.Tensor:
-        """f(w): the loss on the full batch, or on the rows ``index`` (a minibatch)."""
-        x, y = self._batch(index)
-        return self.loss_fn(functional_call(self.model, self.params(w), (x,)), y)
+        """f(w): the loss over the data (weighted over its batches), or on the samples
+        ``index`` (a minibatch)."""
+        if index is not None:
+            return self.batch_loss(w, *self.data.rows(index))
+        total = None
+        for x, y, weight in self.data:
+            part = self.batch_loss(w, x, y) * weight
+            total = part if total is None else total + part
+        return total
 
     def gradient(self, w: torch.Tensor, index: torch.Tensor | None = None) -> torch.Tensor:
-        """∇f(w) as a flat vector (reverse mode)."""
-        return grad(self.loss)(w, index)
+        """∇f(w) as a flat vector (reverse mode, one batch at a time)."""
+        if index is not None:
+            return grad(self.batch_loss)(w, *self.data.rows(index))
+        return self._sum(lambda x, y: grad(self.batch_loss)(w, x, y))
 
     def hvp(self, w: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """∇²f(w)·v: forward-over-reverse (the directional derivative of ∇f along v), or
-        reverse-over-reverse where `hvp_mode` says so (module doc)."""
+        reverse-over-reverse where `hvp_mode` says so (module doc); one batch at a time."""
+        return self._sum(lambda x, y: self.batch_hvp(w, v, x, y))
+
+    def batch_hvp(self, w: torch.Tensor, v: torch.Tensor, x: Any, y: Any) -> torch.Tensor:
+        """∇²f_b(w)·v on one batch (`hvp`)."""
+
+        def g(u):
+            return grad(self.batch_loss)(u, x, y)
+
         if self.hvp_mode == FORWARD_OVER_REVERSE:
-            return jvp(grad(self.loss), (w,), (v,))[1]
-        return vjp(grad(self.loss), w)[1](v)[0]
+            return jvp(g, (w,), (v,))[1]
+        return vjp(g, w)[1](v)[0]
+
+    def _sum(self, fn) -> torch.Tensor:
+        total = None
+        for x, y, weight in self.data:
+            part = fn(x, y)
+            part = part if weight == 1.0 else part * weight
+            total = part if total is None else total + part
+        return total
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -204,37 +270,118 @@ class NetProblem:
         }
 
 
-def _as_float64(t: Any, what: str) -> torch.Tensor:
-    if not isinstance(t, torch.Tensor):
-        raise ValueError(f"{what} must be a torch.Tensor, got {type(t).__name__}")
-    if t.ndim == 0 or t.shape[0] == 0:
-        raise ValueError(f"{what} must have a batch dimension with at least one sample")
-    return t.detach().to(torch.float64) if t.is_floating_point() else t.detach()
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def _dtype(dtype: Any) -> torch.dtype | None:
+    if dtype is None or dtype in DTYPES.values():
+        return dtype
+    if isinstance(dtype, str) and dtype in DTYPES:
+        return DTYPES[dtype]
+    raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
+
+
+def _device(device: Any) -> torch.device | None:
+    if device is None or isinstance(device, torch.device):
+        return device
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(
+            f"device must be a torch device such as cpu or cuda:0, got {device!r}"
+        ) from None
+
+
+def _data(found: dict, source: str) -> tuple[Any, bool]:
+    """(batches, full_batch): the problem's data, one pair of tensors or ``data``."""
+    has_tensors = "inputs" in found or "targets" in found
+    if has_tensors and "data" in found:
+        raise ValueError(f"{source} must return either inputs and targets, or data, not both")
+    if "data" in found:
+        if found["data"] is None or isinstance(found["data"], (torch.Tensor, str)):
+            raise ValueError("data must be a re-iterable of (inputs, targets) batches")
+        return found["data"], False
+    if not ("inputs" in found and "targets" in found):
+        raise ValueError(f"{source} must return inputs and targets together")
+    inputs, targets = found["inputs"], found["targets"]
+    if not isinstance(targets, torch.Tensor):
+        raise ValueError(f"targets must be a torch.Tensor, got {type(targets).__name__}")
+    leaves = [t for t in tree_flatten(inputs)[0] if isinstance(t, torch.Tensor)]
+    if not leaves:
+        raise ValueError(
+            f"inputs must be a torch.Tensor (or a tuple or dict of them), got "
+            f"{type(inputs).__name__}"
+        )
+    for t, what in ((leaves[0], "inputs"), (targets, "targets")):
+        if t.ndim == 0 or t.shape[0] == 0:
+            raise ValueError(f"{what} must have a batch dimension with at least one sample")
+    if leaves[0].shape[0] != targets.shape[0]:
+        raise ValueError(
+            f"inputs and targets must have the same number of samples, got "
+            f"{leaves[0].shape[0]} and {targets.shape[0]}"
+        )
+    return [(inputs, targets)], True
+
+
+def _first_batch(batches: Any) -> Any:
+    try:
+        return next(iter(batches))
+    except StopIteration:
+        raise ValueError("data must hold at least one batch") from None
+    except Exception as err:  # noqa: BLE001 - a user's loader: report it on one line
+        raise ValueError(f"data failed to give a batch: {_one_line(err)}") from None
+
+
+def evaluation_dtype(model: torch.nn.Module, first_batch: Any) -> torch.dtype:
+    """The default dtype (module doc): the model's, promoted to the data's floating dtype where
+    that is wider; half precision evaluated in float32."""
+    params = [p for p in model.parameters() if p.is_floating_point()]
+    dtype = params[0].dtype if params else torch.get_default_dtype()
+    found = floating_dtype(first_batch)
+    if found is not None:
+        dtype = torch.promote_types(dtype, found)
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
 def problem_from_dict(
-    found: Any, *, stages: int | None = None, source: str = "problem function"
+    found: Any,
+    *,
+    stages: int | None = None,
+    source: str = "problem function",
+    dtype: Any = None,
+    device: Any = None,
 ) -> NetProblem:
     """Check a problem dict (module doc) and build the `NetProblem`.
 
     ``stages``: the number of stages P when the dict has no ``stages`` (default 1); if it has
-    them, P must agree.
+    them, P must agree.  ``dtype`` (``"float32"``/``"float64"``) and ``device`` override the
+    model's (module doc).
     """
-    if not isinstance(found, dict) or not all(k in found for k in REQUIRED):
+    keys = ("model", "loss")
+    if not isinstance(found, dict) or not all(k in found for k in keys):
         got = sorted(found) if isinstance(found, dict) else type(found).__name__
         raise ValueError(
-            f"{source} must return a dict with keys model, loss, inputs, targets "
-            f"(and optionally stages), got {got}"
+            f"{source} must return a dict with keys model, loss, inputs, targets (or data "
+            f"instead of inputs and targets; optionally stages), got {got}"
         )
-    unknown = sorted(set(found) - {*REQUIRED, "stages"})
+    unknown = sorted(set(found) - {*REQUIRED, "data", "stages"})
     if unknown:
         raise ValueError(f"{source} returned unknown key {unknown[0]!r}")
+    dtype, device = _dtype(dtype), _device(device)
     model = found["model"]
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if not callable(found["loss"]):
         raise ValueError("loss must be a callable (outputs, targets) -> scalar tensor")
-    model = model.double().eval()
+    batches, full_batch = _data(found, source)
+    if dtype is None:
+        dtype = evaluation_dtype(model, batches[0] if full_batch else _first_batch(batches))
+    if device is None:
+        device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    try:
+        model = model.to(device=device, dtype=dtype).eval()
+    except (RuntimeError, AssertionError) as err:
+        raise ValueError(f"device {str(device)!r} is not available: {_one_line(err)}") from None
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     if not named:
         raise ValueError("the model has no trainable parameters")
@@ -253,19 +400,17 @@ def problem_from_dict(
         groups = split_stages(all_names, sizes, 1 if stages is None else stages)
     tensors = dict(named)
     order = [n for g in groups for n in g]
-    w_star = torch.cat([tensors[n].detach().reshape(-1) for n in order]).to(torch.float64)
-    inputs = _as_float64(found["inputs"], "inputs")
-    targets = _as_float64(found["targets"], "targets")
-    if inputs.shape[0] != targets.shape[0]:
-        raise ValueError(
-            f"inputs and targets must have the same number of samples, got "
-            f"{inputs.shape[0]} and {targets.shape[0]}"
-        )
+    w_star = torch.cat([tensors[n].detach().reshape(-1) for n in order])
+    try:
+        data = NetData(batches, dtype=dtype, device=device, full_batch=full_batch)
+    except ValueError:
+        raise
+    except Exception as err:  # noqa: BLE001 - a user's loader: report it on one line
+        raise ValueError(f"data failed to give its batches: {_one_line(err)}") from None
     problem = NetProblem(
         model=model,
         loss_fn=found["loss"],
-        inputs=inputs,
-        targets=targets,
+        data=data,
         names=tuple(order),
         shapes=tuple(tuple(tensors[n].shape) for n in order),
         stage_names=tuple(tuple(g) for g in groups),
@@ -277,15 +422,21 @@ def problem_from_dict(
 
 
 def _with_hvp_mode(problem: NetProblem) -> NetProblem:
-    """Forward-over-reverse HVPs where torch supports them for this model and loss.
+    """Forward-over-reverse HVPs where torch supports them for this model and loss (probed on
+    the first batch).
 
     Some losses have no forward-mode derivative of their backward in torch (2.13:
     ``mse_loss`` raises "ZeroTensors are immutable"); those problems use reverse-over-reverse
     (the gradient of ⟨∇f, v⟩), which gives the same product at about the same cost.
     """
     w = problem.w_star
+    x, y, _ = next(iter(problem.data))
     try:
-        jvp(grad(problem.loss), (w,), (torch.ones_like(w),))
+        with warnings.catch_warnings():
+            # torch's first forward-mode call scripts its jvp decompositions (torch 2.13 warns
+            # that torch.jit.script is deprecated: nothing the user can act on)
+            warnings.filterwarnings("ignore", "`torch.jit.script`", DeprecationWarning)
+            problem.batch_hvp(w, torch.ones_like(w), x, y)
     except RuntimeError:
         return dataclasses.replace(problem, hvp_mode=REVERSE_OVER_REVERSE)
     return problem
@@ -301,14 +452,17 @@ def check_loss(problem: NetProblem) -> float:
         raise ValueError(f"the model or loss failed on the inputs: {_one_line(err)}") from None
     if not isinstance(value, torch.Tensor) or value.numel() != 1:
         raise ValueError("loss must return a scalar tensor (the mean over samples)")
-    f = float(value)
+    f = float(value.detach())
     if not math.isfinite(f):
         raise ValueError(f"the loss at the model's weights is not finite ({f})")
     return f
 
 
-def load_problem(spec: str, *, stages: int | None = None) -> NetProblem:
-    """The problem ``FILE.py:FUNCTION`` (module doc), checked, with ``stages`` as P."""
+def load_problem(
+    spec: str, *, stages: int | None = None, dtype: Any = None, device: Any = None
+) -> NetProblem:
+    """The problem ``FILE.py:FUNCTION`` (module doc), checked, with ``stages`` as P and the
+    ``dtype``/``device`` overrides of `problem_from_dict`."""
     path_text, sep, func = str(spec).rpartition(":")
     if not sep or not path_text or not func:
         raise ValueError(f"problem must be FILE.py:FUNCTION, got {spec!r}")
@@ -337,13 +491,17 @@ def load_problem(spec: str, *, stages: int | None = None) -> NetProblem:
             raise ValueError(f"problem function {func!r} raised {_one_line(err)}") from None
     finally:
         sys.path.remove(folder)
-    return problem_from_dict(found, stages=stages, source=f"{path_text}:{func}")
+    return problem_from_dict(
+        found, stages=stages, source=f"{path_text}:{func}", dtype=dtype, device=device
+    )
 
 
 __all__ = [
+    "DTYPES",
     "MAX_PARAMS",
     "NetProblem",
     "check_loss",
+    "evaluation_dtype",
     "load_problem",
     "problem_from_dict",
     "split_stages",

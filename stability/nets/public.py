@@ -4,22 +4,32 @@ Each takes the problem as ``"FILE.py:FUNCTION"`` (or a `NetProblem`), the rule b
 parameters as keywords named like the CLI flags, and returns a frozen `Result` whose attributes
 are the command's JSON keys.  Delays: a uniform ``tau`` (every stage), or a pipeline
 ``schedule`` over the problem's stages (default ``pipemare``, PipeMare Table 1) with
-``microbatches``, always with weight stashing (`stability.nets.prediction.net_pipeline`).
+``microbatches``, or an explicit profile ``stage_delays``; weight stashing unless
+``backward="current"`` (`stability.pipeline.Pipeline.from_options`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from stability.checks import check_integer
 from stability.nets.bracket import NetProtocol, measure_log_rate, measure_max_lr
 from stability.nets.curvature import curvature
-from stability.nets.prediction import net_pipeline, net_rules, predict, predicted_log_rate
+from stability.nets.minimum import nearness
+from stability.nets.prediction import (
+    DEFAULT_SCHEDULE,
+    net_rules,
+    predict,
+    predicted_log_rate,
+)
 from stability.nets.problem import NetProblem, load_problem
 from stability.nets.simulator import simulate
+from stability.pipeline import Pipeline
 from stability.result import Result, output
 from stability.trainer.measure import log_rate
 
@@ -27,29 +37,26 @@ RATE_FRACTION = 0.5
 """Rates are predicted and measured at this fraction of the predicted max lr."""
 
 
-def _problem(problem: str | NetProblem, stages: int | None) -> NetProblem:
+def _problem(
+    problem: str | NetProblem, stages: int | None, dtype: Any = None, device: Any = None
+) -> NetProblem:
+    """The problem loaded (``dtype``/``device``: `stability.nets.problem.problem_from_dict`'s
+    overrides), or a `NetProblem` as it is (then ``dtype``/``device`` must be its own)."""
     if isinstance(problem, NetProblem):
         if stages is not None and stages != len(problem.stage_sizes):
             raise ValueError(f"stages: the problem has {len(problem.stage_sizes)} stages")
+        if dtype is not None and str(dtype).removeprefix("torch.") != str(problem.dtype)[6:]:
+            raise ValueError("dtype: a NetProblem keeps its dtype; pass dtype when loading it")
+        if device is not None and str(device) != str(problem.device):
+            raise ValueError("device: a NetProblem keeps its device; pass device when loading it")
         return problem
-    return load_problem(problem, stages=stages)
-
-
-def _check_int(name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name} must be an integer ≥ {low}, got {value!r}")
-    return int(value)
+    return load_problem(problem, stages=stages, dtype=dtype, device=device)
 
 
 def _rule_params(rule: str, params: dict[str, Any]) -> dict[str, Any]:
     from stability.rules.registry import get_spec
 
-    names = get_spec(rule).param_names
-    for key in params:
-        if key not in names:
-            raise ValueError(
-                f"rule {rule!r} has no parameter {key!r} (its parameters: {', '.join(names)})"
-            )
+    get_spec(rule).check_names(params)
     return {k: v for k, v in params.items() if v is not None}
 
 
@@ -70,19 +77,68 @@ class NetCurvature(Result):
     hvps: int = output("Hessian-vector products used")
     seconds: float = output("wall time of the eigen-solves", "s")
     method: str = output("how the eigenvalues were computed")
+    gradient_norm: float | None = output(
+        "‖∇f(w)‖ at the weights analysed (full batch; docs/nets.md, not at a minimum)", default=None
+    )
+    gradient_scale: float | None = output(
+        "‖∇f‖/(λ₁·‖w‖): the distance to the local model's minimum (≥ ‖∇f‖/λ₁) as a fraction of "
+        "‖w‖; > 1e-5: not at a minimum (stability.nets.minimum)",
+        default=None,
+    )
+    negative_ratio: float | None = output(
+        "λ_min/λ₁ of the most negative eigenvalue found (0: none); < −1e-4: a saddle",
+        default=None,
+    )
+    preconditioned_eigenvalues: list | None = output(
+        "--precond-from: top-k eigenvalues of P^1/2 ∇²f P^1/2 (descending)", "1/lr", default=None
+    )
+    preconditioned_stage_eigenvalues: list | None = output(
+        "--precond-from: per stage, top eigenvalues of P_i^1/2 H_ii P_i^1/2", "1/lr", default=None
+    )
+    preconditioner: dict | None = output(
+        "--precond-from: source, step t, β2, ε, min/median/max of P", default=None
+    )
 
 
 def net_curvature(
-    problem: str | NetProblem, *, k: int = 10, stages: int | None = None, negative: bool = True
+    problem: str | NetProblem,
+    *,
+    k: int = 10,
+    stages: int | None = None,
+    negative: bool = False,
+    stage_blocks: bool = False,
+    dtype: str | None = None,
+    device: str | None = None,
+    precond_from: str | None = None,
 ) -> NetCurvature:
-    """Top-``k`` eigenvalues of ∇²f at the model's weights, per stage, and negative ones.
+    """Top-``k`` eigenvalues of ∇²f at the model's weights; per stage with ``stage_blocks``,
+    the negative end with ``negative`` (each an extra eigen-solve: off by default).
 
     Lanczos (ARPACK) on Hessian-vector products by forward-over-reverse differentiation
-    (`stability.nets.curvature`); ``negative=False`` skips the search at the bottom.
+    (`stability.nets.curvature`), in the model's dtype on its device unless ``dtype``
+    (``"float32"``/``"float64"``) or ``device`` say otherwise.
+    ``precond_from``: also the top-k of P^{1/2}∇²f P^{1/2} with an Adam/AdamW optimizer's P
+    (`stability.nets.preconditioner`, `stability.nets.preconditioned`; a warm-up source moves
+    the weights first).
     """
-    net = _problem(problem, stages)
-    k = _check_int("k", k, 1)
-    c = curvature(net, k, negative_k=5 if negative else 0)
+    net = _problem(problem, stages, dtype, device)
+    k = check_integer("k", k, low=1)
+    extra: dict[str, Any] = {}
+    if precond_from is not None:
+        from stability.nets.preconditioned import preconditioned_curvature
+        from stability.nets.preconditioner import load_preconditioner
+
+        pre = load_preconditioner(net, precond_from)
+        if pre.weights is not None:
+            net = dataclasses.replace(net, w_star=pre.weights)
+        pc = preconditioned_curvature(net, pre.scale, k)
+        extra = {
+            "preconditioned_eigenvalues": pc.eigenvalues.tolist(),
+            "preconditioned_stage_eigenvalues": [v.tolist() for v in pc.stage_eigenvalues],
+            "preconditioner": pre.describe(),
+        }
+    c = curvature(net, k, negative_k=5 if negative else 0, stage_blocks=bool(stage_blocks))
+    near = nearness(net, c.lam_max, c.negative_eigenvalues if negative else None)
     return NetCurvature(
         eigenvalues=c.eigenvalues.tolist(),
         stage_eigenvalues=[v.tolist() for v in c.stage_eigenvalues],
@@ -92,7 +148,19 @@ def net_curvature(
         hvps=c.hvps,
         seconds=c.seconds,
         method=c.method,
+        **_near_fields(near),
+        **extra,
     )
+
+
+def _near_fields(near) -> dict[str, Any]:
+    """The not-at-a-minimum fields and warning (`stability.nets.minimum`, issue 26 item 3)."""
+    return {
+        "gradient_norm": near.gradient_norm,
+        "gradient_scale": near.gradient_scale,
+        "negative_ratio": near.negative_ratio,
+        "warnings": () if near.warning is None else (near.warning,),
+    }
 
 
 # -- max lr --------------------------------------------------------------------------------------
@@ -126,6 +194,34 @@ class NetMaxLr(Result):
     measured_bracket: list | None = output("simulator: [stable, unstable] lr", "lr")
     measured_rate: float | None = output("simulator: measured ρ at rate_lr (per step)")
     protocol: dict | None = output("the measurement protocol")
+    gradient_norm: float | None = output(
+        "‖∇f(w)‖ at the weights analysed (full batch; docs/nets.md, not at a minimum)", default=None
+    )
+    gradient_scale: float | None = output(
+        "‖∇f‖/(λ₁·‖w‖): the distance to the local model's minimum (≥ ‖∇f‖/λ₁) as a fraction of "
+        "‖w‖; > 1e-5: not at a minimum (stability.nets.minimum)",
+        default=None,
+    )
+    negative_ratio: float | None = output(
+        "λ_min/λ₁ of the most negative eigenvalue found (0: none); < −1e-4: a saddle",
+        default=None,
+    )
+    preconditioned_eigenvalues: list | None = output(
+        "adaptive rules: top eigenvalues of P^1/2 H P^1/2 (= eigenvalues)", "1/lr", default=None
+    )
+    preconditioner: dict | None = output(
+        "adaptive rules: source, step t, β2, ε, min/median/max of P", default=None
+    )
+    measured_bracket_real: list | None = output(
+        "--measure, adaptive rules: [stable, unstable] lr of real Adam from the same weights and "
+        "optimizer state",
+        "lr",
+        default=None,
+    )
+    real_ratio: float | None = output(
+        "midpoint of measured_bracket_real / max_lr (real Adam vs the frozen-P prediction)",
+        default=None,
+    )
 
 
 def net_max_lr(
@@ -134,6 +230,7 @@ def net_max_lr(
     *,
     stages: int | None = None,
     schedule: str | None = None,
+    stage_delays: Any = None,
     microbatches: int | None = None,
     tau: int | None = None,
     backward: str = "stashed",
@@ -142,6 +239,10 @@ def net_max_lr(
     k: int = 20,
     measure: bool = False,
     protocol: NetProtocol | None = None,
+    dtype: str | None = None,
+    device: str | None = None,
+    negative: bool = True,
+    precond_from: str | None = None,
     **params: Any,
 ) -> NetMaxLr:
     """Max stable lr of ``rule`` on a network split into pipeline stages, each with its delay.
@@ -149,27 +250,43 @@ def net_max_lr(
     The exact coupled per-stage analysis (`stability.coupled.scan`; PipeMare eq. 3-5 and
     Kosson eq. 20-23 per stage, coupled through the Hessian) on the rank-``k`` curvature
     (`stability.nets.lowrank`), beside the scalar bound (PipeMare Lemma 1-3 at (λ_max, τ_max));
-    with ``measure`` the simulator's bracket and rates (`stability.nets.bracket`).
+    with ``measure`` the simulator's bracket and rates (`stability.nets.bracket`);
+    ``dtype``/``device``: as in `net_curvature`; ``negative=False`` skips the search for
+    negative eigenvalues (reported, never used by the prediction).
     ``backward="current"`` (no weight stashing): the analysis carries the network's H_b
     (`stability.nets.sensitivity`; PipeMare eq. 5, App. B.4, D.1 in matrix form) and reports
-    the effective Δ₁; no rate is predicted then.
+    the effective Δ₁; no rate is predicted then.  Adaptive rules (adam, pipeoptim with Adam)
+    need ``precond_from`` and are analysed on P^{1/2}HP^{1/2} (`stability.nets.adaptive`);
+    ``measure`` then also brackets real Adam (``measured_bracket_real``).
     """
+    from stability.nets.adaptive import adaptive_setup, measure_real_max_lr
     from stability.nets.sensitivity import effective_delta, predict_inconsistent
 
-    net = _problem(problem, stages)
-    k = _check_int("k", k, 1)
-    pipe = net_pipeline(
-        len(net.stage_sizes),
-        schedule=schedule,
+    net = _problem(problem, stages, dtype, device)
+    k = check_integer("k", k, low=1)
+    params = _rule_params(rule, params)
+    adaptive = adaptive_setup(net, rule, params, precond_from)
+    if adaptive is not None:
+        net, params = adaptive.net, adaptive.params
+    pipe = Pipeline.from_options(
+        schedule,
+        stage_delays=stage_delays,
+        default=DEFAULT_SCHEDULE,
+        stages=len(net.stage_sizes),
         microbatches=microbatches,
         tau=tau,
         backward=backward,
         tau_bkwd=tau_bkwd,
     )
-    rules = net_rules(rule, _rule_params(rule, params), pipe, tau_recomp=tau_recomp)
-    curv = curvature(net, k, stage_k=1)
+    if adaptive is None:
+        rules = net_rules(rule, params, pipe, tau_recomp=tau_recomp)
+        curv = curvature(net, k, stage_blocks=False, negative_k=5 if negative else 0)
+    else:
+        rules = adaptive.rules(rule, pipe, tau_recomp)
+        curv = adaptive.curvature(k, 1)
     stashed = pipe.tau_bkwd is None
-    pred = predict(curv, rules) if stashed else predict_inconsistent(net, curv, rules)
+    scale = None if adaptive is None else adaptive.scale.numpy()
+    pred = predict(curv, rules) if stashed else predict_inconsistent(net, curv, rules, scale)
     a = pred.analysis
     out: dict[str, Any] = {}
     rate_lr = None if not a.max_lr else RATE_FRACTION * a.max_lr
@@ -180,9 +297,15 @@ def net_max_lr(
             raise ValueError("nothing to measure: the prediction has no finite max lr")
         protocol = protocol or NetProtocol()
         v1 = curv.eigenvectors[:, 0]
-        m = measure_max_lr(net, rules, v1, a.max_lr, protocol)
+        sim = rules
+        if adaptive is not None:  # frozen P in weight space, along P^1/2·x̃₁
+            sim, v1 = adaptive.frozen(rules), adaptive.direction(v1)
+            real = measure_real_max_lr(adaptive, rules, v1, a.max_lr, protocol)
+            out["measured_bracket_real"] = [real.stable, real.unstable]
+            out["real_ratio"] = None if real.max_lr is None else real.max_lr / a.max_lr
+        m = measure_max_lr(net, sim, v1, a.max_lr, protocol)
         rate = (
-            float(measure_log_rate(net, rules, v1, [rate_lr], protocol)[0]) if stashed else math.nan
+            float(measure_log_rate(net, sim, v1, [rate_lr], protocol)[0]) if stashed else math.nan
         )
         out.update(
             measured_max_lr=m.max_lr,
@@ -204,9 +327,10 @@ def net_max_lr(
         backward=backward,
         stage_taus=pipe.tau_fwd.tolist(),
         stage_taus_bkwd=pipe.backward_delays.tolist(),
-        delta=None if stashed else float(effective_delta(net, curv, 1)[0]),
+        delta=None if stashed else float(effective_delta(net, curv, 1, scale)[0]),
         stage_sizes=list(net.stage_sizes),
         method=f"{a.method}, on the rank-{pred.rank} curvature (Lanczos)"
+        + ("" if adaptive is None else " of P^1/2 H P^1/2, the rule at P = 1 (docs/adam.md)")
         + ("" if stashed else " with the projected H_b (Galerkin on the stage bases)"),
         rate_lr=rate_lr,
         predicted_rate=out.get("predicted_rate"),
@@ -214,6 +338,11 @@ def net_max_lr(
         measured_bracket=out.get("measured_bracket"),
         measured_rate=out.get("measured_rate"),
         protocol=out.get("protocol"),
+        **_near_fields(nearness(net, curv.lam_max, curv.negative_eigenvalues)),
+        preconditioned_eigenvalues=None if adaptive is None else curv.eigenvalues.tolist(),
+        preconditioner=None if adaptive is None else adaptive.describe(),
+        measured_bracket_real=out.get("measured_bracket_real"),
+        real_ratio=out.get("real_ratio"),
     )
 
 
@@ -245,6 +374,14 @@ class NetTrain(Result):
     reached: bool | None = output("some λ₁ sample came within 10 % of predicted_edge (≥ 0.9×)")
     edge_ratio: float | None = output("plateau / predicted_edge")
     protocol: dict = output("how the run was made and judged")
+    update: str = output("analysed (the rule as analysed) or real (real Adam/AdamW)", default="")
+    sharpness_kind: str | None = output(
+        "hessian: λ₁(∇²f); preconditioned: λ₁(P_t ∇²f) with the run's current P_t", default=None
+    )
+    preconditioner: dict | None = output(
+        "adaptive rules with --precond-from: source, step t, β2, ε, min/median/max of P",
+        default=None,
+    )
 
 
 def net_train(
@@ -255,6 +392,7 @@ def net_train(
     steps: int,
     stages: int | None = None,
     schedule: str | None = None,
+    stage_delays: Any = None,
     microbatches: int | None = None,
     tau: int | None = None,
     backward: str = "stashed",
@@ -266,6 +404,10 @@ def net_train(
     divergence: float = 1e6,
     curve_points: int = 200,
     sharpness_every: int | None = None,
+    dtype: str | None = None,
+    device: str | None = None,
+    precond_from: str | None = None,
+    update: str = "analysed",
     **params: Any,
 ) -> NetTrain:
     """Train the network from its weights with ``rule`` under per-stage delays (the simulator,
@@ -276,41 +418,64 @@ def net_train(
     τ_bkwd from the schedule or the uniform ``tau_bkwd`` (default 0), ``tau_recomp`` for rule
     ``recompute``.  ``sharpness_every`` K: λ₁ every K steps and the edge of stability reading
     (`stability.nets.sharpness`: λ_edge = max_lr(rule, delays; λ = 1)/lr, Cohen et al. 2021
-    at τ = 0).  ``batch`` B: minibatches drawn by ``sampling`` — ``"reshuffle"`` (epochs) or
-    ``"iid"`` (B distinct indices per step, what `st.net_noise` predicts).
+    at τ = 0).  ``dtype``/``device``: as in `net_curvature`.  Adaptive rules
+    (`stability.nets.adaptive`): ``update="analysed"`` runs the frozen-P rule with the P of
+    ``precond_from``, ``"real"`` real Adam/AdamW (continuing that optimizer state, or from a
+    fresh one); the sharpness is then λ₁(P_t∇²f), P_t the run's current preconditioner
+    (`stability.nets.adam_edge`).  ``batch`` B: minibatches drawn by ``sampling`` —
+    ``"reshuffle"`` (epochs) or ``"iid"`` (B distinct indices per step, what `st.net_noise`
+    predicts).
     """
     from stability.checks import check_choice, check_real
+    from stability.nets.adaptive import adaptive_setup
     from stability.nets.sharpness import SharpnessTracker, coupled_edge, edge_summary
 
-    net = _problem(problem, stages)
+    net = _problem(problem, stages, dtype, device)
     check_real("lr", lr, low=0.0, low_open=True)
-    steps = _check_int("steps", steps, 1)
-    seed = _check_int("seed", seed, 0)
-    curve_points = _check_int("curve_points", curve_points, 2)
+    steps = check_integer("steps", steps, low=1)
+    seed = check_integer("seed", seed, low=0)
+    curve_points = check_integer("curve_points", curve_points, low=2)
     check_real("divergence", divergence, low=1.0, low_open=True)
     if sharpness_every is not None:
-        sharpness_every = _check_int("sharpness_every", sharpness_every, 1)
+        sharpness_every = check_integer("sharpness_every", sharpness_every, low=1)
     check_choice("sampling", sampling, ("reshuffle", "iid"))
     if batch is not None:
-        batch = _check_int("batch", batch, 1)
+        batch = check_integer("batch", batch, low=1)
         if batch > net.samples:
             raise ValueError(f"batch must be an integer in [1, {net.samples}], got {batch}")
-    pipe = net_pipeline(
-        len(net.stage_sizes),
-        schedule=schedule,
+    pipe = Pipeline.from_options(
+        schedule,
+        stage_delays=stage_delays,
+        default=DEFAULT_SCHEDULE,
+        stages=len(net.stage_sizes),
         microbatches=microbatches,
         tau=tau,
         backward=backward,
         tau_bkwd=tau_bkwd,
     )
-    rules = net_rules(rule, _rule_params(rule, params), pipe, tau_recomp=tau_recomp)
+    values = _rule_params(rule, params)
+    adaptive = adaptive_setup(net, rule, values, precond_from, update=update, command="train")
+    if adaptive is not None:
+        net, values = adaptive.net, adaptive.params
+    if adaptive is None:
+        rules = net_rules(rule, values, pipe, tau_recomp=tau_recomp)
+    else:
+        rules = adaptive.rules(rule, pipe, tau_recomp)
     every = max(1, steps // (curve_points - 1))
-    tracker = None if sharpness_every is None else SharpnessTracker(net, sharpness_every)
+    sim = rules if adaptive is None else adaptive.stage_rules(rules)
+    tracker = None
+    if sharpness_every is not None:
+        if adaptive is None:
+            tracker = SharpnessTracker(net, sharpness_every)
+        else:
+            from stability.nets.adam_edge import PreconditionedTracker
+
+            tracker = PreconditionedTracker.of(adaptive, sim, sharpness_every)
     if tracker is not None:
         tracker.start(net.w_star)
     res = simulate(
         net,
-        rules,
+        sim,
         [float(lr)],
         steps=steps,
         batch=batch,
@@ -330,6 +495,8 @@ def net_train(
     edge = None
     if tracker is not None:
         v1 = tracker.vector
+        if v1 is None:  # no sample (a fresh Adam stopped before step K): the uniform direction
+            v1 = np.full(net.dim, net.dim**-0.5)
         reading = edge_summary(
             tracker.samples, coupled_edge(rules, v1, net.stage_sizes, float(lr)), steps, diverged
         )
@@ -356,11 +523,19 @@ def net_train(
         "weights": weights,
         "rate": "slope of log ‖w_t − w_(t−1)‖ over the last half of the run (full batch)",
     }
+    if adaptive is not None:
+        protocol.update(adaptive.protocol())
     if tracker is not None:
         protocol["sharpness"] = (
             f"λ₁ by Lanczos (ARPACK, tol 1e-4, warm-started) every {sharpness_every} steps; "
             "plateau: median over the last quarter of the steps; reached: some λ₁ ≥ 0.9 × "
             "predicted_edge; predicted_edge from the last eigenvector's stage shares"
+            + (
+                ""
+                if adaptive is None
+                else "; λ₁(P_t ∇²f) with the run's current P_t (real) or the frozen P (analysed), "
+                "predicted_edge at P = 1"
+            )
         )
         protocol["hvps"] = tracker.hvps
     return NetTrain(
@@ -381,6 +556,11 @@ def net_train(
         reached=None if edge is None else edge["reached"],
         edge_ratio=None if edge is None else edge["edge_ratio"],
         protocol=protocol,
+        update=update,
+        sharpness_kind=None
+        if tracker is None
+        else ("hessian" if adaptive is None else "preconditioned"),
+        preconditioner=None if adaptive is None else adaptive.describe(),
     )
 
 

@@ -61,15 +61,24 @@ def discrepancy_jacobian(
     cols = []
     for v in np.asarray(vectors, dtype=float).T:
         scale = float(np.linalg.norm(v)) or 1.0
-        step = torch.from_numpy(v / scale) * FD_STEP
-        cols.append((g(w + step) - g(w - step)).detach().numpy() * (scale / (2 * FD_STEP)))
+        step = problem.vector(v / scale) * FD_STEP
+        diff = (g(w + step) - g(w - step)).detach().to(device="cpu", dtype=torch.float64)
+        cols.append(diff.numpy() * (scale / (2 * FD_STEP)))
     return np.stack(cols, axis=1)
 
 
-def effective_delta(problem: NetProblem, curv: Curvature, count: int = 1) -> np.ndarray:
-    """Δ_v = −vᵀH_b v along the top ``count`` eigenvectors of ∇²f (module doc)."""
-    V = curv.eigenvectors[:, :count]
+def effective_delta(
+    problem: NetProblem, curv: Curvature, count: int = 1, scale: np.ndarray | None = None
+) -> np.ndarray:
+    """Δ_v = −vᵀH_b v along the top ``count`` eigenvectors of ∇²f (module doc); ``scale`` s:
+    of the whitened s·H_b·s along those of s∇²f s (`stability.nets.preconditioned`)."""
+    V = _scaled(curv.eigenvectors[:, :count], scale)
     return -np.einsum("pi,pi->i", V, discrepancy_jacobian(problem, problem.w_star, V))
+
+
+def _scaled(vectors: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
+    """s ⊙ columns: Qᵀ(s H_b s)Q = (sQ)ᵀH_b(sQ), s = P^{1/2} diagonal (None: s = 1)."""
+    return vectors if scale is None else np.asarray(scale, float)[:, None] * vectors
 
 
 def stage_basis(curv: Curvature, rank: int | None = None) -> tuple[np.ndarray, tuple[int, ...]]:
@@ -92,10 +101,15 @@ def stage_basis(curv: Curvature, rank: int | None = None) -> tuple[np.ndarray, t
 
 
 def projected_hessians(
-    problem: NetProblem, curv: Curvature, rank: int | None = None, recompute: bool = False
+    problem: NetProblem,
+    curv: Curvature,
+    rank: int | None = None,
+    recompute: bool = False,
+    scale: np.ndarray | None = None,
 ) -> tuple[dict[str, np.ndarray], tuple[int, ...]]:
     """{"forward": QᵀH_kQ − QᵀH_bQ, "backward": QᵀH_bQ} and the stage sizes r_i (module doc);
-    with ``recompute`` also "recompute": QᵀH_rQ (subtracted from the forward one too)."""
+    with ``recompute`` also "recompute": QᵀH_rQ (subtracted from the forward one too).
+    ``scale`` s = P^{1/2}: ``curv`` is that of s∇²f s and H_b, H_r are whitened as s·H_b·s."""
     from stability.nets.lowrank import stage_factors
 
     k = len(curv.eigenvalues) if rank is None else int(rank)
@@ -106,19 +120,23 @@ def projected_hessians(
     roles = ("backward", "recompute") if recompute else ("backward",)
     out = {}
     for role in roles:
-        out[role] = Q.T @ discrepancy_jacobian(problem, problem.w_star, Q, role)
+        SQ = _scaled(Q, scale)
+        out[role] = SQ.T @ discrepancy_jacobian(problem, problem.w_star, SQ, role)
     return {"forward": H - sum(out.values()), **out}, sizes
 
 
-def predict_inconsistent(problem: NetProblem, curv: Curvature, rules) -> NetPrediction:
+def predict_inconsistent(
+    problem: NetProblem, curv: Curvature, rules, scale: np.ndarray | None = None
+) -> NetPrediction:
     """The coupled analysis of stage ``rules`` with inconsistent weights on the network's
-    top-k curvature and its projected H_b (and H_r where a rule recomputes; module doc)."""
+    top-k curvature and its projected H_b (and H_r where a rule recomputes; module doc);
+    ``scale``: whitened by a diagonal preconditioner (`projected_hessians`)."""
     from stability.coupled.system import CoupledSystem
     from stability.nets.prediction import coupled_analysis
     from stability.nets.simulator import consistent
 
     recompute = not all(consistent(r, "recompute") for r in rules)
-    hessians, sizes = projected_hessians(problem, curv, recompute=recompute)
+    hessians, sizes = projected_hessians(problem, curv, recompute=recompute, scale=scale)
     system = CoupledSystem(tuple(rules), sizes, hessians)
     return NetPrediction(coupled_analysis(system), system, len(curv.eigenvalues), None)
 

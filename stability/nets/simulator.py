@@ -69,7 +69,7 @@ class _Ring:
         self.depth, self.head, self.t = depth, 0, 0
         self.buffers = {}
         for var in variables:
-            buf = torch.zeros((depth, R, p), dtype=torch.float64)
+            buf = torch.zeros((depth, R, p), dtype=w0.dtype, device=w0.device)
             if var == "w":
                 buf[:] = w0
             self.buffers[var] = buf
@@ -240,21 +240,21 @@ def simulate(
             f"the ring buffer would hold {depth * R * p * len(variables)} floats (depth {depth}, "
             f"{R} runs, {p} parameters); at most {MAX_BUFFER}"
         )
-    w_ref = problem.w_star.detach() if w_ref is None else w_ref.detach()
-    start = problem.w_star.detach() if w0 is None else w0.detach()
-    ring = _Ring(variables, depth, torch.broadcast_to(start, (R, p)).to(torch.float64))
+    w_ref = problem.vector(problem.w_star if w_ref is None else w_ref.detach())
+    start = problem.vector(problem.w_star if w0 is None else w0.detach())
+    ring = _Ring(variables, depth, torch.broadcast_to(start, (R, p)).clone())
     blocks = problem.blocks
     taps = [StageTaps(ring, b) for b in blocks]
-    lr_t = torch.tensor(lr, dtype=torch.float64)[:, None]
+    lr_t = torch.tensor(lr, dtype=problem.dtype, device=problem.device)[:, None]
     g_ref = problem.gradient(w_ref).detach() if tilt else None
     stream = None if batch is None else BatchStream(problem.samples, batch, seed, sampling)
 
     def loss_of(w: torch.Tensor) -> np.ndarray:
         with torch.no_grad():
-            return np.array([float(problem.loss(w[r])) for r in range(w.shape[0])])
+            return _host(torch.stack([problem.loss(w[r]) for r in range(w.shape[0])]))
 
     def distance(w: torch.Tensor) -> np.ndarray:
-        return torch.linalg.vector_norm(w - w_ref, dim=1).numpy()
+        return _host(torch.linalg.vector_norm(w - w_ref, dim=1))
 
     w_start = ring.buffers["w"][ring.head]
     reference = loss_of(w_start) if criterion == "loss" else distance(w_start)
@@ -262,9 +262,14 @@ def simulate(
     curve = np.full((R, curve_steps.size), np.nan)
     if record_every:
         curve[:, 0] = reference if criterion == "loss" else loss_of(w_start)
-    energies = {name: np.full((R, steps), np.nan) for name in track}
+    # per-step energies stay on the device (no host round trip per step); read at the end
+    energy_t = {
+        name: torch.full((R, steps), math.nan, dtype=problem.dtype, device=problem.device)
+        for name in track
+    }
     diverged_step = np.full(R, -1)
     active = np.arange(R)
+    active_t = torch.arange(R, device=problem.device)
     indices = None
 
     for t in range(steps):
@@ -290,9 +295,9 @@ def simulate(
         if observe is not None:
             observe(done, w)
         if "increment" in track:
-            energies["increment"][active, t] = ((w - w_prev) ** 2).sum(dim=1).numpy()
+            energy_t["increment"][active_t, t] = ((w - w_prev) ** 2).sum(dim=1)
         if "error" in track:
-            energies["error"][active, t] = ((w - w_ref) ** 2).sum(dim=1).numpy()
+            energy_t["error"][active_t, t] = ((w - w_ref) ** 2).sum(dim=1)
         recording = bool(record_every) and done % record_every == 0
         if done % check_every == 0 or recording or done == steps:
             value = loss_of(w) if criterion == "loss" or recording else None
@@ -307,14 +312,16 @@ def simulate(
                 active = active[keep]
                 if active.size == 0:
                     break
-                keep_t = torch.from_numpy(keep)
+                keep_t = torch.from_numpy(keep).to(problem.device)
                 ring.take(keep_t)
                 lr_t = lr_t[keep_t]
+                active_t = active_t[keep_t]
     final_loss = np.full(R, np.nan)
     final_weights = np.full((R, p), np.nan)
     if active.size:
         final_loss[active] = loss_of(ring.buffers["w"][ring.head])
-        final_weights[active] = ring.buffers["w"][ring.head].numpy()
+        final_weights[active] = _host(ring.buffers["w"][ring.head])
+    energies = {name: _host(e) for name, e in energy_t.items()}
     return SimResult(
         lr, steps, diverged_step, final_loss, final_weights, curve_steps, curve, energies
     )
@@ -323,10 +330,15 @@ def simulate(
 def _assemble(problem: NetProblem, blocks, passes: Sequence[Passes], role: str) -> torch.Tensor:
     """The (R, p) vectors of one pass role, each stage's block from its own `Passes`."""
     first = passes[0].forward
-    u = torch.empty((first.shape[0], problem.dim), dtype=torch.float64)
+    u = torch.empty((first.shape[0], problem.dim), dtype=problem.dtype, device=problem.device)
     for block, ps in zip(blocks, passes, strict=True):
         u[:, block] = getattr(ps, role)
     return u
+
+
+def _host(t: torch.Tensor) -> np.ndarray:
+    """A tensor as a float64 numpy array on the host."""
+    return t.detach().to(device="cpu", dtype=torch.float64).numpy()
 
 
 def _batched(problem: NetProblem, fn, *args: torch.Tensor) -> torch.Tensor:

@@ -30,8 +30,9 @@ from typing import Any
 import numpy as np
 
 from stability.api.resolve import resolve
-from stability.checks import check_choice, check_real
+from stability.checks import check_choice, check_integer, check_real, finite_or_none
 from stability.limits import NOISE_MAX_STATE
+from stability.pipeline import Pipeline, worst_delay
 from stability.result import Result, output
 
 MAX_PARAMETERS = 32
@@ -54,7 +55,10 @@ def default_times(steps: int) -> list[int]:
 
 @dataclass(frozen=True)
 class Noise(Result):
-    """Minibatch least squares: thresholds, expected loss and floor (module doc)."""
+    """Minibatch least squares with B rows drawn iid per step: the full-batch, exact
+    mean-square (second-moment map, ρ(𝒯) = 1) and almost-sure (top Lyapunov exponent = 0) max
+    stable lr, the expected excess loss E f − f* over time from the exact second-moment
+    recursion, its floor and rate; with ``measure``, the trainer's independent runs."""
 
     rule: str = output("the rule's registry name")
     batch: int = output("minibatch size B")
@@ -97,7 +101,7 @@ def _problem(data: Any, standardize: str, bias: bool, samples: int | None):
 
 
 @dataclass(frozen=True)
-class Setup:
+class RuleOnData:
     """A rule on a problem: the state builder, the trainer's rule, the full-batch threshold."""
 
     name: str
@@ -108,8 +112,8 @@ class Setup:
     stages: list | None
 
 
-def setup(rule: Any, problem, schedule: str | None, stages, microbatches, params) -> Setup:
-    """Resolve the rule (uniform, or per stage of ``schedule``) on ``problem``."""
+def setup(rule: Any, problem, pipe: Pipeline | None, params) -> RuleOnData:
+    """Resolve the rule (uniform, or per stage of the pipeline ``pipe``) on ``problem``."""
     from stability.noise.state import state_space, uniform_state
     from stability.noise.threshold import uniform_full_batch
 
@@ -117,29 +121,23 @@ def setup(rule: Any, problem, schedule: str | None, stages, microbatches, params
         if params.get(key) is not None:
             raise ValueError(f"{key} belongs to the scalar model; here H comes from the data")
     d = problem.dim
-    if schedule is None:
-        for name, value in (("stages", stages), ("microbatches", microbatches)):
-            if value is not None:
-                raise ValueError(f"{name} needs a schedule (the pipeline it describes)")
+    if pipe is None:
         r = resolve(rule, **params)
         built = r.rule
         fb = uniform_full_batch(built, problem.hessian_eigenvalues())
-        return Setup(r.name, problem, lambda lr: uniform_state(built, lr, d), built, fb, None)
-    from stability.agreement.comparison import linreg_setup
-    from stability.agreement.coupled_runs import problem_system, stage_pipeline
+        return RuleOnData(r.name, problem, lambda lr: uniform_state(built, lr, d), built, fb, None)
+    from stability.agreement.coupled_runs import problem_system
     from stability.coupled.scan import scan_max_lr
+    from stability.trainer.linearize import linreg_linearization
     from stability.trainer.schedules import pipeline_rule
 
     if not isinstance(rule, str):
         raise ValueError("a schedule needs the rule by name")
-    if stages is None:
-        raise ValueError("stages must be given with a schedule (the number of pipeline stages)")
-    pipe = stage_pipeline(schedule, int(stages), int(microbatches or 1))
-    built = problem_system(linreg_setup(problem), pipe, rule, params)
+    built = problem_system(linreg_linearization(problem), pipe, rule, params)
     system = built.system
     trainer = pipeline_rule(rule, params, pipe, system.stage_sizes)
     fb = scan_max_lr(system).max_lr
-    return Setup(
+    return RuleOnData(
         rule,
         problem,
         lambda lr: state_space(system.rules, lr, system.stage_sizes),
@@ -162,6 +160,7 @@ def noise(
     at: Any = None,
     sampling: str = "iid",
     schedule: str | None = None,
+    stage_delays: Any = None,
     stages: int | None = None,
     microbatches: int | None = None,
     measure: bool = False,
@@ -174,12 +173,14 @@ def noise(
     pair_steps: int = 5000,
     **params: Any,
 ) -> Noise:
-    """Exact minibatch predictions (and with ``measure`` the trainer's runs), module doc.
+    """Exact minibatch predictions (`Noise`; docs/noise.md), and with ``measure`` the
+    trainer's runs.
 
     ``rule``: a registry name (or rule value) with its ``params`` as for `stability.max_lr`;
     ``data``: a CSV/svmlight path, ``None`` (cpusmall), a `Dataset` or a `LinearRegression`;
     ``at``: the steps of ``expected_loss`` (default: the 1-2-5 sequence up to ``steps``);
-    ``schedule``/``stages``/``microbatches``: per-stage delays (`stability.pipeline`);
+    ``schedule``/``stage_delays``/``stages``/``microbatches``: per-stage delays
+    (`stability.pipeline.Pipeline.from_options`; ``uniform`` at PipeMare's largest delay);
     ``window``: [start, end) of the measured floor (default: the second half of ``steps``).
 
     Implements the exact second-moment recursion of `stability.noise.second_moment`, the
@@ -191,16 +192,25 @@ def noise(
 
     check_choice("sampling", sampling, SAMPLING)
     lr = check_real("lr", lr, low=0.0, low_open=True)
-    steps = _integer("steps", steps, 1, MAX_STEPS)
+    steps = check_integer("steps", steps, low=1, high=MAX_STEPS)
     problem = _problem(data, standardize, bias, samples)
     n, d = problem.samples, problem.dim
-    batch = _integer("batch", batch, 1, n)
+    batch = check_integer("batch", batch, low=1, high=n)
     if d > MAX_PARAMETERS:
         raise ValueError(f"the data have {d} parameters; at most {MAX_PARAMETERS} are supported")
     times = (
-        default_times(steps) if at is None else sorted({_integer("at", t, 0, steps) for t in at})
+        default_times(steps)
+        if at is None
+        else sorted({check_integer("at", t, low=0, high=steps) for t in at})
     )
-    ctx = setup(rule, problem, schedule, stages, microbatches, params)
+    pipe = Pipeline.from_options(
+        schedule,
+        stage_delays=stage_delays,
+        tau=None if stage_delays is not None else worst_delay(schedule, stages, microbatches),
+        stages=stages,
+        microbatches=microbatches,
+    )
+    ctx = setup(rule, problem, pipe, params)
     state = ctx.builder(lr)
     if d * state.size > MAX_STATE:
         raise ValueError(
@@ -284,11 +294,11 @@ def predict_at(state, moments, e0: np.ndarray, times) -> dict[str, Any]:
     if np.isfinite(rho2) and rho2 < 1:
         rate = max(rho2, rho_mean) if coupled else rho2
     return {
-        "expected_loss": [[int(t), _finite(v)] for t, v in zip(times, curve, strict=True)],
+        "expected_loss": [[int(t), finite_or_none(v)] for t, v in zip(times, curve, strict=True)],
         "floor": None if fixed is None else fixed.floor,
         "rate": rate,
         "half_life": None if rate is None or rate == 0 else float(np.log(2) / -np.log(rate)),
-        "ms_radius": _finite(rho2),
+        "ms_radius": finite_or_none(rho2),
         "mean_radius": rho_mean,
     }
 
@@ -296,7 +306,7 @@ def predict_at(state, moments, e0: np.ndarray, times) -> dict[str, Any]:
 def _measure(ctx, lr, batch, times, runs, sampling, window, steps, seed, as_lr) -> dict:
     from stability.noise.runs import measure_almost_sure, measure_loss
 
-    runs = _integer("runs", runs, 2, 1 << 20)
+    runs = check_integer("runs", runs, low=2, high=1 << 20)
     window = (steps // 2, steps) if window is None else tuple(int(w) for w in window)
     if not 0 <= window[0] < window[1]:
         raise ValueError(f"window must be [start, end) with 0 ≤ start < end, got {window}")
@@ -314,9 +324,10 @@ def _measure(ctx, lr, batch, times, runs, sampling, window, steps, seed, as_lr) 
     out = {
         "runs": runs,
         "expected_loss": [
-            [int(t), _finite(a), _finite(b)] for t, a, b in zip(times, m.mean, m.se, strict=True)
+            [int(t), finite_or_none(a), finite_or_none(b)]
+            for t, a, b in zip(times, m.mean, m.se, strict=True)
         ],
-        "floor": [_finite(m.window_mean), _finite(m.window_se)],
+        "floor": [finite_or_none(m.window_mean), finite_or_none(m.window_se)],
         "floor_window": list(window),
         "blowup_fraction": m.blowups / runs,
         "blowup_criterion": "loss > 1e6 × initial loss within the run (the trainer's test)",
@@ -327,16 +338,6 @@ def _measure(ctx, lr, batch, times, runs, sampling, window, steps, seed, as_lr) 
         )
         out["as_bracket"] = [a.stable, a.unstable]
     return out
-
-
-def _integer(name: str, value: Any, low: int, high: int) -> int:
-    if isinstance(value, bool) or int(value) != value or not low <= int(value) <= high:
-        raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
-    return int(value)
-
-
-def _finite(x: Any) -> float | None:
-    return float(x) if x is not None and np.isfinite(x) else None
 
 
 __all__ = [

@@ -62,7 +62,7 @@ def rule_slots(rules: Sequence[Rule]) -> tuple[Slot, ...]:
     for rule in rules:
         if getattr(rule, "period", 1) != 1:
             raise ValueError(
-                "the minibatch analysis needs a time-invariant rule (this one is periodic)"
+                "rule: the minibatch analysis needs a time-invariant rule (this one is periodic)"
             )
         for var in rule.variables:
             depth.setdefault(var, 1)

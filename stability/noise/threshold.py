@@ -1,7 +1,7 @@
 r"""Thresholds on the step size: full batch (deterministic) and mean square.
 
 * **full batch**: the first lr at which a root of the full-batch dynamics reaches the unit
-  circle — per eigenvalue λ_k of H for uniform delays (`stability.agreement.predict`, the
+  circle — per eigenvalue λ_k of H for uniform delays (`stability.analysis.modes`, the
   scalar analysis of PipeMare Sec. 3.1 / Kosson eq. 19 on each mode), the coupled per-stage
   analysis for a schedule (`stability.coupled.scan.scan_max_lr`).
 * **mean square** (`ms_max_lr`): the first lr < full batch at which ρ(𝒢₁∘N) reaches 1
@@ -64,7 +64,7 @@ def ms_max_lr(
 
 def uniform_full_batch(rule, eigenvalues) -> float | None:
     """First lr with a root on the unit circle over the modes λ_k > 0 of H (uniform delays)."""
-    from stability.agreement.predict import modes_from_hessian, predicted_max_lr
+    from stability.analysis.modes import modes_from_hessian, predicted_max_lr
 
     return predicted_max_lr(rule, modes_from_hessian(np.diag(np.asarray(eigenvalues))))
 

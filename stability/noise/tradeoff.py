@@ -30,7 +30,9 @@ MOMENTA = (0.0, 0.5, 0.9, 0.99)
 
 @dataclass(frozen=True)
 class Tradeoff(Result):
-    """Pareto fronts of (half-life, floor) per rule (module doc)."""
+    """Pareto fronts of (half-life, floor) per rule: each rule scanned over its step size,
+    momentum and LWP horizon, a point on the front if no other point of the rule is both faster
+    and lower; with a target excess loss, the steps each rule needs and the fastest rule."""
 
     batch: int = output("minibatch size B")
     tau: int = output("delay τ", "steps")
@@ -67,7 +69,7 @@ def _scan(name, tau, problem, moments, noise_map, fractions, momenta):
         for h in grid_h:
             params = {"tau": tau} | ({} if m is None else {"momentum": m})
             params |= {} if h is None else {"horizon": h}
-            ctx = setup(name, problem, None, None, None, params)
+            ctx = setup(name, problem, None, params)
             if ctx.full_batch is None:
                 continue
             ms = ms_max_lr(ctx.builder, moments, ctx.full_batch)
@@ -96,16 +98,16 @@ def tradeoff(
     target: float | None = None,
     out: Any = None,
 ) -> Tradeoff:
-    """Speed-versus-floor fronts (module doc).  Exact mean-square rate and floor of
+    """Speed-versus-floor fronts (`Tradeoff`; docs/noise.md).  Exact mean-square rate and floor of
     `stability.noise.second_moment` (E[H_B ⊗ H_B] = H ⊗ H + p(E[xxᵀ ⊗ xxᵀ] − H ⊗ H))."""
-    from stability.checks import check_delay, check_real
+    from stability.checks import check_delay, check_integer, check_real
     from stability.noise.gramian import NoiseMap
-    from stability.noise.minibatch import _integer, _problem
+    from stability.noise.minibatch import _problem
     from stability.noise.moments import SampleMoments
 
     tau = int(check_delay("tau", tau))
     problem = _problem(data, standardize, bias, samples)
-    batch = _integer("batch", batch, 1, problem.samples)
+    batch = check_integer("batch", batch, low=1, high=problem.samples)
     rules = [rules] if isinstance(rules, str) else list(rules)
     if not rules:
         raise ValueError("rules must name at least one rule")

@@ -1,7 +1,21 @@
-"""Update rules: immutable values with a pure step, one family per module, and a registry."""
+"""Update rules: immutable values with a pure step, one family per module, and a registry.
 
-from stability.rules.base import History, Passes, step
-from stability.rules.delayed_momentum import DelayedMomentum
-from stability.rules.registry import RULES, build_rule, get_spec
+The names below are imported on first use (`stability.lazy`), so importing the package (which
+`import stability` does) costs nothing.
+"""
 
-__all__ = ["RULES", "DelayedMomentum", "History", "Passes", "build_rule", "get_spec", "step"]
+from stability.lazy import lazy_names as _lazy_names
+
+_HOMES = {
+    "History": "stability.rules.base",
+    "Passes": "stability.rules.base",
+    "step": "stability.rules.base",
+    "DelayedMomentum": "stability.rules.delayed_momentum",
+    "RULES": "stability.rules.registry",
+    "build_rule": "stability.rules.registry",
+    "get_spec": "stability.rules.registry",
+}
+
+__getattr__, __dir__ = _lazy_names(__name__, _HOMES)
+
+__all__ = sorted(_HOMES)

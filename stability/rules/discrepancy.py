@@ -55,9 +55,12 @@ def _t2_gamma(tau_fwd, tau_bkwd, decay, gamma, *, default_optimal: bool):
         raise ValueError("give decay or gamma, not both (gamma = decay^(1/(tau_fwd - tau_bkwd)))")
     if gamma is None and decay is None and not default_optimal:
         return None
-    if np.any(np.asarray(tau_fwd) <= np.asarray(tau_bkwd)):  # per-stage delay arrays too
+    tf, tb = np.broadcast_arrays(np.asarray(tau_fwd), np.asarray(tau_bkwd))
+    bad = np.flatnonzero(tf <= tb)  # per-stage delay arrays too: name the first offender
+    if bad.size:
+        i = bad[0]
         raise ValueError(
-            f"T2 needs tau_fwd > tau_bkwd (got tau_fwd={tau_fwd}, tau_bkwd={tau_bkwd})"
+            f"T2 needs tau_fwd > tau_bkwd (got tau_fwd={tf.flat[i]}, tau_bkwd={tb.flat[i]})"
         )
     if gamma is not None:
         return gamma

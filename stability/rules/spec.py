@@ -1,8 +1,8 @@
 """Registry records: a rule's user-facing parameters, its builder and the papers' closed forms.
 
-A `RuleSpec` turns named parameters (CLI flags or keywords, DESIGN.md names) into a rule value
-and the quadratic model it is analysed on, validating every parameter with a one-line
-`ValueError` that names it and its allowed range.
+A `RuleSpec` turns named parameters (CLI flags or keywords, the names of docs/conventions.md)
+into a rule value and the quadratic model it is analysed on, validating every parameter with a
+one-line `ValueError` that names it and its allowed range.
 """
 
 from __future__ import annotations
@@ -112,15 +112,20 @@ class RuleSpec:
         """The parameter carrying the rule's main delay: ``tau``, ``tau_fwd`` or None."""
         return next((p for p in ("tau", "tau_fwd") if p in self.param_names), None)
 
-    def resolve(self, **values: Any) -> dict[str, Any]:
-        """Validated parameters with defaults filled in; unknown names raise `ValueError`."""
-        known = {p.name: p for p in self.params}
-        for name in values:
+    def check_names(self, names: Any) -> None:
+        """Refuse (`ValueError`, one line) a parameter name the rule does not take: the one
+        wording every command uses for it."""
+        known = self.param_names
+        for name in names:
             if name not in known:
                 raise ValueError(
                     f"rule {self.name!r} has no parameter {name!r} "
                     f"(its parameters: {', '.join(known)})"
                 )
+
+    def resolve(self, **values: Any) -> dict[str, Any]:
+        """Validated parameters with defaults filled in; unknown names raise `ValueError`."""
+        self.check_names(values)
         return {
             p.name: p.check(values[p.name] if values.get(p.name) is not None else p.default)
             for p in self.params

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from stability.checks import Interrupted
+from stability.extras import require
 from stability.result import Result, output
 from stability.sweep.catalog import get_command
 from stability.sweep.outcome import error_line
@@ -111,11 +112,13 @@ def run_sweep(
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> SweepSummary:
-    """Run (or resume) ``spec`` into the directory ``out`` (module doc).
+    """Run (or resume) ``spec`` into the directory ``out``: every chunk of the grid on a Dask
+    cluster, each stored as it finishes (docs/sweep.md); the summary of this run.
 
     ``workers``: local worker processes (default: the CPUs this process may use); not with
     ``scheduler``.  ``progress(done, total)`` is called with the chunks finished so far.
     """
+    require("sweep")  # before ``out`` and its lock are created
     if scheduler is not None and workers is not None:
         raise ValueError("--workers applies to the local cluster; not with --scheduler")
     if workers is not None and not 1 <= workers <= MAX_WORKERS:
@@ -132,6 +135,8 @@ def _run(spec, store, scheduler, workers, report) -> SweepSummary:
     skipped = sum(m.status == "done" for m in finished.values())
     todo = [k for k in range(spec.chunks) if k not in finished or finished[k].status != "done"]
     run = uuid.uuid4().hex[:12]
+    begun = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    store.record_run({"run": run, "started": begun, "finished": False})  # counts if killed
     report(skipped, spec.chunks)
     computed = failed_chunks = n_workers = 0
     address, compute_seconds = "", 0.0
@@ -156,7 +161,8 @@ def _run(spec, store, scheduler, workers, report) -> SweepSummary:
     store.record_run(
         {
             "run": run,
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(time.time() - seconds)),
+            "started": begun,
+            "finished": True,
             "seconds": round(seconds, 3),
             "compute_seconds": round(compute_seconds, 3),
             "chunks_computed": computed,

@@ -5,7 +5,7 @@ fixed keyword parameters and the grid axes, named like the command's Python keyw
 flags in snake case)::
 
     command = "max-lr"
-    rule = "lwp"                       # or a grid axis: rule = ["sgd", "momentum"]
+    rule = "lwp"                       # or a grid axis: [grid] rule = ["sgd", "momentum"]
     [fixed]
     lam = 1.0
     [grid]                             # one dimension of the result per axis, in this order
@@ -59,7 +59,7 @@ class SpecError(ValueError):
 
 
 @dataclass(frozen=True)
-class Axis:
+class GridAxis:
     """One grid axis: a keyword name and its values (Python scalars, distinct)."""
 
     name: str
@@ -68,13 +68,15 @@ class Axis:
 
 @dataclass(frozen=True)
 class SweepSpec:
-    """A parsed spec (module doc).  ``text``: the TOML it was read from (not part of its
+    """A parsed sweep spec (format: docs/sweep.md): the command, its rule (or a ``rule``
+    axis), the fixed parameters, the grid axes and the chunk size.  ``text``: the TOML it was
+    read from (not part of its
     identity: two specs are the same sweep when `identity` is)."""
 
     command: str
     rule: str | None
     fixed: dict[str, Any]
-    axes: tuple[Axis, ...]
+    axes: tuple[GridAxis, ...]
     chunk: int = DEFAULT_CHUNK
     text: str = field(default="", compare=False)
 
@@ -146,7 +148,7 @@ class SweepSpec:
     def from_identity(cls, identity: dict[str, Any], text: str = "") -> SweepSpec:
         """The spec whose `identity` is ``identity`` (as stored with a sweep's results)."""
         fixed = {k: tuple(v) if isinstance(v, list) else v for k, v in identity["fixed"].items()}
-        axes = tuple(Axis(name, tuple(values)) for name, values in identity["grid"])
+        axes = tuple(GridAxis(name, tuple(values)) for name, values in identity["grid"])
         return cls(identity["command"], identity["rule"], fixed, axes, identity["chunk"], text)
 
     def difference(self, other: dict[str, Any]) -> str | None:
@@ -165,7 +167,8 @@ class SweepSpec:
 
 
 def read_spec(path: str | Path) -> SweepSpec:
-    """Parse the TOML spec at ``path`` (module doc); `SpecError` names what is wrong."""
+    """Parse the TOML spec at ``path`` (format: docs/sweep.md); `SpecError` names what is
+    wrong in one line."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -228,7 +231,7 @@ def parse_spec(text: str, *, source: str = "spec") -> SweepSpec:
         values = tuple(_coerce(v, kind, f"axis {key!r}", fail) for v in _axis_values(key, value))
         if len(set(values)) != len(values):
             raise fail(f"axis {key!r} repeats a value (coordinates must be distinct)")
-        axes.append(Axis(key, values))
+        axes.append(GridAxis(key, values))
     unknown = [k for k in sweep_raw if k != "chunk"]
     if unknown:
         raise fail(f"unknown key {unknown[0]!r} in [sweep] (it has chunk)")
@@ -257,6 +260,8 @@ def _rules(raw: dict, grid: dict, fail) -> tuple[str, ...]:
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise fail("axis 'rule' must be a list of rule names")
     elif "rule" in raw:
+        if isinstance(raw["rule"], list):
+            raise fail("a list of rules is a grid axis: put rule = [...] under [grid]")
         if not isinstance(raw["rule"], str):
             raise fail(f"rule must be a rule name, got {_type_name(raw['rule'])}")
         names = [raw["rule"]]

@@ -29,7 +29,6 @@ import os
 import shutil
 import time
 from dataclasses import dataclass
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +59,11 @@ def variables(spec: SweepSpec) -> tuple[tuple[str, str], ...]:
 
 
 def package_version() -> str:
-    return version("stability")
+    """The package's version (`stability.version`: the distribution is named ``delay-stability``,
+    whatever the environment's metadata say)."""
+    from stability.version import __version__
+
+    return __version__
 
 
 @dataclass(frozen=True)
@@ -189,11 +192,13 @@ class SweepStore:
         write_json(self.markers / f"{marker.chunk:07d}.json", marker.__dict__)
 
     def record_run(self, run: dict[str, Any]) -> None:
-        """Append one run's timings to the store's ``runs`` attribute."""
+        """Record one run in the store's ``runs`` attribute: appended when the run starts (so a
+        run that is killed still counts), its entry (same ``run`` id) replaced by its timings
+        when it ends."""
         import zarr
 
         group = zarr.open_group(self.data, mode="r+", zarr_format=3)
-        runs = json.loads(group.attrs.get("runs", "[]"))
+        runs = [r for r in json.loads(group.attrs.get("runs", "[]")) if r["run"] != run["run"]]
         group.attrs["runs"] = json.dumps([*runs, run])
 
 
@@ -246,7 +251,7 @@ class SweepStatus(Result):
     points_failed: int = output("points of finished chunks recorded with an error")
     complete: bool = output("every chunk finished")
     compute_seconds: float = output("worker time of the finished chunks", "s")
-    runs: int = output("runs so far (the first and every resume)")
+    runs: int = output("runs so far: the first and every resume, killed ones included")
     stability_version: str = output("package version that created the sweep")
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from stability.checks import finite_or_none
 from stability.result import Result, output
 from stability.sweep.outcome import error_line
 
@@ -154,9 +155,9 @@ def _train(key, batch) -> list[TrainRun]:
         TrainRun(
             diverged=bool(res.diverged[r]),
             diverged_step=int(res.diverged_step[r]) if res.diverged[r] else None,
-            diverged_loss=_finite(res.diverged_loss[r]),
-            initial_loss=_finite(res.initial_loss[r]),
-            final_loss=_finite(res.final_loss[r]),
+            diverged_loss=finite_or_none(res.diverged_loss[r]),
+            initial_loss=finite_or_none(res.initial_loss[r]),
+            final_loss=finite_or_none(res.final_loss[r]),
         )
         for r in range(len(batch))
     ]
@@ -166,26 +167,10 @@ def _train(key, batch) -> list[TrainRun]:
 def _problem(items: tuple[tuple[str, Any], ...]):
     """The problem of ``stability train``'s problem flags (its defaults), built once per
     process."""
-    from stability.trainer.problems import ProblemOptions, build_problem
+    from stability.api.setup import problem_options
+    from stability.trainer.problems import build_problem
 
     given = dict(items)
-    kind = given.get("problem", "linreg")
-    mlp = kind == "mlp"
-    options = ProblemOptions(
-        problem=kind,
-        data=given.get("data"),
-        standardize=given.get("standardize") or ("all" if mlp else "features"),
-        bias=given.get("bias", False),
-        samples=given.get("samples"),
-        max_samples=128 if mlp else None,
-        hidden=tuple(given.get("hidden", (4, 4))),
-        activation=given.get("activation", "tanh"),
-        task=given.get("task", "regression"),
-        weight_decay=given.get("l2", 0.1),
-    )
-    return build_problem(options)[0]
-
-
-def _finite(x) -> float | None:
-    x = float(x)
-    return x if np.isfinite(x) else None
+    if "hidden" in given:
+        given["hidden"] = tuple(given["hidden"])
+    return build_problem(problem_options(**given))[0]

@@ -276,9 +276,12 @@ def resolve_data_path(path: str | Path | None) -> Path:
 
 
 def preprocess(
-    X: np.ndarray, y: np.ndarray, standardize: str
+    X: np.ndarray, y: np.ndarray, standardize: str, source: str = "the data"
 ) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
-    """Apply ``standardize`` (module doc); returns ``(X, y, dropped_columns)``."""
+    """Apply ``standardize`` (module doc); returns ``(X, y, dropped_columns)``.
+
+    ``source``: how the refusals name the data (they start with ``data:``, which the CLI
+    writes as ``--data``)."""
     check_choice("standardize", standardize, STANDARDIZE)
     if standardize == "none":
         return X, y, ()
@@ -287,13 +290,19 @@ def preprocess(
     constant = std <= 1e-12 * np.maximum(scale, 1e-300)
     keep = ~constant
     if not np.any(keep):
-        raise ValueError("every feature column is constant: nothing to standardize")
+        raise ValueError(
+            f"data: every feature column of {source} is constant over its {X.shape[0]} "
+            "samples: nothing to learn from (give data whose features vary)"
+        )
     Xs = (X[:, keep] - X[:, keep].mean(axis=0)) / std[keep]
     ys = y - y.mean()
     if standardize == "all":
         sy = y.std()
         if sy == 0:
-            raise ValueError("the target is constant: cannot scale it to unit variance")
+            raise ValueError(
+                f"data: the target of {source} is constant: cannot scale it to unit variance "
+                "(standardize 'all')"
+            )
         ys = ys / sy
     return Xs, ys, tuple(int(j) for j in np.flatnonzero(constant))
 
@@ -315,7 +324,7 @@ def load_regression(
     path = resolve_data_path(path)
     fmt = detect_format(path) if fmt is None else check_choice("fmt", fmt, FORMATS)
     X, y = READERS[fmt](path)
-    X, y, dropped = preprocess(X, y, standardize)
+    X, y, dropped = preprocess(X, y, standardize, str(path))
     if bias:
         X = np.hstack([X, np.ones((X.shape[0], 1))])
     return Dataset(

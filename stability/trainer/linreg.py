@@ -4,7 +4,7 @@ r"""Least-squares linear regression: loss, gradient oracle, exact Hessian, minim
 
 The Hessian is constant, so the delayed dynamics of any rule with scalar hyperparameters split
 into independent modes along H's eigenvectors, one per eigenvalue λ_k, each the scalar model of
-PipeMare Sec. 3.1 / Kosson eq. 19: the predictions of `stability.agreement.predict` are exact here.
+PipeMare Sec. 3.1 / Kosson eq. 19: the predictions of `stability.analysis.modes` are exact here.
 
 Minibatch gradients shared by all runs (one batch stream) use the batch moments
 H_B = X_Bᵀ X_B / B and b_B = X_Bᵀ y_B / B, computed for a chunk of steps at once:

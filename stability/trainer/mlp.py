@@ -21,7 +21,7 @@ The loss is the batch mean plus ``weight_decay``/2·‖w‖² (whose gradient is
 which gives classification a finite minimizer.  Everything is batched over R runs: weights
 (R, p), activations (R, B, width).
 
-Linearization (`stability.agreement.predict`): near a minimizer w*, ∇f(u_f, u_b, u_r) ≈
+Linearization (`stability.analysis.modes`): near a minimizer w*, ∇f(u_f, u_b, u_r) ≈
 H_f (u_f − w*) + H_b (u_b − w*) + H_r (u_r − w*) with H_f + H_b + H_r = H, the Hessian;
 `MLP.pass_jacobians` computes the three by central differences.
 """

@@ -31,17 +31,10 @@ from typing import Any
 import numpy as np
 
 from stability.pipeline import Pipeline, per_parameter, t1_factor
-from stability.rules.base import Rule, with_backward_delay
+from stability.rules.base import Rule
 from stability.rules.registry import delay_parameter, get_spec
+from stability.rules.staged import DELAY_NAMES, rule_values, staged_rule
 from stability.trainer.engine import Phase
-
-DELAY_NAMES = ("tau", "tau_fwd", "tau_bkwd", "tau_recomp")
-
-
-def rule_values(name: str, values: dict[str, Any]) -> dict[str, Any]:
-    """The entries of ``values`` that rule ``name`` takes (CLI flags apply where they fit)."""
-    names = get_spec(name).param_names
-    return {k: v for k, v in values.items() if k in names and v is not None}
 
 
 def uniform_rule(name: str, values: dict[str, Any], tau: Any) -> Rule:
@@ -52,37 +45,18 @@ def uniform_rule(name: str, values: dict[str, Any], tau: Any) -> Rule:
     return rule
 
 
-def _staged(name: str, values: dict[str, Any], tau_f: Any, tau_b: Any, consistent: bool):
-    """Rule ``name`` with forward delays ``tau_f`` and backward delays ``tau_b`` (integers or
-    per-parameter arrays); single-delay rules get ``tau_bkwd`` only if not ``consistent``."""
-    params = rule_values(name, values)
-    if "tau_recomp" in get_spec(name).param_names:
-        raise ValueError(
-            "recompute delays are not derived from pipeline schedules (they depend on the "
-            "segmenting, PipeMare App. A.3): use a uniform delay"
-        )
-    key = delay_parameter(name)
-    params[key] = tau_f
-    if key == "tau_fwd":
-        params["tau_bkwd"] = tau_b
-    rule, _ = get_spec(name).build(**params)
-    if key == "tau" and not consistent:
-        rule = with_backward_delay(rule, name, tau_b)
-    return rule
-
-
 def pipeline_rule(name: str, values: dict[str, Any], pipe: Pipeline, stage_sizes) -> Rule:
     """Rule ``name`` with the per-stage delays of ``pipe`` over the parameter blocks."""
     tau_f = per_parameter(pipe.tau_fwd, stage_sizes)
-    tau_b = per_parameter(pipe.backward_delays, stage_sizes)
-    return _staged(name, values, tau_f, tau_b, pipe.consistent)
+    tau_b = None if pipe.consistent else per_parameter(pipe.backward_delays, stage_sizes)
+    return staged_rule(name, values, tau_f, tau_b)
 
 
 def stage_rule(name: str, values: dict[str, Any], pipe: Pipeline, stage: int) -> Rule:
     """The scalar-delay rule of stage ``stage`` (0-based) of ``pipe``, as `pipeline_rule`
     builds it there: the rule the scalar theory can analyse."""
     tau_f, tau_b = int(pipe.tau_fwd[stage]), int(pipe.backward_delays[stage])
-    return _staged(name, values, tau_f, tau_b, tau_f == tau_b)
+    return staged_rule(name, values, tau_f, None if tau_f == tau_b else tau_b)
 
 
 def synchronous_rule(name: str, values: dict[str, Any], rule: Rule) -> Rule:

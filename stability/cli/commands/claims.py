@@ -51,6 +51,6 @@ def report(result) -> str:
         lines.append(f"       verdict: {c['summary']}")
         for key, number in c["numbers"].items():
             lines.append(f"       {key}: {value(number, 6)}")
-    verdict = "every claim holds" if result.all_hold else "not every claim holds"
+    verdict = "every paper claim holds" if result.all_hold else "not every paper claim holds"
     lines.append(f"{len(result.claims)} claims checked{' (quick grids)' * result.quick}: {verdict}")
     return "\n".join(lines)

@@ -43,7 +43,7 @@ def register(sub) -> None:
     )
     add_rule_arguments(p, rule="--rule", exclude=("stages", "microbatches"))
     add_problem_arguments(p)
-    add_pipeline_arguments(p, schedule_default="pipemare")
+    add_pipeline_arguments(p, schedule_default="pipemare", stage_delays=False)
     g = p.add_argument_group("coupled model")
     g.add_argument(
         "--taus",

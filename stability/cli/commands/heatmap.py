@@ -37,10 +37,16 @@ def register(sub) -> None:
     p.add_argument("--lr", type=float_arg("--lr"), help="step size, when no axis is lr")
     p.add_argument("--metric", choices=METRICS, default="radius", help="colour of the PNG")
     p.add_argument(
-        "--out", type=output_file_arg("--out"), metavar="F.png", help="write the figure here"
+        "--out",
+        type=output_file_arg("--out"),
+        metavar="F.png",
+        help="write the figure here (missing directories are created)",
     )
     p.add_argument(
-        "--csv", type=output_file_arg("--csv"), metavar="F.csv", help="write the grid here"
+        "--csv",
+        type=output_file_arg("--csv"),
+        metavar="F.csv",
+        help="write the grid here (missing directories are created)",
     )
     p.add_argument(
         "--bounds", action="store_true", help="overlay PipeMare Lemma 1/3 bounds (sgd, momentum)"
@@ -83,6 +89,14 @@ def report(result) -> str:
         f"{number(result.radius_min, 6)} to {number(result.radius_max, 6)}; "
         f"{result.refined_points} points refined in mpmath",
     ]
+    if result.best is None:
+        lines.append("best point: none (no stable point on the grid)")
+    else:
+        where = ", ".join(f"{k} {number(v, 6)}" for k, v in list(result.best.items())[:2])
+        lines.append(
+            f"best point (smallest ρ): {where}: ρ {number(result.best['radius'], 6)}, "
+            f"half-life {number(result.best['half_life'], 6)} steps"
+        )
     for path in (result.png, result.csv):
         if path:
             lines.append(f"wrote {path}")

@@ -1,8 +1,9 @@
 """``stability net curvature|max-lr|train --problem FILE.py:FUNC ...``: a user's PyTorch model
 (`stability.nets.public`: ``st.net_curvature``, ``st.net_max_lr``, ``st.net_train``).
 
-* ``curvature [--k K] [--stages P]``: ``eigenvalues`` (descending), ``stage_eigenvalues``,
-  ``negative_eigenvalues``, ``stage_sizes``, ``n_params``, ``hvps``, ``seconds``, ``method``;
+* ``curvature [--k K] [--stages P] [--stage-blocks] [--negative]``: ``eigenvalues``
+  (descending), ``stage_eigenvalues`` (with ``--stage-blocks``), ``negative_eigenvalues`` (with
+  ``--negative``), ``stage_sizes``, ``n_params``, ``hvps``, ``seconds``, ``method``;
 * ``max-lr --rule R [rule flags] [--stages P --schedule S --microbatches N | --tau T]
   [--k K] [--measure]``: the coupled per-stage ``max_lr`` on the network's curvature,
   ``scalar_bound``, ``eigenvalues``, ``stage_taus``, ``stage_sizes``, ``method``, the rates at
@@ -15,8 +16,14 @@
   ``--tau-recomp`` for rule recompute); with ``--sharpness-every K`` the edge of stability:
   ``sharpness``, ``predicted_edge``, ``plateau``, ``reached``, ``edge_ratio``.
 
-Needs PyTorch (``pip install stability[torch]``); without it each subcommand says so on one line
-and exits with code 2.  See docs/nets.md.
+Adam/AdamW (``--rule adam``, ``pipeoptim --optimizer adam|adamw``): ``--precond-from
+STATE|warmup:N:LR`` gives the optimizer's preconditioner P (``curvature``: also
+``preconditioned_eigenvalues``; ``max-lr``: the prediction on P^1/2 H P^1/2, with ``--measure``
+also ``measured_bracket_real``), ``train --update real`` runs real Adam (docs/adam.md).
+
+Every subcommand takes ``--dtype float32|float64`` and ``--device DEVICE`` (default: the
+model's own).  Needs PyTorch (``pip install -e '.[torch]'`` in the checkout); without it each
+subcommand says so on one line and exits with code 2.  See docs/nets.md.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from stability.cli.args import (
     add_command,
     add_output_arguments,
     add_rule_arguments,
+    add_stage_delays_argument,
     examples_epilog,
     float_arg,
     int_arg,
@@ -50,7 +58,6 @@ SUBCOMMAND_EXAMPLES = {
 }
 MAX_STEPS = 1_000_000
 """Largest number of simulator steps accepted on the command line."""
-SCHEDULES = ("pipemare", "pipedream", "gpipe", "pb", "uniform")
 NOT_RULE_FLAGS = ("tau", "stages", "microbatches", "lam")
 """Rule parameters the network sets itself: the delays come from the pipeline flags, the
 curvature from the model (so ``--lam`` is not a flag here)."""
@@ -71,10 +78,23 @@ def _common(p: argparse.ArgumentParser) -> None:
         default=None,
         help="pipeline stages P (default: the problem's, else 1)",
     )
+    p.add_argument(
+        "--dtype",
+        choices=("float32", "float64"),
+        default=None,
+        help="evaluate in this precision (default: the model's, promoted to the data's)",
+    )
+    p.add_argument(
+        "--device",
+        default=None,
+        metavar="DEVICE",
+        help="evaluate on this torch device, e.g. cpu or cuda:0 (default: the model's)",
+    )
 
 
 def _rule(p: argparse.ArgumentParser, *, backward: bool = True) -> None:
     from stability.checks import MAX_DELAY
+    from stability.pipeline import SCHEDULES
 
     add_rule_arguments(p, rule="--rule", exclude=NOT_RULE_FLAGS)
     g = p.add_argument_group("per-stage delays (weight stashing)")
@@ -85,7 +105,13 @@ def _rule(p: argparse.ArgumentParser, *, backward: bool = True) -> None:
         help="per-stage delays of this schedule over --stages P, --microbatches N (default "
         "pipemare); or a uniform --tau",
     )
-    g.add_argument("--microbatches", type=int_arg("--microbatches", 1, MAX_DELAY), default=None)
+    add_stage_delays_argument(g)
+    g.add_argument(
+        "--microbatches",
+        type=int_arg("--microbatches", 1, MAX_DELAY),
+        default=None,
+        help="microbatches N of the schedule (default 1)",
+    )
     g.add_argument(
         "--tau", type=int_arg("--tau", 0, MAX_DELAY), default=None, help="uniform delay τ"
     )
@@ -97,6 +123,17 @@ def _rule(p: argparse.ArgumentParser, *, backward: bool = True) -> None:
         default="stashed",
         help="stashed: each stage's backward pass uses its forward weights (default); current: "
         "no stashing, input-gradients with the current (backward) weights",
+    )
+
+
+def _precond_from(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--precond-from",
+        default=None,
+        metavar="STATE|warmup:N:LR",
+        help="Adam/AdamW's preconditioner P = 1/(√v̂ + ε): a torch.save(opt.state_dict()) file "
+        "of torch.optim.Adam/AdamW over model.parameters(), or warmup:N:LR (N full-batch AdamW "
+        "steps at LR first; the weights are then those after it); see docs/adam.md",
     )
 
 
@@ -129,6 +166,17 @@ def register(sub) -> None:
     c = _subcommand(net, "curvature", "top Hessian eigenvalues, overall and per stage")
     _common(c)
     c.add_argument("--k", type=int_arg("--k", 1, 1000), default=10, help="eigenvalues")
+    c.add_argument(
+        "--stage-blocks",
+        action="store_true",
+        help="also the top eigenvalues of each stage's diagonal block (one eigen-solve a stage)",
+    )
+    c.add_argument(
+        "--negative",
+        action="store_true",
+        help="also search the bottom of the spectrum for negative eigenvalues (saddles)",
+    )
+    _precond_from(c)
     add_output_arguments(c)
     c.set_defaults(run=run_curvature, report=report_curvature)
 
@@ -143,6 +191,7 @@ def register(sub) -> None:
         default=None,
         help="steps per simulator run (default 2000)",
     )
+    _precond_from(m)
     add_output_arguments(m)
     m.set_defaults(run=run_max_lr, report=report_max_lr)
 
@@ -150,17 +199,43 @@ def register(sub) -> None:
     _common(t)
     _rule(t)
     t.add_argument("--lr", type=float_arg("--lr"), required=True, help="step size > 0")
-    t.add_argument("--steps", type=int_arg("--steps", 1, MAX_STEPS), required=True)
-    t.add_argument("--batch", type=int_arg("--batch", 1), default=None, help="minibatch size")
+    t.add_argument(
+        "--steps", type=int_arg("--steps", 1, MAX_STEPS), required=True, help="simulator steps"
+    )
+    t.add_argument(
+        "--batch",
+        type=int_arg("--batch", 1),
+        default=None,
+        help="minibatch size (default: full batch)",
+    )
     t.add_argument("--seed", type=int_arg("--seed"), default=0, help="minibatch stream seed")
-    t.add_argument("--divergence", type=float_arg("--divergence"), default=1e6)
-    t.add_argument("--curve-points", type=int_arg("--curve-points", 2, 100_000), default=200)
+    t.add_argument(
+        "--divergence",
+        type=float_arg("--divergence"),
+        default=1e6,
+        help="a run diverged once its loss is non-finite or exceeds this × its initial loss",
+    )
+    t.add_argument(
+        "--curve-points",
+        type=int_arg("--curve-points", 2, 100_000),
+        default=200,
+        help="points of the reported loss curve (subsampled)",
+    )
     t.add_argument(
         "--sharpness-every",
         type=int_arg("--sharpness-every", 1, MAX_STEPS),
         default=None,
         metavar="K",
         help="record the top Hessian eigenvalue every K steps and read the edge of stability",
+    )
+    _precond_from(t)
+    t.add_argument(
+        "--update",
+        choices=("analysed", "real"),
+        default="analysed",
+        help="adam, pipeoptim adam|adamw: the frozen-P rule as analysed (needs --precond-from; "
+        "default) or real Adam/AdamW as torch.optim.AdamW steps (from the --precond-from state, "
+        "else a fresh one)",
     )
     t.add_argument(
         "--sampling",
@@ -186,6 +261,7 @@ def _delays(args) -> dict:
     return {
         "stages": args.stages,
         "schedule": args.schedule,
+        "stage_delays": args.stage_delays,
         "microbatches": args.microbatches,
         "tau": args.tau,
     }
@@ -204,8 +280,20 @@ def _split(args) -> tuple[dict, dict]:
     return values, backward
 
 
+def _precision(args) -> dict:
+    return {"dtype": args.dtype, "device": args.device}
+
+
 def run_curvature(args):
-    return _public().net_curvature(args.problem, k=args.k, stages=args.stages)
+    return _public().net_curvature(
+        args.problem,
+        k=args.k,
+        stages=args.stages,
+        stage_blocks=args.stage_blocks,
+        negative=args.negative,
+        precond_from=args.precond_from,
+        **_precision(args),
+    )
 
 
 def run_max_lr(args):
@@ -222,8 +310,10 @@ def run_max_lr(args):
         k=args.k,
         measure=args.measure,
         protocol=protocol,
+        precond_from=args.precond_from,
         **backward,
         **_delays(args),
+        **_precision(args),
         **values,
     )
 
@@ -241,16 +331,26 @@ def run_train(args):
         divergence=args.divergence,
         curve_points=args.curve_points,
         sharpness_every=args.sharpness_every,
+        precond_from=args.precond_from,
+        update=args.update,
         **backward,
         **_delays(args),
+        **_precision(args),
         **values,
     )
 
 
 def report_curvature(result) -> str:
-    from stability.cli.report import lines
+    """Every key; the stage eigenvalues one line per stage."""
+    from stability.cli.report import aligned, rows, value
 
-    return "\n".join(lines(result))
+    keys = [k for k in result.to_json() if k not in ("schema_version", "stage_eigenvalues")]
+    pairs = rows(result, keys)
+    pairs[1:1] = [
+        (f"stage {i} eigenvalues", f"{value(v)} 1/lr")
+        for i, v in enumerate(result.stage_eigenvalues, start=1)
+    ]
+    return "\n".join(aligned(pairs))
 
 
 def report_max_lr(result) -> str:
@@ -261,6 +361,8 @@ def report_max_lr(result) -> str:
             "rate_lr", "predicted_rate"]  # fmt: skip
     if result.measured_bracket is not None:
         keys += ["measured_max_lr", "measured_bracket", "measured_rate"]
+    if result.preconditioner is not None:  # adaptive rules (docs/adam.md)
+        keys += ["preconditioner", "measured_bracket_real", "real_ratio"]
     return "\n".join(lines(result, keys))
 
 
@@ -269,9 +371,16 @@ def report_train(result) -> str:
 
     keys = ["rule", "diverged", "diverged_step", "final_loss", "measured_rate", "schedule",
             "backward", "stage_taus", "stage_taus_bkwd", "stage_sizes"]  # fmt: skip
+    if result.update == "real" or result.preconditioner is not None:
+        keys += ["update", "preconditioner"]
     if result.sharpness:
-        keys += ["predicted_edge", "plateau", "reached", "edge_ratio"]
+        keys += ["sharpness_kind", "predicted_edge", "plateau", "reached", "edge_ratio"]
     out = lines(result, keys)
+    if result.sharpness:  # [[step, λ₁], ...]
+        (s0, l0), (s1, l1) = result.sharpness[0], result.sharpness[-1]
+        top = max((v for _, v in result.sharpness if v is not None), default=None)
+        out.append(f"sharpness λ₁ {number(l0, 6)} at step {s0} → {number(l1, 6)} at step {s1} "
+                   f"(max {number(top, 6)}, {len(result.sharpness)} points)")  # fmt: skip
     if result.loss_curve:
         (first_step, first), (last_step, last) = result.loss_curve[0], result.loss_curve[-1]
         out.append(f"loss {number(first, 6)} at step {first_step} → {number(last, 6)} at step "
@@ -330,21 +439,24 @@ def run_noise(args):
     _public()
     from stability.nets.noise_public import net_noise
     from stability.nets.problem import load_problem
-    from stability.pipeline import pipeline
+    from stability.pipeline import Pipeline
 
     net = load_problem(args.problem, stages=args.stages)
-    pipe = None
-    if args.schedule not in (None, "uniform") or args.microbatches is not None:
-        if args.tau is not None:
-            raise ValueError("give a uniform --tau or a --schedule, not both")
-        pipe = pipeline(args.schedule or "pipemare", len(net.stage_sizes), args.microbatches or 1)
+    profile = args.schedule or args.stage_delays is not None or args.tau is not None
+    pipe = Pipeline.from_options(
+        args.schedule,
+        stage_delays=args.stage_delays,
+        tau=args.tau,
+        stages=len(net.stage_sizes) if profile else None,
+        microbatches=args.microbatches,
+        backward="stashed",
+    )
     return net_noise(
         net,
         args.rule,
         batch=args.batch,
         lr=args.lr,
         pipeline=pipe,
-        tau=args.tau,
         k=args.k,
         curvature=args.curvature,
         steps=args.steps,

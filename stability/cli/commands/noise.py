@@ -30,13 +30,28 @@ def add_data_arguments(parser) -> None:
     from stability.trainer.data import STANDARDIZE
 
     g = parser.add_argument_group("problem and data (least squares)")
-    g.add_argument("--problem", type=choice_arg("--problem", ("linreg",)), default="linreg")
+    g.add_argument(
+        "--problem",
+        type=choice_arg("--problem", ("linreg",)),
+        default="linreg",
+        help="least squares (the only problem with exact second moments)",
+    )
     g.add_argument("--data", default=None, metavar="PATH", help="CSV or LIBSVM file (cpusmall)")
     g.add_argument(
-        "--standardize", type=choice_arg("--standardize", STANDARDIZE), default="features"
+        "--standardize",
+        type=choice_arg("--standardize", STANDARDIZE),
+        default="features",
+        help="none: as stored; features: z-score features, centre the target; all: also "
+        "scale the target",
     )
     g.add_argument("--bias", action="store_true", help="append an intercept column")
-    g.add_argument("--samples", type=int_arg("--samples", 1), default=None, metavar="N")
+    g.add_argument(
+        "--samples",
+        type=int_arg("--samples", 1),
+        default=None,
+        metavar="N",
+        help="use a seeded random subset of N rows (default: every row)",
+    )
     g.add_argument("--batch", type=int_arg("--batch", 1), required=True, help="minibatch size B")
 
 
@@ -59,17 +74,48 @@ def register(sub) -> None:
     add_data_arguments(p)
     g = p.add_argument_group("prediction")
     g.add_argument("--lr", type=float_arg("--lr"), required=True, help="step size > 0")
-    g.add_argument("--steps", type=int_arg("--steps", 1, MAX_STEPS), default=1000, help="horizon")
-    g.add_argument("--at", type=int_list("--at"), default=None, help="time points t1,t2,...")
-    g.add_argument("--sampling", type=choice_arg("--sampling", ("iid", "reshuffle")), default="iid")
-    g.add_argument("--seed", type=int_arg("--seed"), default=0)
     g.add_argument(
-        "--lyapunov-steps", type=int_arg("--lyapunov-steps", 100, MAX_STEPS), default=4000
+        "--steps",
+        type=int_arg("--steps", 1, MAX_STEPS),
+        default=1000,
+        help="horizon of the expected-loss curve",
     )
-    g.add_argument("--lyapunov-runs", type=int_arg("--lyapunov-runs", 2, 10_000), default=32)
+    g.add_argument(
+        "--at",
+        type=int_list("--at"),
+        default=None,
+        help="time points t1,t2,... of the curve (default: 0, 1, 2, 5, 10, …, steps)",
+    )
+    g.add_argument(
+        "--sampling",
+        type=choice_arg("--sampling", ("iid", "reshuffle")),
+        default="iid",
+        help="minibatches of the measured runs: B rows drawn iid each step (what the theory "
+        "covers) or epochs of a reshuffled order",
+    )
+    g.add_argument(
+        "--seed", type=int_arg("--seed"), default=0, help="seed of the Lyapunov and measured runs"
+    )
+    g.add_argument(
+        "--lyapunov-steps",
+        type=int_arg("--lyapunov-steps", 100, MAX_STEPS),
+        default=4000,
+        help="steps per run of the almost-sure (top Lyapunov exponent) estimate",
+    )
+    g.add_argument(
+        "--lyapunov-runs",
+        type=int_arg("--lyapunov-runs", 2, 10_000),
+        default=32,
+        help="independent runs of the Lyapunov estimate (its confidence interval)",
+    )
     m = p.add_argument_group("measurement")
     m.add_argument("--measure", action="store_true", help="independent trainer runs")
-    m.add_argument("--runs", type=int_arg("--runs", 2, 100_000), default=256)
+    m.add_argument(
+        "--runs",
+        type=int_arg("--runs", 2, 100_000),
+        default=256,
+        help="independently seeded trainer runs of --measure",
+    )
     add_pipeline_arguments(p)
     add_output_arguments(p)
     p.set_defaults(run=run, report=report)
@@ -103,19 +149,27 @@ def run(args):
 
 
 def report(result) -> str:
-    """The thresholds, the expected-loss curve and the floor."""
-    from stability.cli.report import aligned, lines, number
+    """The thresholds, the expected-loss curve (predicted, and measured with --measure) and the
+    floor; every field of the measured block, text ones as they are."""
+    from stability.cli.report import aligned, lines, number, value
 
     out = lines(
         result,
-        ["rule", "batch", "lr", "samples", "parameters", "sampling_factor", "full_batch_max_lr",
-         "ms_max_lr", "as_max_lr", "as_bracket", "floor", "rate", "half_life"],
+        ["rule", "batch", "lr", "sampling", "samples", "parameters", "sampling_factor",
+         "full_batch_max_lr", "ms_max_lr", "as_max_lr", "as_bracket", "floor", "rate",
+         "half_life", "ms_radius", "mean_radius"] + (["stages"] if result.stages else []),
     )  # fmt: skip
-    out.append("expected excess loss E f − f*:")
-    out += [f"  t = {t:<8}{number(v, 6)}" for t, v in result.expected_loss]
-    if result.measured is not None:
-        m = result.measured
-        pairs = [(k, number(v, 6)) for k, v in m.items() if not isinstance(v, (list, dict))]
+    m = result.measured
+    measured = {} if m is None else {int(t): (mean, se) for t, mean, se in m["expected_loss"]}
+    out.append("expected excess loss E f − f*:" + ("   predicted   measured ± se" if m else ""))
+    for t, v in result.expected_loss:
+        row = f"  t = {t:<8}{number(v, 6)}"
+        if t in measured:
+            mean, se = measured[t]
+            row = f"{row:<26}{number(mean, 6)} ± {number(se, 3)}"
+        out.append(row)
+    if m is not None:
+        pairs = [(k, value(v, 6)) for k, v in m.items() if k != "expected_loss"]
         out.append("measured:")
         out += ["  " + line for line in aligned(pairs)]
     out += [f"note: {n}" for n in result.notes]

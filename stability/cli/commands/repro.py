@@ -72,11 +72,15 @@ def report(result) -> str:
     lines = []
     for r in result.results:
         failing = sum(not c["holds"] for c in r.claims)
-        verdict = "holds" if r.holds else f"DOES NOT HOLD ({failing} of {len(r.claims)})"
+        verdict = (
+            "the paper's claims hold"
+            if r.holds
+            else f"the paper's claim does not hold ({failing} of {len(r.claims)} claims)"
+        )
         lines.append(f"{r.name}: {verdict} ({r.seconds:.1f} s)")
         lines += [f"  {c['grade']:<15}{c['id']}" for c in r.claims]
         lines.append(f"  wrote {r.png}, {Path(r.json).name}")
     lines += [f"skipped {name}" for name in result.skipped]
-    verdict = "every claim holds" if result.all_hold else "not every claim holds"
+    verdict = "every paper claim holds" if result.all_hold else "not every paper claim holds"
     lines.append(f"{len(result.results)} reproductions in {result.out_dir}: {verdict}")
     return "\n".join(lines)

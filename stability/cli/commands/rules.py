@@ -31,13 +31,19 @@ def run(args):
 
 
 def report(result) -> str:
-    from stability.cli.report import value
+    from stability.rules.registry import RULES
 
-    if len(result.rules) > 1:
+    if len(result.rules) == len(RULES) > 1:  # no names: the listing
         width = max(len(r.name) for r in result.rules) + 2
         lines = [f"{r.name:<{width}}{r.summary}" for r in result.rules]
         return "\n".join([*lines, "", "stability rules RULE: its flags, defaults and sources"])
-    (rule,) = result.rules
+    return "\n\n".join(_describe(rule) for rule in result.rules)
+
+
+def _describe(rule) -> str:
+    """One named rule: summary, sources, closed forms, flags with their ranges and defaults."""
+    from stability.cli.report import value
+
     lines = [f"{rule.name}: {rule.summary}", f"sources: {'; '.join(rule.sources)}"]
     if rule.closed_forms:
         lines.append(f"checked against: {'; '.join(rule.closed_forms)}")

@@ -68,12 +68,8 @@ def register(sub) -> None:
 
 
 def run(args):
-    try:
-        from stability.sweep import read_spec, run_sweep, status
-    except ImportError as err:
-        raise UsageError(
-            f"stability sweep needs the [sweep] extra (pip install 'stability[sweep]'): {err}"
-        ) from None
+    from stability.sweep import read_spec, run_sweep, status
+
     if args.status is not None:
         if args.spec is not None or args.out is not None:
             raise UsageError("--status DIR takes no SPEC.toml and no --out")
@@ -81,7 +77,9 @@ def run(args):
     if args.spec is None or args.out is None:
         raise UsageError("give SPEC.toml and --out DIR (or --status DIR)")
     from stability.cli.progress import progress_bar
+    from stability.extras import require
 
+    require("sweep")  # before the spec is read or DIR (and its .lock) is created
     spec = read_spec(args.spec)
     with progress_bar(f"sweep {spec.command}", json=args.json) as progress:
         return run_sweep(
@@ -96,7 +94,8 @@ def report(result) -> str:
             f"{result.out}: {result.command} sweep, {state}: {result.chunks_done} of "
             f"{result.chunks} chunks done ({result.points_done} of {result.points} "
             f"points, {result.points_failed} failed; {result.chunks_failed} chunks failed), "
-            f"{result.runs} runs, {result.compute_seconds:.1f} s of worker time"
+            f"{result.runs} run{'' if result.runs == 1 else 's'} (killed ones included), "
+            f"{result.compute_seconds:.1f} s of worker time"
         )
     lines = [
         f"{result.out}: {result.command} over {result.points} points in {result.chunks} chunks",

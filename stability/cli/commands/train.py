@@ -41,10 +41,24 @@ def register(sub) -> None:
     add_rule_arguments(p, rule="--rule", exclude=("stages", "microbatches"))
     g = p.add_argument_group("training")
     g.add_argument("--lr", type=float_arg("--lr"), required=True, help="step size > 0")
-    g.add_argument("--steps", type=int_arg("--steps", 1, TRAIN_MAX_STEPS), default=10_000)
-    g.add_argument("--batch", type=int_arg("--batch", 1), default=None, help="minibatch size")
-    g.add_argument("--seed", type=int_arg("--seed"), default=0)
-    g.add_argument("--divergence", type=float_arg("--divergence"), default=1e6)
+    g.add_argument(
+        "--steps", type=int_arg("--steps", 1, TRAIN_MAX_STEPS), default=10_000, help="steps"
+    )
+    g.add_argument(
+        "--batch",
+        type=int_arg("--batch", 1),
+        default=None,
+        help="minibatch size (default: full batch)",
+    )
+    g.add_argument(
+        "--seed", type=int_arg("--seed"), default=0, help="minibatch and mlp initialization seed"
+    )
+    g.add_argument(
+        "--divergence",
+        type=float_arg("--divergence"),
+        default=1e6,
+        help="a run diverged once its loss is non-finite or exceeds this × its initial loss",
+    )
     g.add_argument(
         "--t1",
         type=int_arg("--t1", 1),
@@ -64,7 +78,12 @@ def register(sub) -> None:
         default="init",
         help="mlp: seeded initialization, or next to the fitted minimizer",
     )
-    g.add_argument("--curve-points", type=int_arg("--curve-points", 2), default=200)
+    g.add_argument(
+        "--curve-points",
+        type=int_arg("--curve-points", 2),
+        default=200,
+        help="points of the reported loss curve (subsampled)",
+    )
     g.add_argument(
         "--update",
         choices=("analysed", "real"),
@@ -81,7 +100,7 @@ def register(sub) -> None:
 def run(args):
     from stability.api.train import train
     from stability.cli.args import rule_values
-    from stability.cli.problem_args import problem_values
+    from stability.cli.problem_args import pipeline_values, problem_values
     from stability.cli.progress import progress_bar
 
     with progress_bar(f"train {args.rule}", json=args.json) as progress:
@@ -97,10 +116,8 @@ def run(args):
             start=args.start,
             curve_points=args.curve_points,
             update=args.update,
-            schedule=args.schedule,
-            stages=args.stages,
-            microbatches=args.microbatches,
             progress=progress,
+            **pipeline_values(args),
             **problem_values(args),
             **rule_values(args),
         )

@@ -43,7 +43,12 @@ def register(sub) -> None:
     p.add_argument("--taus", type=int_list("--taus"), default=(0, 1, 4, 16), help="delays τ")
     add_problem_arguments(p)
     g = p.add_argument_group("measurement protocol")
-    g.add_argument("--batch", type=int_arg("--batch", 1), default=None, help="minibatch size")
+    g.add_argument(
+        "--batch",
+        type=int_arg("--batch", 1),
+        default=None,
+        help="minibatch size (default: full batch)",
+    )
     g.add_argument(
         "--steps",
         type=int_arg("--steps", 10, TRAIN_MAX_STEPS),
@@ -56,14 +61,24 @@ def register(sub) -> None:
         default=None,
         help="first length of the rate runs, doubled until the rate settles",
     )
-    g.add_argument("--rate-doublings", type=int_arg("--rate-doublings"), default=None)
+    g.add_argument(
+        "--rate-doublings",
+        type=int_arg("--rate-doublings"),
+        default=None,
+        help="most doublings of the rate runs (default 5; 1 for mlp)",
+    )
     g.add_argument(
         "--seeds",
         type=int_list("--seeds"),
         default=(0, 1, 2),
         help="minibatch seeds (unstable if any diverges)",
     )
-    g.add_argument("--divergence", type=float_arg("--divergence"), default=1e6)
+    g.add_argument(
+        "--divergence",
+        type=float_arg("--divergence"),
+        default=1e6,
+        help="a run diverged once its loss is non-finite or exceeds this × its initial loss",
+    )
     g.add_argument(
         "--rel-tol",
         type=float_arg("--rel-tol"),
@@ -84,7 +99,7 @@ def register(sub) -> None:
 def run(args):
     from stability.api.validate import validate
     from stability.cli.args import rule_values
-    from stability.cli.problem_args import problem_values
+    from stability.cli.problem_args import pipeline_values, problem_values
     from stability.cli.progress import progress_bar
 
     with progress_bar("validate", json=args.json) as progress:
@@ -99,10 +114,8 @@ def run(args):
             divergence=args.divergence,
             rel_tol=args.rel_tol,
             fit_seed=args.fit_seed,
-            schedule=args.schedule,
-            stages=args.stages,
-            microbatches=args.microbatches,
             progress=progress,
+            **pipeline_values(args),
             **problem_values(args),
             **rule_values(args),
         )

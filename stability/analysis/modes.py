@@ -84,6 +84,15 @@ def modes_from_passes(Hf: np.ndarray, Hb: np.ndarray, Hr: np.ndarray, *, tol=1e-
     return Modes(V_lam, delta, phi, int((~keep).sum()), math.sqrt(off / total) if total else 0.0)
 
 
+def modes_of(jacobians: tuple[np.ndarray, np.ndarray, np.ndarray]) -> Modes:
+    """The decoupled modes the scalar theory sees for the pass Jacobians (H_f, H_b, H_r) of a
+    linearised problem (``Linearization.jacobians_for(rule)``, module doc)."""
+    Hf, Hb, Hr = jacobians
+    if not Hb.any() and not Hr.any():
+        return modes_from_hessian(Hf)
+    return modes_from_passes(Hf, Hb, Hr)
+
+
 def predicted_max_lr(rule: Rule, modes: Modes) -> float | None:
     """min_k max_lr(rule, mode k); ``None`` if every mode is stable for every lr > 0.
 
@@ -123,12 +132,12 @@ def _inf_if_none(x: float | None) -> float:
     return math.inf if x is None else x
 
 
-def predicted_log_rate(rule: Rule, modes: Modes, lr: Any) -> float:
+def modes_log_rate(rule: Rule, modes: Modes, lr: Any) -> float:
     """ln max_k ρ_k(lr): the asymptotic log-rate per step (the dominant mode mpmath-refined).
 
     Refused (`ValueError`) above `RATE_PREDICTION_MAX_WORK` modes × degree."""
     if getattr(rule, "period", 1) > 1:  # Floquet: per-step root of each mode's monodromy
-        return math.log(max(dominant_root_at(rule, m, lr).radius for m in _mode_models(modes)))
+        return _log(max(dominant_root_at(rule, m, lr).radius for m in _mode_models(modes)))
     cp = characteristic_polynomial(rule, modes.model())
     work = modes.lam.size * cp.degree
     if work > RATE_PREDICTION_MAX_WORK:
@@ -141,12 +150,18 @@ def predicted_log_rate(rule: Rule, modes: Modes, lr: Any) -> float:
     grid = modes.lam.shape
     single = type(poly)({e: np.broadcast_to(c, grid).ravel()[k] for e, c in poly.terms.items()})
     single = single.normalized()
-    return math.log(dominant_root(single).radius)
+    return _log(dominant_root(single).radius)
+
+
+def _log(radius: float) -> float:
+    """ln ρ, −inf at ρ = 0 (every root at 0: the error vanishes after finitely many steps,
+    e.g. SGD at lr·λ = 1 on every mode; `math.log` would raise "math domain error")."""
+    return math.log(radius) if radius > 0 else -math.inf
 
 
 @dataclass(frozen=True)
 class Prediction:
-    """`predict` 's answer for one rule: max lr, log-rate (``None`` where the scalar theory
+    """`predict_modes` 's answer for one rule: max lr, log-rate (``None`` where the scalar theory
     has no answer) and ``note``, the reason when it has none."""
 
     max_lr: float | None
@@ -154,7 +169,7 @@ class Prediction:
     note: str | None = None
 
 
-def predict(rule: Rule, modes: Modes, lr: Any = None) -> Prediction:
+def predict_modes(rule: Rule, modes: Modes, lr: Any = None) -> Prediction:
     """Predicted max lr (and log-rate at ``lr``) — or the reason there is none.
 
     Periodic rules are predicted mode by mode through their Floquet monodromy and rules whose
@@ -166,7 +181,7 @@ def predict(rule: Rule, modes: Modes, lr: Any = None) -> Prediction:
     except ValueError as err:
         return Prediction(None, None, f"no scalar prediction: {err}")
     try:
-        log_rate = None if lr is None else predicted_log_rate(rule, modes, lr)
+        log_rate = None if lr is None else modes_log_rate(rule, modes, lr)
     except ValueError as err:
         return Prediction(max_lr, None, f"no rate prediction: {err}")
     return Prediction(max_lr, log_rate)
@@ -181,10 +196,11 @@ def stage_blocks(H: np.ndarray, stage_sizes) -> list[np.ndarray]:
 __all__ = [
     "Modes",
     "Prediction",
-    "predict",
+    "predict_modes",
     "modes_from_hessian",
     "modes_from_passes",
-    "predicted_log_rate",
+    "modes_of",
+    "modes_log_rate",
     "predicted_max_lr",
     "stage_blocks",
 ]

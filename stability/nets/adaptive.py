@@ -1,0 +1,219 @@
+r"""Adaptive rules on a network: ``precond_from`` and ``update`` of the ``stability net`` commands.
+
+An adaptive rule — ``adam``, or ``pipeoptim`` with ``optimizer`` adam or adamw — divides by the
+optimizer's second moment, so on a network its analysis needs the optimizer's diagonal
+preconditioner P (`stability.nets.preconditioner`), never the scalar P = 1 of the rule's
+default.  `adaptive_setup` reads the source and returns an `AdaptiveSetup`:
+
+* the analysis runs the rule with P = 1 on the preconditioned curvature H̃ = P^{1/2}HP^{1/2}
+  (`stability.nets.preconditioned`: exact for a diagonal P, AdamW's decoupled decay included);
+* the simulator runs either the frozen-P rule in weight space (``update="analysed"``,
+  `stability.nets.adam_stages.FrozenStage`) or real Adam/AdamW continuing the source's state
+  (``update="real"``, `RealStage`; without a source from a fresh state, v = 0 and step 0, as
+  ``torch.optim.AdamW`` starts);
+* the critical direction in weight space is P^{1/2}x̃₁ (x̃₁ the top eigenvector of H̃);
+* without weight stashing (``backward="current"``, e.g. PipeOptim's current-weight backward
+  pass) the discrepancy Jacobian H_b is whitened the same way, P^{1/2}H_bP^{1/2}
+  (`stability.nets.sensitivity`, ``scale``).
+
+Refusals (one line, naming the parameter): an adaptive rule without ``precond_from`` where the
+analysis or the analysed update needs P; ``precond_from`` (or ``update="real"``) with a rule
+that has no second moment; ``precond_from`` together with the scalar ``precond``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from stability.nets.adam_stages import FrozenStage, RealStage
+from stability.nets.preconditioned import preconditioned_curvature, weight_direction
+from stability.nets.preconditioner import Preconditioner, is_adaptive, load_preconditioner
+from stability.nets.problem import NetProblem
+from stability.trainer.measure import MaxLrMeasurement, bisect_max_lr
+
+UPDATES = ("analysed", "real")
+SOURCE_HINT = (
+    "--precond-from (precond_from=): a torch.save(opt.state_dict()) file of torch.optim.Adam/"
+    "AdamW over model.parameters(), or warmup:N:LR"
+)
+_DEFAULTS = {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0}
+
+
+@dataclass(frozen=True, eq=False)
+class AdaptiveSetup:
+    """The network (weights after a warm-up, if any), the preconditioner (None: a fresh real
+    run), and the rule parameters of the analysis (P = 1: the preconditioner is in H̃)."""
+
+    net: NetProblem
+    precond: Preconditioner | None
+    params: dict
+    update: str
+
+    @property
+    def scale(self) -> torch.Tensor:
+        return self.precond.scale
+
+    def curvature(self, k: int, stage_k: int | None = None):
+        """Top-k eigenpairs of H̃ and the stages' top ``stage_k``."""
+        return preconditioned_curvature(self.net, self.scale, k, stage_k=stage_k)
+
+    def direction(self, x1: np.ndarray) -> np.ndarray:
+        """The unit weight-space direction P^{1/2}x₁ of a whitened eigenvector."""
+        return weight_direction(self.scale.numpy(), x1)
+
+    def frozen(self, rules) -> tuple[FrozenStage, ...]:
+        """The analysis rules (P = 1) as frozen-P stage rules of the network."""
+        s = self.scale
+        return tuple(FrozenStage(r, s[b]) for r, b in zip(rules, self.net.blocks, strict=True))
+
+    def real(self, rules, *, first_moment: bool = True) -> tuple[RealStage, ...]:
+        """Real Adam/AdamW stage rules continuing the source's state (fresh without one);
+        ``first_moment=False``: with m = 0 (the state of a stationary point: the tilted runs of
+        `stability.nets.bracket`, where ∇f(w*) is subtracted, keep v and t only)."""
+        out = []
+        for r, b in zip(rules, self.net.blocks, strict=True):
+            inner = r.trainer_rule()
+            if self.precond is None:
+                out.append(RealStage(inner))
+                continue
+            step = self.precond.uniform("step", self.precond.step[b].double())
+            m = self.precond.exp_avg[b]
+            if not first_moment:
+                m = torch.zeros_like(m)
+            out.append(RealStage(inner, m, self.precond.exp_avg_sq[b], int(step)))
+        return tuple(out)
+
+    def rules(self, rule: str, pipe, tau_recomp: int | None = None) -> tuple:
+        """The analysis's stage rules (P = 1) over ``pipe`` (`stability.nets.prediction.net_rules`).
+
+        PipeOptim's backward pass reads the current weights (PipeOptim Alg. 1 line 14: its
+        τ_bkwd is 0, not a parameter): without stashing the pipeline's backward delays must be
+        0, and each stage gets its forward delay only."""
+        from stability.coupled.system import stage_rules
+        from stability.nets.prediction import net_rules
+
+        if rule != "pipeoptim" or pipe.tau_bkwd is None:
+            return net_rules(rule, self.params, pipe, tau_recomp=tau_recomp)
+        if np.any(pipe.tau_bkwd != 0):
+            raise ValueError(
+                "backward: PipeOptim's backward pass reads the current weights (τ_bkwd = 0); "
+                f"this pipeline's backward delays are {pipe.tau_bkwd.tolist()}"
+            )
+        delays = ("tau", "tau_fwd", "tau_bkwd", "tau_recomp", "lam", "delta", "phi")
+        params = {k: v for k, v in self.params.items() if k not in delays}
+        return stage_rules(rule, pipe.tau_fwd.tolist(), **params)
+
+    def stage_rules(self, rules):
+        """The simulator's stage rules for this setup's ``update``."""
+        return self.real(rules) if self.update == "real" else self.frozen(rules)
+
+    def protocol(self) -> dict[str, str]:
+        """How a simulator run of this setup starts and steps (``net train``'s protocol)."""
+        moved = self.precond is not None and self.precond.weights is not None
+        start = "the weights after the warm-up" if moved else "the problem's weights"
+        if self.update == "real":
+            state = (
+                "a fresh Adam state (m = v = 0, step 0)"
+                if self.precond is None
+                else f"the optimizer state of {self.precond.source} (m, v, step t)"
+            )
+            update = "real Adam/AdamW as torch.optim.AdamW steps, continuing " + state
+        else:
+            update = f"frozen-P rule, P from {self.precond.source}: w ← w − lr·(P·m + wd·w)"
+        return {"start": f"{start}, constant history", "update": update}
+
+    def describe(self) -> dict[str, Any] | None:
+        return None if self.precond is None else self.precond.describe()
+
+
+def adaptive_setup(
+    net: NetProblem,
+    rule: str,
+    params: dict[str, Any],
+    precond_from: str | None,
+    *,
+    update: str = "analysed",
+    command: str = "max-lr",
+) -> AdaptiveSetup | None:
+    """Read ``precond_from`` for an adaptive ``rule`` (module doc); None for other rules."""
+    from stability.checks import check_choice
+
+    check_choice("update", update, UPDATES)
+    adaptive = is_adaptive(rule, params)
+    if not adaptive:
+        if precond_from is not None:
+            raise ValueError(
+                f"precond_from applies to adaptive rules (adam; pipeoptim --optimizer adam|adamw), "
+                f"not rule {rule!r}"
+            )
+        if update == "real":
+            raise ValueError(
+                f"update real applies to adaptive rules (adam; pipeoptim --optimizer adam|adamw); "
+                f"rule {rule!r} has no other update than the analysed one"
+            )
+        return None
+    if precond_from is None and not (command == "train" and update == "real"):
+        what = "net train --update analysed" if command == "train" else f"net {command}"
+        raise ValueError(
+            f"{what} with rule {rule!r} needs {SOURCE_HINT}: on a network Adam's "
+            "preconditioner P is a per-coordinate diagonal, not the scalar P = 1"
+        )
+    if params.get("precond") is not None:
+        raise ValueError(
+            "precond: a scalar P is not a network's preconditioner; give --precond-from alone"
+        )
+    values = dict(params)
+    precond = None
+    if precond_from is not None:
+        hyper = {k: values.get(k, d) for k, d in _DEFAULTS.items()}
+        precond = load_preconditioner(net, precond_from, **hyper)
+        if precond.weights is not None:
+            net = replace(net, w_star=precond.weights)
+        if update == "real":  # continue the state with its own β2 and ε unless given
+            for key, field in (("beta2", precond.beta2), ("eps", precond.eps)):
+                if values.get(key) is None:
+                    values[key] = precond.uniform(key, field)
+    values["precond"] = 1.0
+    return AdaptiveSetup(net, precond, values, update)
+
+
+def measure_real_max_lr(
+    setup: AdaptiveSetup, rules, direction: np.ndarray, guess: float, protocol
+) -> MaxLrMeasurement:
+    """The max stable lr of real Adam/AdamW from the problem's weights and the source's v and
+    step t (m = 0, `AdaptiveSetup.real`), by the protocol of `stability.nets.bracket` — the
+    same start w* + ε·``direction``, tilted gradient, steps, bisection — with its growth test
+    only: unstable if ‖w_t − w*‖ exceeds ``growth`` × ‖w₀ − w*‖ (or is non-finite).  The
+    increments' rate test is left out: at a stationary point v decays as β2^t, so P — and
+    with it every increment — grows by β2^{−1/2} per step, which that test would read as an
+    instability of the slowest directions (docs/adam.md)."""
+    from stability.nets.bracket import start_point
+    from stability.nets.simulator import consistent, simulate
+
+    stages = setup.real(rules, first_moment=False)
+
+    def verdict(lrs: np.ndarray) -> np.ndarray:
+        res = simulate(
+            setup.net,
+            stages,
+            lrs,
+            steps=protocol.steps,
+            w0=start_point(setup.net, direction, protocol.perturbation),
+            tilt=True,
+            criterion="distance",
+            divergence=protocol.growth,
+            check_every=protocol.check_every,
+            backward="stashed" if all(consistent(r) for r in stages) else "current",
+        )
+        return res.diverged
+
+    return bisect_max_lr(
+        verdict, guess, per_round=protocol.per_round, rel_tol=protocol.rel_tol, span=protocol.span
+    )
+
+
+__all__ = ["SOURCE_HINT", "UPDATES", "AdaptiveSetup", "adaptive_setup", "measure_real_max_lr"]

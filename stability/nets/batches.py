@@ -1,0 +1,154 @@
+r"""The data a network problem is evaluated on: one full batch, or batches as a user holds them.
+
+A problem gives either ``inputs``/``targets`` (the full batch, one pair of tensors) or ``data``:
+any *re-iterable* of ``(inputs, targets)`` batches — a list of pairs, a
+``torch.utils.data.DataLoader`` (shuffled or not).  Inputs may be any structure the model takes:
+
+* a tensor ``x``: the model is called as ``model(x)``;
+* a tuple or list ``(a, b, …)``: ``model(a, b, …)`` (a DataLoader collates a dataset's tuples into
+  lists);
+* a dict ``{"ids": …, "mask": …}``: ``model(ids=…, mask=…)``.
+
+**Full-batch sums.**  With batches of n_b samples (N = Σ n_b) and ``loss`` a mean over the
+samples of a batch, the full-batch loss and its derivatives are the weighted sums
+
+    f(w) = Σ_b (n_b/N)·loss(model(x_b; w), y_b),   ∇f = Σ_b (n_b/N)·∇f_b,
+    ∇²f·v = Σ_b (n_b/N)·∇²f_b·v
+
+— the full batch's values up to the rounding of the sum (tests/test_nets_models.py: a
+DataLoader of batches of 64 against the tensors, eigenvalues to 1e-9 relative in float64).
+n_b is the first dimension of the targets (or, for targets that are not a tensor, of the first
+tensor in the inputs).
+
+**Precision and device.**  Every tensor of a batch is moved to the problem's device as it is
+drawn; floating tensors are cast to the problem's dtype, integer ones (token ids, class labels)
+are left as they are.  A full batch of tensors is converted once; a DataLoader's batches on
+every pass (the loader may shuffle and transform).
+
+**Minibatches** (`NetData.rows`) select samples of the whole data set: the batches are
+concatenated once, on first use, structure by structure (`torch.cat` on every tensor leaf).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+
+
+def call_model(model: torch.nn.Module, params: dict[str, torch.Tensor], x: Any):
+    """``model(x)`` with the parameters ``params`` (``torch.func.functional_call``), the inputs
+    spread as the module doc says."""
+    from torch.func import functional_call
+
+    if isinstance(x, dict):
+        return functional_call(model, params, (), dict(x))
+    if isinstance(x, (tuple, list)):
+        return functional_call(model, params, tuple(x))
+    return functional_call(model, params, (x,))
+
+
+def batch_size(x: Any, y: Any) -> int:
+    """n_b: the first dimension of the targets, or of the first tensor of the inputs."""
+    for part in (y, x):
+        leaves = [t for t in tree_flatten(part)[0] if isinstance(t, torch.Tensor)]
+        if leaves and leaves[0].ndim >= 1:
+            return int(leaves[0].shape[0])
+    raise ValueError("a batch must hold tensors with a batch dimension (inputs or targets)")
+
+
+def floating_dtype(obj: Any) -> torch.dtype | None:
+    """The widest floating dtype among the tensors of ``obj`` (None: no floating tensor)."""
+    found = None
+    for t in tree_flatten(obj)[0]:
+        if isinstance(t, torch.Tensor) and t.is_floating_point():
+            found = t.dtype if found is None else torch.promote_types(found, t.dtype)
+    return found
+
+
+def convert(obj: Any, dtype: torch.dtype, device: torch.device) -> Any:
+    """``obj`` with every tensor on ``device``, floating ones cast to ``dtype``, detached."""
+
+    def one(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        if t.is_floating_point():
+            return t.detach().to(device=device, dtype=dtype)
+        return t.detach().to(device=device)
+
+    return tree_map(one, obj)
+
+
+def _pair(batch: Any, where: str) -> tuple[Any, Any]:
+    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+        raise ValueError(f"{where} must be an (inputs, targets) pair, got {type(batch).__name__}")
+    return batch[0], batch[1]
+
+
+class NetData:
+    """The problem's data (module doc): ``source`` batches, ``dtype``/``device`` of evaluation.
+
+    ``full_batch``: the source is one ``(inputs, targets)`` pair given as tensors (converted
+    once).  ``samples``: N; ``batches``: the number of batches of one pass.
+    """
+
+    def __init__(
+        self, source: Iterable, *, dtype: torch.dtype, device: torch.device, full_batch: bool
+    ):
+        self.dtype, self.device, self.full_batch = dtype, device, full_batch
+        if full_batch:
+            self._source: Iterable = [convert(_pair(b, "the batch"), dtype, device) for b in source]
+        else:
+            if iter(source) is source:
+                raise ValueError(
+                    "data must be re-iterable (a list of batches or a DataLoader), got a "
+                    "one-shot iterator"
+                )
+            self._source = source
+        sizes = []
+        for i, batch in enumerate(self._source):
+            x, y = _pair(batch, f"data batch {i + 1}")
+            sizes.append(batch_size(x, y))
+            if sizes[-1] < 1:
+                raise ValueError(f"data batch {i + 1} has no samples")
+        if not sizes:
+            raise ValueError("data must hold at least one batch")
+        self.samples, self.batches = int(sum(sizes)), len(sizes)
+        self._rows: tuple[Any, Any] | None = None
+
+    def __iter__(self) -> Iterator[tuple[Any, Any, float]]:
+        """(inputs, targets, n_b/N) per batch, converted."""
+        for batch in self._source:
+            if not self.full_batch:
+                batch = convert(_pair(batch, "a batch"), self.dtype, self.device)
+            x, y = batch
+            yield x, y, batch_size(x, y) / self.samples
+
+    def concatenated(self) -> tuple[Any, Any]:
+        """(inputs, targets) of the whole data set, each tensor leaf concatenated (cached)."""
+        if self._rows is None:
+            parts = [(x, y) for x, y, _ in self]
+            if len(parts) == 1:
+                self._rows = parts[0]
+            else:
+                flat = [tree_flatten(p) for p in parts]
+                leaves = [
+                    torch.cat(column) if isinstance(column[0], torch.Tensor) else column[0]
+                    for column in zip(*(f[0] for f in flat), strict=True)
+                ]
+                self._rows = tree_unflatten(leaves, flat[0][1])
+        return self._rows
+
+    def rows(self, index: torch.Tensor) -> tuple[Any, Any]:
+        """The samples ``index`` of the whole data set (a minibatch)."""
+        index = index.to(self.device)
+
+        def take(t):
+            return t[index] if isinstance(t, torch.Tensor) and t.ndim >= 1 else t
+
+        return tree_map(take, self.concatenated())
+
+
+__all__ = ["NetData", "batch_size", "call_model", "convert", "floating_dtype"]

@@ -1,0 +1,298 @@
+r"""The second-moment preconditioner of a real Adam/AdamW optimizer on a network (precond_from).
+
+Adam (Kingma & Ba, Alg. 1) and AdamW (Loshchilov & Hutter; PyTorch's ``torch.optim.AdamW``)
+divide each coordinate's bias-corrected first moment by √v̂ + ε.  Frozen at one step t, that
+division is the diagonal preconditioner the analysis of `stability.rules.adam` linearises with,
+
+    P_i = 1 / (√v_i / √(1 − β2^t) + ε),      v = ``exp_avg_sq``, t = ``step``,
+
+written exactly as ``torch.optim.Adam`` evaluates its denominator (``exp_avg_sq.sqrt() /
+bias_correction2_sqrt + eps``; ``max_exp_avg_sq`` instead of ``exp_avg_sq`` with ``amsgrad``).
+A *source* (`load_preconditioner`) is either
+
+* a file written by ``torch.save(opt.state_dict())`` for a ``torch.optim.Adam`` or ``AdamW`` built
+  over ``model.parameters()`` (in that order; the i-th state entry belongs to the i-th
+  parameter): β2 and ε are read from each parameter's group, v and t from its state; or
+* ``warmup:N:LR`` — N full-batch steps of ``torch.optim.AdamW`` itself (the rule's β1, β2, ε and
+  weight decay) from the problem's weights at step size LR: P is then the optimizer's state
+  after the warm-up, and so are the weights (`Preconditioner.weights`).
+
+The source supplies P alone (and, for a real-Adam run continuing it, m, v and t); β1, the
+weight decay and the step size of the analysis come from the rule's flags.  A state of another
+model (a count or shape mismatch), a file that is not an Adam/AdamW state, or a warm-up whose
+loss diverges is refused with a one-line `ValueError` naming ``precond_from``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from stability.nets.problem import NetProblem
+
+WARMUP_DIVERGENCE = 1e6
+"""A warm-up whose loss exceeds this × the initial loss (or is not finite) diverged."""
+
+MAX_WARMUP_STEPS = 1_000_000
+
+
+@dataclass(frozen=True, eq=False)
+class Preconditioner:
+    """P (flat, the problem's parameter order) and the optimizer state it was read from.
+
+    ``exp_avg``/``exp_avg_sq``: m and v (flat); ``step``: t per parameter entry (flat, int);
+    ``beta2``/``eps``: per entry too (param groups may differ); ``weights``: the weights after
+    a warm-up (None for a file: the problem's own weights).
+    """
+
+    P: torch.Tensor
+    exp_avg: torch.Tensor
+    exp_avg_sq: torch.Tensor
+    step: torch.Tensor
+    beta2: torch.Tensor
+    eps: torch.Tensor
+    source: str
+    weights: torch.Tensor | None = None
+    warmup: dict | None = None
+
+    @property
+    def scale(self) -> torch.Tensor:
+        """P^{1/2}: the whitening x = P^{-1/2}(w − w*) of `stability.nets.preconditioned`."""
+        return self.P.sqrt()
+
+    def uniform(self, name: str, values: torch.Tensor) -> float:
+        """The single value of a per-entry field, or a `ValueError` if the groups differ."""
+        lo, hi = float(values.min()), float(values.max())
+        if lo != hi:
+            raise ValueError(
+                f"precond_from: the optimizer's parameter groups differ in {name} "
+                f"({lo:g} … {hi:g}); a real-Adam run needs one value"
+            )
+        return lo
+
+    def describe(self) -> dict[str, Any]:
+        """The ``preconditioner`` JSON: source, step t, β2, ε, min / median / max of P."""
+        p = self.P.numpy()
+        steps = sorted({int(s) for s in self.step.unique().tolist()})
+        out: dict[str, Any] = {
+            "source": self.source,
+            "step": steps[0] if len(steps) == 1 else [steps[0], steps[-1]],
+            "beta2": _one_or_range(self.beta2),
+            "eps": _one_or_range(self.eps),
+            "min": float(p.min()),
+            "median": float(np.median(p)),
+            "max": float(p.max()),
+            "formula": "P_i = 1/(√v_i/√(1 − β2^t) + ε), as torch.optim.Adam divides",
+            "weights": "the problem's weights"
+            if self.weights is None
+            else "the weights after the warm-up (not the problem's)",
+        }
+        if self.warmup is not None:
+            out["warmup"] = self.warmup
+        return out
+
+
+def _one_or_range(values: torch.Tensor):
+    lo, hi = float(values.min()), float(values.max())
+    return lo if lo == hi else [lo, hi]
+
+
+def precondition(v: torch.Tensor, step: torch.Tensor, beta2, eps) -> torch.Tensor:
+    """P = 1/(√v/√(1 − β2^t) + ε), elementwise, as ``torch.optim.Adam`` forms its denominator."""
+    bc2_sqrt = (1 - torch.as_tensor(beta2, dtype=torch.float64) ** step) ** 0.5
+    return 1.0 / (v.sqrt() / bc2_sqrt + eps)
+
+
+def is_adaptive(rule: str, params: dict[str, Any]) -> bool:
+    """Rules that divide by an optimizer's second moment: ``adam``, ``pipeoptim`` with
+    ``optimizer`` adam or adamw."""
+    return rule == "adam" or (rule == "pipeoptim" and params.get("optimizer") in ("adam", "adamw"))
+
+
+def load_preconditioner(
+    problem: NetProblem,
+    source: str,
+    *,
+    beta1: float = 0.9,
+    beta2: float = 0.999,
+    eps: float = 1e-8,
+    weight_decay: float = 0.0,
+) -> Preconditioner:
+    """The preconditioner of ``source`` (a state file or ``warmup:N:LR``, module doc) on
+    ``problem``; β1, β2, ε, weight decay: the warm-up's (a file has its own β2, ε)."""
+    if not isinstance(source, str) or not source:
+        raise ValueError(
+            "precond_from must be a torch.optim Adam/AdamW state_dict file or warmup:N:LR"
+        )
+    if source.startswith("warmup:"):
+        steps, lr = _parse_warmup(source)
+        return warmup(
+            problem,
+            steps,
+            lr,
+            beta1=beta1,
+            beta2=beta2,
+            eps=eps,
+            weight_decay=weight_decay,
+            source=source,
+        )
+    return _from_file(problem, source)
+
+
+def _parse_warmup(source: str) -> tuple[int, float]:
+    parts = source.split(":")
+    bad = ValueError(
+        f"precond_from: warmup needs warmup:N:LR with N an integer in [1, {MAX_WARMUP_STEPS}] "
+        f"and LR > 0, got {source!r}"
+    )
+    if len(parts) != 3:
+        raise bad
+    try:
+        steps, lr = int(parts[1]), float(parts[2])
+    except ValueError:
+        raise bad from None
+    if not 1 <= steps <= MAX_WARMUP_STEPS or not (math.isfinite(lr) and lr > 0):
+        raise bad
+    return steps, lr
+
+
+def warmup(
+    problem: NetProblem,
+    steps: int,
+    lr: float,
+    *,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    weight_decay: float,
+    source: str = "",
+) -> Preconditioner:
+    """``steps`` full-batch steps of ``torch.optim.AdamW`` (decoupled decay ``weight_decay``)
+    from the problem's weights at ``lr``; the state and the weights after them."""
+    w = problem.w_star.detach().clone().requires_grad_(True)
+    opt = torch.optim.AdamW([w], lr=lr, betas=(beta1, beta2), eps=eps, weight_decay=weight_decay)
+    first = float(problem.loss(w.detach()))
+    for k in range(1, steps + 1):
+        w.grad = problem.gradient(w.detach()).detach()
+        opt.step()
+        if k % 10 == 0 or k == steps:
+            value = float(problem.loss(w.detach()))
+            if not math.isfinite(value) or value > WARMUP_DIVERGENCE * max(first, 1e-300):
+                raise ValueError(
+                    f"precond_from: the warm-up diverged at step {k} (loss {value:.3g}, initial "
+                    f"{first:.3g}); use a smaller LR than {lr:g}"
+                )
+    state = opt.state[w]
+    n = w.numel()
+    full = torch.full((n,), 1.0, dtype=torch.float64)
+    t = full * float(state["step"])
+    v = state["exp_avg_sq"].detach().clone()
+    return Preconditioner(
+        P=precondition(v, t, beta2, eps),
+        exp_avg=state["exp_avg"].detach().clone(),
+        exp_avg_sq=v,
+        step=t.to(torch.int64),
+        beta2=full * beta2,
+        eps=full * eps,
+        source=source or f"warmup:{steps}:{lr:g}",
+        weights=w.detach().clone(),
+        warmup={
+            "steps": steps,
+            "lr": lr,
+            "beta1": beta1,
+            "beta2": beta2,
+            "eps": eps,
+            "weight_decay": weight_decay,
+            "loss_before": first,
+            "loss_after": float(problem.loss(w.detach())),
+            "optimizer": "torch.optim.AdamW, full batch",
+        },
+    )
+
+
+def _from_file(problem: NetProblem, source: str) -> Preconditioner:
+    path = Path(source).expanduser()
+    if not path.is_file():
+        raise ValueError(f"precond_from: file {source!r} does not exist (or give warmup:N:LR)")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - a user's file: one line
+        text = str(err).strip().splitlines()
+        raise ValueError(
+            f"precond_from: {source!r} is not a torch.save'd optimizer state_dict "
+            f"({type(err).__name__}: {text[0] if text else ''})"
+        ) from None
+    if not isinstance(state, dict) or not {"state", "param_groups"} <= set(state):
+        raise ValueError(
+            f"precond_from: {source!r} is not an optimizer state_dict (no 'state' and "
+            "'param_groups'; save opt.state_dict(), not the model's)"
+        )
+    groups = state["param_groups"]
+    if not isinstance(groups, list) or not all(
+        isinstance(g, dict) and {"betas", "eps", "amsgrad", "params"} <= set(g) for g in groups
+    ):
+        raise ValueError(
+            f"precond_from: {source!r} is not a torch.optim.Adam or AdamW state (its param_groups "
+            "lack betas, eps, amsgrad)"
+        )
+    ids = [(i, g) for g in groups for i in g["params"]]
+    model_params = list(problem.model.named_parameters())
+    if len(ids) != len(model_params):
+        raise ValueError(
+            f"precond_from: the optimizer state has {len(ids)} parameters, the model has "
+            f"{len(model_params)} (model.parameters()); is it the state of another model?"
+        )
+    by_name = {name: (pid, g) for (name, _), (pid, g) in zip(model_params, ids, strict=True)}
+    shapes = dict(zip(problem.names, problem.shapes, strict=True))
+    parts: dict[str, list[torch.Tensor]] = {k: [] for k in ("m", "v", "t", "b2", "eps")}
+    for name in problem.names:
+        pid, group = by_name[name]
+        entry = state["state"].get(pid)
+        key = "max_exp_avg_sq" if group["amsgrad"] else "exp_avg_sq"
+        if not isinstance(entry, dict) or key not in entry or "step" not in entry:
+            raise ValueError(
+                f"precond_from: parameter {name!r} has no {key} in the optimizer state (never "
+                "stepped, or not an Adam/AdamW state)"
+            )
+        v = entry[key]
+        if tuple(v.shape) != tuple(shapes[name]):
+            raise ValueError(
+                f"precond_from: parameter {name!r} has shape {tuple(shapes[name])} in the model "
+                f"but {tuple(v.shape)} in the optimizer state (the state of another model?)"
+            )
+        t = float(entry["step"])
+        if not t >= 1:
+            raise ValueError(f"precond_from: parameter {name!r} has step {t:g} (needs ≥ 1)")
+        n = v.numel()
+        parts["v"].append(v.detach().reshape(-1).to(torch.float64))
+        parts["m"].append(entry["exp_avg"].detach().reshape(-1).to(torch.float64))
+        parts["t"].append(torch.full((n,), t, dtype=torch.float64))
+        parts["b2"].append(torch.full((n,), float(group["betas"][1]), dtype=torch.float64))
+        parts["eps"].append(torch.full((n,), float(group["eps"]), dtype=torch.float64))
+    v, t = torch.cat(parts["v"]), torch.cat(parts["t"])
+    b2, eps = torch.cat(parts["b2"]), torch.cat(parts["eps"])
+    if not torch.all(torch.isfinite(v)) or torch.any(v < 0):
+        raise ValueError(f"precond_from: {source!r} has non-finite or negative exp_avg_sq")
+    return Preconditioner(
+        P=precondition(v, t, b2, eps),
+        exp_avg=torch.cat(parts["m"]),
+        exp_avg_sq=v,
+        step=t.to(torch.int64),
+        beta2=b2,
+        eps=eps,
+        source=str(source),
+    )
+
+
+__all__ = [
+    "Preconditioner",
+    "is_adaptive",
+    "load_preconditioner",
+    "precondition",
+    "warmup",
+]

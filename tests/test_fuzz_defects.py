@@ -1,0 +1,88 @@
+"""The causes behind issue 25's fuzz defects, each against an independent computation.
+
+* EA-Pipe with a small elastic force: its Floquet multipliers cluster near 1, closer to the
+  unit circle than the winding samples are apart, and the count aliased (9 zeros inside
+  instead of 11: a spurious instability the bisection then could not certify).  Checked
+  against dense eigenvalues of the monodromy matrix.
+* A coupled system without delays: closed form ω = 1 − lr·κ against the block-state-matrix
+  bisection (`dense_max_lr`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from stability.analysis.boundary import max_lr
+from stability.coupled.scan import scan_max_lr
+from stability.coupled.system import coupled_system, dense_max_lr, spectral_radius
+from stability.dynamics.monodromy import monodromy
+from stability.dynamics.round_robin import round_robin_function
+from stability.quadratic import QuadraticModel
+from stability.rules.eapipe import ElasticAveraging
+from stability.spectrum import floquet_stable
+from stability.winding import count_inside
+
+
+@pytest.mark.parametrize("lr", [1e-4, 9.561577e-4, 1e-3, 1e-2])
+def test_clustered_ea_multipliers_are_counted_inside(lr):
+    rule, model = ElasticAveraging(tau=9, elastic=0.0024, sync_period=1), QuadraticModel(1.0)
+    dense = np.linalg.eigvals(np.asarray(monodromy(rule, model, lr), dtype=float))
+    assert np.max(np.abs(dense)) < 1 - 1e-5  # every multiplier inside, a cluster near 1
+    f = round_robin_function(rule, model, np.array([lr]))
+    assert count_inside(f, np.ones(1), np.arange(1))[0] == dense.size == 11
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        ElasticAveraging(tau=9, elastic=0.0024, sync_period=1),  # t1-audit line of the issue
+        ElasticAveraging(tau=0, elastic=0.5, sync_period=4),  # train line: multipliers meet
+        ElasticAveraging(tau=7, elastic=0.0024, sync_period=1),  # nearly double at −1
+    ],
+)
+def test_ea_threshold_is_certified_and_matches_dense_monodromy(rule):
+    model = QuadraticModel(1.0)
+    found = max_lr(rule, model)
+    assert found.max_lr is not None and found.method.startswith("Floquet bisection (certified")
+
+    def radius(lr):
+        return np.max(np.abs(np.linalg.eigvals(np.asarray(monodromy(rule, model, lr), float))))
+
+    assert radius(found.max_lr * (1 - 1e-5)) < 1 < radius(found.max_lr * (1 + 1e-5))
+    assert floquet_stable(rule, model, found.max_lr * 0.5)[0]
+
+
+def test_coupled_without_delay_is_the_closed_form():
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((9, 9))
+    H_f = A @ A.T / 9
+    H_b = 0.3 * (lambda B: B @ B.T / 9)(rng.standard_normal((9, 9)))
+    system = coupled_system(H_f, H_b, stage_sizes=(3, 2, 4), rule="sgd", tau_fwd=(0, 0, 0))
+    fast = scan_max_lr(system)
+    assert "no delay" in fast.method and fast.certified
+    reference = dense_max_lr(system).max_lr
+    assert fast.max_lr == pytest.approx(reference, rel=1e-9)
+    kappa = np.linalg.eigvals(H_f + H_b)  # gradient H_f·w_f + H_b·w_b at w_f = w_b
+    assert fast.max_lr == pytest.approx(np.min(2 * kappa.real / np.abs(kappa) ** 2), rel=1e-9)
+    assert spectral_radius(system, fast.max_lr * 0.999) < 1
+
+
+def test_api_results_carry_the_warnings_the_cli_prints():
+    import warnings
+
+    import stability as st
+    from stability.result import warning_lines
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing escapes: it is on the result
+        r = st.bounds("sgd", lam=5e-324)
+    assert r.warnings and all("lost accuracy" in w for w in r.warnings)
+    assert r.to_json()["warnings"] == list(r.warnings)
+    assert st.max_lr("sgd", tau=3).warnings == ()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.warn("`torch.jit.script` is deprecated", DeprecationWarning, stacklevel=1)
+        warnings.warn("overflow encountered in exp", RuntimeWarning, stacklevel=1)
+    [line] = warning_lines(caught)
+    assert line.startswith("RuntimeWarning: overflow") and "lost accuracy" in line

@@ -1,0 +1,346 @@
+"""Adam/AdamW on a network (issue 22): the preconditioner of a saved optimizer state, the
+preconditioned eigenvalues vs a dense ``torch.func.hessian``, the max lr vs the heavy-ball
+analysis and vs a dense frozen-P state matrix (weight decay included), the simulator's real
+Adam vs ``torch.optim.AdamW``, the frozen-P simulator vs an explicit loop, the measured
+bracket, the adaptive edge reading, and the one-line refusals of ``stability net``."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+from stability.cli.main import main
+from stability.nets.adaptive import adaptive_setup
+from stability.nets.bracket import NetProtocol
+from stability.nets.curvature import dense_hessian
+from stability.nets.preconditioner import load_preconditioner
+from stability.nets.prediction import net_rules
+from stability.nets.problem import load_problem
+from stability.nets.public import net_curvature, net_max_lr, net_train
+from stability.nets.simulator import simulate
+from stability.pipeline import Pipeline
+
+PROBLEM = textwrap.dedent(
+    """
+    from pathlib import Path
+    import torch
+
+    HERE = Path(__file__).parent
+
+    def data():
+        g = torch.Generator().manual_seed(0)
+        X = torch.randn(40, 8, generator=g, dtype=torch.float64)
+        Y = torch.sin(X[:, :2]) + 0.1 * X[:, 2:4]
+        return X, Y
+
+    def build(width=8):
+        torch.manual_seed(0)
+        return torch.nn.Sequential(
+            torch.nn.Linear(8, width), torch.nn.Tanh(), torch.nn.Linear(width, 2)).double()
+
+    def loss(out, y):
+        return 0.5 * ((out - y) ** 2).sum(dim=1).mean()
+
+    def fresh():
+        X, Y = data()
+        return {"model": build(), "loss": loss, "inputs": X, "targets": Y}
+
+    def trained():
+        d = fresh()
+        d["model"].load_state_dict(torch.load(HERE / "model.pt"))
+        return d
+
+    def wider():
+        X, Y = data()
+        return {"model": build(9), "loss": loss, "inputs": X, "targets": Y}
+    """
+)
+WD = 0.05
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """A 90-parameter MLP trained 60 full-batch AdamW steps (wd 0.05): problem file, the
+    optimizer's state_dict and the model's."""
+    folder = tmp_path_factory.mktemp("adam")
+    (folder / "mlp.py").write_text(PROBLEM)
+    ns: dict = {"__file__": str(folder / "mlp.py")}
+    exec(PROBLEM, ns)
+    d = ns["fresh"]()
+    model = d["model"]
+    opt = torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=WD)
+    for _ in range(60):
+        opt.zero_grad()
+        d["loss"](model(d["inputs"]), d["targets"]).backward()
+        opt.step()
+    torch.save(opt.state_dict(), folder / "state.pt")
+    torch.save(model.state_dict(), folder / "model.pt")
+    torch.save(model.state_dict(), folder / "not_optimizer.pt")
+    (folder / "junk.pt").write_text("not a torch file")
+    return folder
+
+
+def _net(files, stages=2):
+    return load_problem(f"{files / 'mlp.py'}:trained", stages=stages)
+
+
+def _dense_preconditioned(net, P):
+    s = np.sqrt(P)
+    return s[:, None] * dense_hessian(net) * s[None, :]
+
+
+def test_preconditioner_is_torch_adams_denominator(files):
+    net = _net(files)
+    pre = load_preconditioner(net, str(files / "state.pt"))
+    sd = torch.load(files / "state.pt")
+    # the model's parameters are in model.parameters() order with one stage split here
+    v = torch.cat([sd["state"][i]["exp_avg_sq"].reshape(-1) for i in range(4)])
+    t = float(sd["state"][0]["step"])
+    expected = 1 / (torch.sqrt(v / (1 - 0.999**t)) + 1e-8)
+    assert torch.allclose(pre.P, expected, rtol=1e-13, atol=0)
+    d = pre.describe()
+    assert d["step"] == 60 and d["beta2"] == 0.999 and d["eps"] == 1e-8
+    assert d["min"] == pytest.approx(float(expected.min()))
+    assert d["max"] == pytest.approx(float(expected.max()))
+
+
+def test_preconditioned_eigenvalues_match_dense(files):
+    net = _net(files)
+    pre = load_preconditioner(net, str(files / "state.pt"))
+    Ht = _dense_preconditioned(net, pre.P.numpy())
+    dense = np.sort(np.linalg.eigvalsh(Ht))[::-1]
+    r = net_curvature(net, k=3, precond_from=str(files / "state.pt"), negative=False)
+    assert np.allclose(r.preconditioned_eigenvalues, dense[:3], rtol=1e-6, atol=0)
+    for block, got in zip(net.blocks, r.preconditioned_stage_eigenvalues, strict=True):
+        ref = np.sort(np.linalg.eigvalsh(Ht[block, block]))[::-1][: len(got)]
+        assert np.allclose(got, ref, rtol=1e-6, atol=0)
+    # the plain Hessian's eigenvalues are reported beside them, unchanged
+    assert r.eigenvalues[0] == pytest.approx(np.linalg.eigvalsh(dense_hessian(net))[-1], 1e-8)
+
+
+def test_max_lr_is_heavy_ball_on_the_top_preconditioned_eigenvalue(files):
+    from stability.analysis.boundary import max_lr
+    from stability.rules.registry import get_spec
+
+    net = _net(files)
+    state = str(files / "state.pt")
+    r = net_max_lr(net, "adam", tau=4, beta1=0.9, precond_from=state, k=4)
+    lam = r.preconditioned_eigenvalues[0]
+    # no weight decay: none is given, whatever the state was trained with (wd = 0.05)
+    hb = max_lr(*get_spec("momentum").build(tau=4, momentum=0.9, lam=(1 - 0.9) * lam)).max_lr
+    assert r.max_lr == pytest.approx(hb, rel=1e-9)
+    assert r.preconditioner["step"] == 60 and r.rule == "adam"
+
+
+def _frozen_radius(H, P, lr, beta1, wd, tau):
+    """Spectral radius of the dense frozen-P AdamW map in weight space (independent of the
+    whitening): e_{t+1} = c·e_t − lr·P·m_{t+1}, m_{t+1} = β1·m_t + (1 − β1)·H·e_{t−τ}."""
+    p = H.shape[0]
+    n = (tau + 2) * p
+    A = np.zeros((n, n))
+    c = 1 - lr * wd
+    lag = slice(tau * p, (tau + 1) * p)
+    m = slice((tau + 1) * p, n)
+    A[m, m] = beta1 * np.eye(p)
+    A[m, lag] = (1 - beta1) * H
+    A[:p, :p] = c * np.eye(p)
+    A[:p] -= lr * P[:, None] * A[m]
+    for i in range(1, tau + 1):
+        A[i * p : (i + 1) * p, (i - 1) * p : i * p] = np.eye(p)
+    omega = np.linalg.eigvals(A)
+    return np.max(np.abs(omega[np.abs(omega - 1) > 1e-7]))  # ω = 1: flat directions (wd = 0)
+
+
+@pytest.mark.parametrize("wd", [0.0, 3.0])
+def test_weight_decay_is_not_preconditioned(files, wd):
+    """AdamW's decoupled decay multiplies every coordinate by c = 1 − lr·wd, P the gradient
+    step only: the prediction on H̃ with the flag's wd is the threshold of the dense map."""
+    net = _net(files, stages=1)
+    state = str(files / "state.pt")
+    r = net_max_lr(net, "adam", tau=1, beta1=0.9, weight_decay=wd, precond_from=state, k=10)
+    pre = load_preconditioner(net, state)
+    H = dense_hessian(net)
+    lam, V = np.linalg.eigh(H)
+    H_plus = (V * np.maximum(lam, 0)) @ V.T  # the analysis keeps the positive curvature
+    P = pre.P.numpy()
+    below = _frozen_radius(H_plus, P, r.max_lr * 0.999, 0.9, wd, 1)
+    above = _frozen_radius(H_plus, P, r.max_lr * 1.001, 0.9, wd, 1)
+    assert below < 1 < above
+
+
+def test_real_adam_is_torch_adamw(files):
+    """τ = 0: the simulator's real Adam (fresh, and continuing the saved state) steps as
+    torch.optim.AdamW, to 1e-12 in float64."""
+    net = _net(files)
+    state = str(files / "state.pt")
+    pipe = Pipeline.from_options(tau=0, stages=2, backward="stashed")
+    for source in (None, state):
+        setup = adaptive_setup(
+            net, "adam", {"weight_decay": WD}, source, update="real", command="train"
+        )
+        rules = net_rules("adam", setup.params, pipe)
+        res = simulate(setup.net, setup.real(rules), [0.02], steps=25)
+        model = torch.nn.Sequential(
+            torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2)
+        ).double()
+        model.load_state_dict(torch.load(files / "model.pt"))
+        opt = torch.optim.AdamW(model.parameters(), lr=0.02, weight_decay=WD)
+        if source is not None:
+            opt.load_state_dict(torch.load(state))
+            for g in opt.param_groups:
+                g["lr"], g["weight_decay"] = 0.02, WD
+        for _ in range(25):
+            opt.zero_grad()
+            out = model(net.inputs)
+            (0.5 * ((out - net.targets) ** 2).sum(dim=1).mean()).backward()
+            opt.step()
+        ref = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
+        assert np.max(np.abs(res.final_weights[0] - ref)) < 1e-12
+
+
+def test_frozen_stages_are_the_weight_space_rule(files):
+    """FrozenStage (whitened P = 1 rule) = the explicit loop w ← w − lr·(P·m + wd·w), τ = 1."""
+    net = _net(files)
+    state = str(files / "state.pt")
+    setup = adaptive_setup(net, "adam", {"weight_decay": WD}, state)
+    rules = net_rules(
+        "adam", setup.params, Pipeline.from_options(tau=1, stages=2, backward="stashed")
+    )
+    res = simulate(net, setup.frozen(rules), [0.01], steps=15)
+    P = setup.precond.P
+    w = [net.w_star.clone(), net.w_star.clone()]  # w_t, w_{t-1}
+    m = torch.zeros_like(P)
+    for _ in range(15):
+        m = 0.9 * m + 0.1 * net.gradient(w[1])
+        w = [w[0] - 0.01 * (P * m + WD * w[0]), w[0]]
+    assert np.max(np.abs(res.final_weights[0] - w[0].numpy())) < 1e-12
+
+
+def test_measured_bracket_contains_the_prediction(files):
+    state = str(files / "state.pt")
+    protocol = NetProtocol(steps=400, rate_steps=200, rel_tol=0.008)
+    r = net_max_lr(
+        _net(files, stages=2),
+        "adam",
+        schedule="pipemare",
+        beta1=0.9,
+        precond_from=state,
+        k=6,
+        measure=True,
+        protocol=protocol,
+    )
+    lo, hi = r.measured_bracket
+    assert (hi - lo) / lo <= 0.01
+    assert lo * 0.95 <= r.max_lr <= hi * 1.05
+    real_lo, real_hi = r.measured_bracket_real
+    assert 0 < real_lo < real_hi
+    assert r.real_ratio == pytest.approx((real_lo + real_hi) / 2 / r.max_lr)
+
+
+def test_warmup_source_moves_the_weights(files):
+    net = _net(files)
+    r = net_train(net, "adam", lr=0.005, steps=5, precond_from="warmup:20:0.01", weight_decay=WD)
+    assert r.preconditioner["warmup"]["steps"] == 20
+    assert "after the warm-up" in r.preconditioner["weights"]
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    model = model.double()
+    model.load_state_dict(torch.load(files / "model.pt"))
+    opt = torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=WD)
+    for _ in range(20):
+        opt.zero_grad()
+        (0.5 * ((model(net.inputs) - net.targets) ** 2).sum(dim=1).mean()).backward()
+        opt.step()
+    with torch.no_grad():
+        after = float(0.5 * ((model(net.inputs) - net.targets) ** 2).sum(dim=1).mean())
+    assert r.preconditioner["warmup"]["loss_after"] == pytest.approx(after, rel=1e-12)
+
+
+def test_adaptive_edge_reading(files):
+    """predicted_edge is max_lr(adam, delays; P = 1, λ = 1)/lr; the sharpness of the
+    analysed run at step 0 is λ₁(P·H) of the dense matrix."""
+    from stability.analysis.boundary import max_lr
+    from stability.rules.registry import get_spec
+
+    net = _net(files)
+    state = str(files / "state.pt")
+    lr = 1e-3
+    r = net_train(net, "adam", tau=2, lr=lr, steps=20, sharpness_every=10, precond_from=state)
+    unit = max_lr(*get_spec("adam").build(tau=2, beta1=0.9, lam=1.0)).max_lr
+    assert r.predicted_edge == pytest.approx(unit / lr, rel=1e-9)
+    assert r.sharpness_kind == "preconditioned"
+    pre = load_preconditioner(net, state)
+    lam1 = np.linalg.eigvalsh(_dense_preconditioned(net, pre.P.numpy()))[-1]
+    assert r.sharpness[0] == [0, pytest.approx(lam1, rel=1e-4)]
+    real = net_train(net, "adam", tau=0, lr=lr, steps=20, sharpness_every=10, update="real")
+    assert real.predicted_edge == pytest.approx(38 / lr, rel=1e-9)
+    assert [s for s, _ in real.sharpness] == [10, 20]  # a fresh Adam has no P before step 1
+
+
+def _cli(args, capsys):
+    rc = main(args)
+    return rc, capsys.readouterr()
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["no_source_max_lr", "no_source_train", "another_model", "not_optimizer", "junk", "diverge"],
+)
+def test_refusals_are_one_line_exit_2(files, capsys, case):
+    spec = f"{files / 'mlp.py'}:trained"
+    base = {
+        "no_source_max_lr": ["max-lr", "--problem", spec, "--rule", "adam", "--tau", "1"],
+        "no_source_train": ["train", "--problem", spec, "--rule", "adam", "--lr", "0.01"]
+        + ["--steps", "5"],
+        "another_model": ["curvature", "--problem", f"{files / 'mlp.py'}:wider"]
+        + ["--precond-from", str(files / "state.pt")],
+        "not_optimizer": ["curvature", "--problem", spec]
+        + ["--precond-from", str(files / "not_optimizer.pt")],
+        "junk": ["curvature", "--problem", spec, "--precond-from", str(files / "junk.pt")],
+        "diverge": ["max-lr", "--problem", spec, "--rule", "adam", "--tau", "1"]
+        + ["--precond-from", "warmup:200:1e3"],
+    }[case]
+    expected = {
+        "no_source_max_lr": "--precond-from",
+        "no_source_train": "--precond-from",
+        "another_model": "'0.weight'",
+        "not_optimizer": "not an optimizer state_dict",
+        "junk": "not a torch.save'd optimizer state_dict",
+        "diverge": "diverged",
+    }[case]
+    rc, out = _cli(["net", *base], capsys)
+    assert rc == 2 and expected in out.err and out.err.count("\n") == 1, out.err
+
+
+def test_cli_max_lr_json_and_text(files, capsys):
+    spec = f"{files / 'mlp.py'}:trained"
+    args = ["net", "max-lr", "--problem", spec, "--rule", "adam", "--beta1", "0.9"]
+    args += ["--precond-from", str(files / "state.pt"), "--tau", "4", "--k", "3"]
+    rc, out = _cli([*args, "--json"], capsys)
+    d = json.loads(out.out)
+    assert rc == 0 and d["max_lr"] > 0 and len(d["preconditioned_eigenvalues"]) == 3
+    assert d["preconditioner"]["step"] == 60
+    rc, out = _cli(args, capsys)
+    assert rc == 0 and "preconditioner" in out.out and "max_lr" in out.out
+
+
+def test_pipeoptim_adam_without_stashing(files):
+    """PipeOptim's current-weight backward pass: H_b whitened like H; the frozen-P simulator
+    (backpropagation with inconsistent weights) brackets the prediction."""
+    r = net_max_lr(
+        _net(files, stages=2),
+        "pipeoptim",
+        optimizer="adam",
+        schedule="pipemare",
+        backward="current",
+        precond_from=str(files / "state.pt"),
+        k=6,
+        measure=True,
+        protocol=NetProtocol(steps=400, rate_steps=200),
+    )
+    lo, hi = r.measured_bracket
+    assert r.stage_taus_bkwd == [0, 0] and (hi - lo) / lo <= 0.01
+    assert lo * 0.95 <= r.max_lr <= hi * 1.05

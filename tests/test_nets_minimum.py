@@ -1,0 +1,113 @@
+"""Issue 26 item 3: `net max-lr` / `net curvature` say when the weights are not at a minimum.
+
+A small MLP fitted with full-batch L-BFGS (gradient at rounding level, negative eigenvalues
+rounding noise) must not warn; a small classifier after 300 Adam steps from its
+initialisation must, with "minimum" in the ``warnings`` entry, in the JSON and the text
+report.  The reported numbers are checked against a dense autograd Hessian.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from stability.cli.main import main  # noqa: E402
+from stability.nets.minimum import GRADIENT_TOL, NEGATIVE_TOL  # noqa: E402
+from stability.nets.problem import problem_from_dict  # noqa: E402
+from stability.nets.public import net_curvature, net_max_lr  # noqa: E402
+
+
+def _data(classes: int | None):
+    g = torch.Generator().manual_seed(1)
+    X = torch.randn(60, 4, generator=g, dtype=torch.float64)
+    if classes is None:
+        return X, torch.tanh(X @ torch.tensor([[1.0], [-0.5], [0.3], [0.8]], dtype=X.dtype))
+    return X, (X[:, 0] + 0.5 * X[:, 1] > 0).long() + (X[:, 2] > 0.5).long()
+
+
+def _lbfgs_fitted():
+    torch.manual_seed(0)
+    X, y = _data(None)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 1))
+    model = model.double()
+    loss = torch.nn.MSELoss()
+    opt = torch.optim.LBFGS(
+        model.parameters(), max_iter=3000, tolerance_grad=1e-14, tolerance_change=0.0,
+        line_search_fn="strong_wolfe", history_size=50,
+    )  # fmt: skip
+
+    def closure():
+        opt.zero_grad()
+        value = loss(model(X), y)
+        value.backward()
+        return value
+
+    opt.step(closure)
+    return {"model": model, "loss": loss, "inputs": X, "targets": y}
+
+
+def _adam_classifier(steps: int = 300):
+    torch.manual_seed(0)
+    X, y = _data(3)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+    model = model.double()
+    loss = torch.nn.CrossEntropyLoss()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(steps):
+        opt.zero_grad()
+        loss(model(X), y).backward()
+        opt.step()
+    return {"model": model, "loss": loss, "inputs": X, "targets": y}
+
+
+def _dense(found):
+    net = problem_from_dict(found)
+    H = torch.func.hessian(lambda w: net.loss(w))(net.w_star.detach()).numpy()
+    lam = np.linalg.eigvalsh(0.5 * (H + H.T))
+    g = float(net.gradient(net.w_star).norm())
+    return net, lam, g, float(net.w_star.norm())
+
+
+def test_an_lbfgs_minimum_does_not_warn():
+    net, lam, g, w = _dense(_lbfgs_fitted())
+    assert g / (lam[-1] * w) < 1e-3 * GRADIENT_TOL  # the gradient is at rounding level
+    r = net_max_lr(net, "sgd", tau=2, k=3)
+    assert not any("minimum" in x for x in r.warnings)
+    assert r.gradient_scale == pytest.approx(g / (lam[-1] * w), rel=1e-6)
+    assert r.negative_ratio is not None and r.negative_ratio > -NEGATIVE_TOL
+
+
+def test_a_few_hundred_adam_steps_warn_in_json_and_text(tmp_path, capsys):
+    found = _adam_classifier()
+    net, lam, g, w = _dense(found)
+    assert lam[0] < -NEGATIVE_TOL * lam[-1]  # a saddle: the dense Hessian says so too
+    r = net_max_lr(net, "sgd", tau=2, k=3)
+    [warning] = [x for x in r.warnings if "minimum" in x]
+    assert "--sharpness-every" in warning and "edge of stability" in warning
+    assert r.gradient_norm == pytest.approx(g, rel=1e-9)
+    assert r.gradient_scale == pytest.approx(g / (lam[-1] * w), rel=1e-4)
+    assert r.gradient_scale > GRADIENT_TOL
+    assert r.negative_ratio == pytest.approx(lam[0] / lam[-1], rel=1e-3)
+    c = net_curvature(net, k=3)
+    assert any("minimum" in x for x in c.warnings)
+    # through the CLI: the JSON warnings list and the text report
+    torch.save(found, tmp_path / "adam.pt")
+    (tmp_path / "adam.py").write_text(
+        f"import torch\n\ndef problem():\n    return torch.load({str(tmp_path / 'adam.pt')!r}, "
+        "weights_only=False)\n"
+    )
+    spec = f"{tmp_path / 'adam.py'}:problem"
+    assert main(["net", "max-lr", "--problem", spec, "--rule", "sgd", "--tau", "2", "--k", "3",
+                 "--json"]) == 0  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    assert any("minimum" in x for x in out["warnings"]) and out["gradient_scale"] > GRADIENT_TOL
+    assert not any("deprecat" in x.lower() for x in out["warnings"])  # torch's notices: dropped
+    assert (
+        main(["net", "max-lr", "--problem", spec, "--rule", "sgd", "--tau", "2", "--k", "3"]) == 0
+    )
+    text = capsys.readouterr().out
+    assert "warning: not at a minimum" in text

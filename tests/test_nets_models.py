@@ -1,0 +1,302 @@
+"""stability.nets on the models people train: LayerNorm + residual, self-attention, embeddings,
+data from a DataLoader (any input structure), float32 and device overrides, ``--backward
+current`` for any module.
+
+Independent references: the dense Hessian of classic autograd (``torch.autograd.functional``),
+the delayed-SGD threshold of `stability.analysis.boundary` at λ₁, torch autograd (consistent
+weights), and backpropagation through an ``nn.Sequential`` written out layer by layer with
+``torch.func.vjp`` at the backward weights (inconsistent weights).
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from stability.analysis.boundary import max_lr  # noqa: E402
+from stability.cli.main import main  # noqa: E402
+from stability.nets.curvature import curvature, dense_hessian  # noqa: E402
+from stability.nets.inconsistent import inconsistent_gradient, units  # noqa: E402
+from stability.nets.problem import problem_from_dict  # noqa: E402
+from stability.nets.public import net_max_lr  # noqa: E402
+from stability.nets.simulator import simulate  # noqa: E402
+from stability.rules.registry import build_rule, get_spec  # noqa: E402
+
+MODELS = textwrap.dedent(
+    """
+    import torch
+    from torch import nn
+
+
+    class Residual(nn.Module):  # LayerNorm (affine) + residual MLP with GELU
+        def __init__(self):
+            super().__init__()
+            self.inp = nn.Linear(4, 8)
+            self.ln = nn.LayerNorm(8)
+            self.mlp = nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8))
+            self.out = nn.Linear(8, 2)
+
+        def forward(self, x):
+            a = self.inp(x)
+            return self.out(a + self.mlp(self.ln(a)))
+
+
+    class Attention(nn.Module):  # one-head self-attention, residual, LayerNorm
+        def __init__(self):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(6, 1, batch_first=True)
+            self.ln = nn.LayerNorm(6)
+            self.out = nn.Linear(6, 2)
+
+        def forward(self, x):
+            a, _ = self.attn(x, x, x, need_weights=False)
+            return self.out(self.ln(x + a).mean(dim=1))
+
+
+    class Embedding(nn.Module):  # token ids given as a dict {"ids": ...}
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(20, 6)
+            self.mlp = nn.Sequential(nn.Linear(6, 10), nn.GELU(), nn.Linear(10, 2))
+
+        def forward(self, ids):
+            return self.mlp(self.emb(ids).mean(dim=1))
+
+
+    def mse(out, y):
+        return 0.5 * ((out - y) ** 2).sum(dim=1).mean()
+
+
+    def tensors(name, n=160):
+        g = torch.Generator().manual_seed(1)
+        if name == "embedding":
+            ids = torch.randint(0, 20, (n, 5), generator=g)
+            return {"ids": ids}, torch.stack([ids[:, 0] % 3 - 1.0, ids[:, 1] % 2 - 0.5], 1).double()
+        shape = (n, 4) if name == "residual" else (n, 3, 6)
+        x = torch.randn(*shape, generator=g, dtype=torch.float64)
+        flat = x.reshape(n, -1)
+        return x, torch.sin(flat[:, :2]) + 0.5 * flat[:, 2:4]
+
+
+    def build(name):
+        torch.manual_seed(0)
+        return {"residual": Residual, "attention": Attention, "embedding": Embedding}[name]()
+
+
+    def problem(name, loader=False, batch=64):
+        x, y = tensors(name)
+        found = {"model": build(name).double(), "loss": mse}
+        if not loader:
+            return {**found, "inputs": x, "targets": y}
+        pick = (lambda i: {"ids": x["ids"][i]}) if isinstance(x, dict) else x.__getitem__
+        rows = [(pick(i), y[i]) for i in range(len(y))]
+        found["data"] = torch.utils.data.DataLoader(rows, batch_size=batch)
+        return found
+
+
+    def residual():
+        return problem("residual")
+
+
+    def attention():
+        return problem("attention")
+
+
+    def embedding():
+        return problem("embedding")
+
+
+    def embedding_loader():
+        return problem("embedding", loader=True)
+    """
+)
+NAMES = ("residual", "attention", "embedding")
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    import importlib.util
+
+    path = tmp_path_factory.mktemp("models") / "blocks.py"
+    path.write_text(MODELS)
+    spec = importlib.util.spec_from_file_location("blocks_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.PATH = path
+    return module
+
+
+def _eigs(net, k):
+    return curvature(net, k, negative_k=0, stage_blocks=False).eigenvalues
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_eigenvalues_equal_the_dense_hessian(models, name):
+    net = problem_from_dict(models.problem(name))
+    assert net.dim <= 2000 and net.dtype == torch.float64
+    exact = np.sort(np.linalg.eigvalsh(dense_hessian(net)))[::-1]
+    got = _eigs(net, 5)
+    assert np.max(np.abs(got - exact[:5])) <= 1e-6 * exact[0]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_max_lr_is_the_delayed_sgd_threshold_at_lambda_1(models, name):
+    net = problem_from_dict(models.problem(name))
+    res = net_max_lr(net, "sgd", tau=4, k=3)
+    want = max_lr(*get_spec("sgd").build(lam=res.eigenvalues[0], tau=4)).max_lr
+    assert abs(res.max_lr / want - 1) <= 1e-5
+
+
+def test_cli_train_backward_current_runs_on_attention(models, capsys):
+    spec = f"{models.PATH}:attention"
+    assert main(["net", "max-lr", "--problem", spec, "--rule", "sgd", "--tau", "4", "--k", "2",
+                 "--json"]) == 0  # fmt: skip
+    lr = 0.1 * json.loads(capsys.readouterr().out)["max_lr"]
+    argv = ["net", "train", "--problem", spec, "--stages", "2", "--schedule", "pipemare",
+            "--backward", "current", "--rule", "sgd", "--lr", f"{lr}", "--steps", "20",
+            "--json"]  # fmt: skip
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert not out["diverged"] and out["backward"] == "current"
+    assert out["loss_curve"][-1][1] < out["loss_curve"][0][1]
+
+
+# -- data as users hold it ----------------------------------------------------------------------
+
+
+def test_dataloader_equals_the_full_batch(models):
+    full = problem_from_dict(models.problem("embedding"))
+    loader = problem_from_dict(models.problem("embedding", loader=True))
+    assert loader.data.batches == 3 and loader.samples == full.samples == 160
+    assert torch.equal(loader.w_star, full.w_star)
+    w, v = full.w_star, torch.randn(full.dim, dtype=torch.float64)
+    assert abs(float(loader.loss(w)) / float(full.loss(w)) - 1) <= 1e-12
+    for a, b in ((loader.gradient(w), full.gradient(w)), (loader.hvp(w, v), full.hvp(w, v))):
+        assert float((a - b).abs().max()) <= 1e-12 * float(b.abs().max())
+    got, want = _eigs(loader, 3), _eigs(full, 3)
+    assert np.max(np.abs(got / want - 1)) <= 1e-9
+
+
+def test_minibatches_draw_from_the_loader_as_from_the_tensors(models):
+    full = problem_from_dict(models.problem("residual"), stages=2)
+    loader = problem_from_dict(models.problem("residual", loader=True), stages=2)
+    rules = [build_rule("sgd", tau=1)[0]] * 2
+    runs = [simulate(p, rules, [0.05], steps=12, batch=16, seed=3) for p in (full, loader)]
+    assert np.max(np.abs(runs[0].final_weights - runs[1].final_weights)) <= 1e-12
+
+
+def test_bad_data_is_refused_in_one_line(models):
+    found = models.problem("residual")
+    with pytest.raises(ValueError, match="one-shot iterator"):
+        problem_from_dict({"model": found["model"], "loss": found["loss"],
+                           "data": iter([(found["inputs"], found["targets"])])})  # fmt: skip
+    with pytest.raises(ValueError, match="either inputs and targets, or data"):
+        problem_from_dict({**found, "data": [(found["inputs"], found["targets"])]})
+    with pytest.raises(ValueError, match=r"^data batch 1 must be an \(inputs, targets\) pair"):
+        problem_from_dict({"model": found["model"], "loss": found["loss"], "data": [[1, 2, 3]]})
+    with pytest.raises(ValueError, match="^dtype must be float32 or float64"):
+        problem_from_dict(found, dtype="float16")
+    with pytest.raises(ValueError, match="^device must be a torch device"):
+        problem_from_dict(found, device="nowhere")
+
+
+# -- precision -----------------------------------------------------------------------------------
+
+
+def test_float32_top_eigenvalues_within_1e_4_of_float64(models, capsys):
+    spec = f"{models.PATH}:residual"
+    runs = {}
+    for dtype in ("float64", "float32"):
+        assert main(["net", "curvature", "--problem", spec, "--k", "3", "--dtype", dtype,
+                     "--json"]) == 0  # fmt: skip
+        runs[dtype] = np.array(json.loads(capsys.readouterr().out)["eigenvalues"])
+    assert np.max(np.abs(runs["float32"] / runs["float64"] - 1)) <= 1e-4
+    net = problem_from_dict(models.problem("residual"), dtype="float32")
+    assert net.dtype == torch.float32 and net.w_star.dtype == torch.float32
+    res = simulate(net, [build_rule("sgd", tau=2)[0]], [0.05], steps=5, track=("increment",))
+    assert np.all(np.isfinite(res.energies["increment"])) and not res.diverged[0]
+
+
+def test_default_dtype_is_the_models_promoted_to_the_datas(models):
+    x, y = models.tensors("residual")
+    model = models.build("residual")  # float32 parameters
+    assert problem_from_dict({"model": model, "loss": models.mse, "inputs": x.float(),
+                              "targets": y.float()}).dtype == torch.float32  # fmt: skip
+    assert problem_from_dict({"model": model, "loss": models.mse, "inputs": x,
+                              "targets": y}).dtype == torch.float64  # fmt: skip
+
+
+# -- backward current for any module -------------------------------------------------------------
+
+
+def _chain_by_hand(model, params_f, params_b, x, y, loss):
+    """Backpropagation through an nn.Sequential: activations with the forward weights, each
+    layer's vector-Jacobian product at the backward weights (torch.func.vjp per layer)."""
+    acts, a = [x], x
+    for i, layer in enumerate(model):
+        a = torch.func.functional_call(layer, _own(params_f, i), (a,))
+        acts.append(a)
+    cot = torch.func.grad(lambda o: loss(o, y))(acts[-1])
+    grads = {}
+    for i in reversed(range(len(model))):
+        layer, own_b = model[i], _own(params_b, i)
+
+        def f(a, p, layer=layer):
+            return torch.func.functional_call(layer, p, (a,))
+
+        _, pullback = torch.func.vjp(f, acts[i], own_b)
+        cot, g = pullback(cot)
+        grads.update({f"{i}.{n}": t for n, t in g.items()})
+    return grads
+
+
+def _own(params, i):
+    return {n.split(".", 1)[1]: t for n, t in params.items() if n.split(".", 1)[0] == str(i)}
+
+
+def test_general_backward_equals_backpropagation_by_hand():
+    torch.manual_seed(0)
+    nn = torch.nn
+    model = nn.Sequential(nn.Linear(3, 5), nn.LayerNorm(5), nn.GELU(), nn.Linear(5, 5),
+                          nn.PReLU(), nn.BatchNorm1d(5), nn.Linear(5, 2)).double()  # fmt: skip
+    with torch.no_grad():  # BatchNorm in eval mode: its stored statistics
+        model[5].running_mean.uniform_(-0.5, 0.5)
+        model[5].running_var.uniform_(0.5, 2.0)
+    X, Y = torch.randn(20, 3, dtype=torch.float64), torch.randn(20, 2, dtype=torch.float64)
+
+    def loss(out, y):
+        return 0.5 * ((out - y) ** 2).sum(dim=1).mean()
+
+    net = problem_from_dict({"model": model, "loss": loss, "inputs": X, "targets": Y}, stages=3)
+    uf, ub = (net.w_star + 0.3 * torch.randn(net.dim, dtype=torch.float64) for _ in range(2))
+    want = _chain_by_hand(model, net.params(uf), net.params(ub), X, Y, loss)
+    want = torch.cat([want[n].reshape(-1) for n in net.names])
+    for construction in ("auto", "general"):
+        got = inconsistent_gradient(net, uf, ub, construction=construction)
+        assert float((got - want).abs().max()) <= 1e-12 * float(want.abs().max())
+    assert float((want - net.gradient(uf)).abs().max()) > 1e-3  # the backward weights matter
+
+
+def test_general_backward_equals_bilinear_and_autograd(models):
+    nn = torch.nn
+    torch.manual_seed(0)
+    cnn = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.Tanh(), nn.Flatten(),
+                        nn.Linear(32, 2)).double()  # fmt: skip
+    X, Y = torch.randn(10, 1, 4, 4, dtype=torch.float64), torch.randn(10, 2, dtype=torch.float64)
+    net = problem_from_dict({"model": cnn, "loss": models.mse, "inputs": X, "targets": Y})
+    uf, ub, ur = (net.w_star + 0.2 * torch.randn(net.dim, dtype=torch.float64) for _ in range(3))
+    for args in ((uf, ub), (uf, ub, ur)):
+        a = inconsistent_gradient(net, *args, construction="auto")
+        b = inconsistent_gradient(net, *args, construction="general")
+        assert float((a - b).abs().max()) <= 1e-12 * float(a.abs().max())
+    for name in NAMES:
+        net = problem_from_dict(models.problem(name))
+        w = net.w_star
+        got = inconsistent_gradient(net, w, w, construction="general")
+        assert float((got - net.gradient(w)).abs().max()) <= 1e-12 * float(got.abs().max())
+    assert [n for n, _ in units(models.build("attention"))] == ["attn", "ln", "out"]
