@@ -89,7 +89,6 @@ class NetNoise(Result):
     stage_sizes: list = output("parameters per stage")
     measured: dict | None = output("the simulator's seeded minibatch runs (null without measure)")
     protocol: dict = output("start, perturbation, the runs' distance from w* and r₁₀")
-    warnings: list = output("what makes the numbers doubtful (e.g. runs left the quadratic region)")
     notes: list = output("what the numbers assume")
     seconds: float = output("wall time", "s")
 
@@ -301,7 +300,7 @@ def net_noise(
         stage_sizes=list(net.stage_sizes),
         measured=measured,
         protocol=protocol,
-        warnings=warnings,
+        warnings=tuple(warnings),
         notes=notes,
         seconds=time.perf_counter() - started,
     )

@@ -494,5 +494,4 @@ def report_noise(result) -> str:
         out += ["  " + line for line in aligned(pairs)]
         if m.get("as_bracket"):
             out.append(f"  as_bracket {m['as_bracket']}")
-    out += [f"warning: {w}" for w in result.warnings]
     return "\n".join(out)
