@@ -186,7 +186,7 @@ def test_measured_runs_agree_with_the_prediction_on_a_linear_model():
     assert abs(m["floor"][0] - r.floor) <= max(0.05 * r.floor, 3 * m["floor"][1])
     lo, hi = m["as_bracket"]
     assert 0.95 * lo <= r.as_max_lr <= 1.05 * hi
-    assert r.protocol["runs_max_distance_ratio"] < 1 and r.warnings == []
+    assert r.protocol["runs_max_distance_ratio"] < 1 and not r.warnings
 
 
 def test_hessian_and_ggn_agree_on_a_linear_model_and_k_is_clamped_to_p():
