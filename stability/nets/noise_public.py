@@ -246,7 +246,10 @@ def net_noise(
         "quadratic_radius_means": "distance from w* along ±v1 where v1ᵀ∇²f v1 changes by 10 %",
         "gradient_norm_at_w_star": float(torch.linalg.vector_norm(net.gradient(net.w_star))),
     }
-    warnings: list[str] = []
+    from stability.nets.minimum import nearness
+
+    near = nearness(net, float(lam[0]), np.sort(lam[lam < 0]))
+    warnings: list[str] = [] if near.warning is None else [near.warning]
     measured = None
     if measure:
         measured, wander = measure_runs(
