@@ -90,9 +90,9 @@ def lockstep(
     g_ref = problem.gradient(w_star).detach()
     depth = max(history_depth(r) for r in rules)
     variables = list(dict.fromkeys(v for r in rules for v in r.variables))
-    ring = _Ring(variables, depth, w0.to(torch.float64))
+    ring = _Ring(variables, depth, problem.vector(w0))
     taps = [StageTaps(ring, b) for b in problem.blocks]
-    lr_t = torch.tensor(lr)[:, None]
+    lr_t = problem.vector(lr)[:, None]
     ids = np.asarray(streams)
     source = BatchStreams(problem.samples, batch, seed, sampling, int(ids.max()) + 1)
     X, Y = problem.inputs, problem.targets
@@ -104,7 +104,7 @@ def lockstep(
     at = np.full((R, len(times)), np.nan)
     window_sum, window_count = np.zeros(R), 0
     blown = np.zeros(R, dtype=bool)
-    wander = torch.zeros(R, dtype=torch.float64)
+    wander = torch.zeros(R, dtype=w_star.dtype, device=w_star.device)
     kept = None
 
     def record(w: torch.Tensor, t: int) -> None:
@@ -113,7 +113,7 @@ def lockstep(
         if t not in times and not inside:
             return
         with torch.no_grad():
-            excess = (losses(w) - f_star).numpy()
+            excess = (losses(w) - f_star).cpu().numpy()
         if t in times:
             at[:, times.index(t)] = excess
         if inside:
@@ -138,28 +138,28 @@ def lockstep(
         distance = torch.linalg.vector_norm(w - w_star, dim=1)
         bad = ~torch.isfinite(distance) | (distance > limit)
         if bool(bad.any()):
-            blown |= bad.numpy()
+            blown |= bad.cpu().numpy()
             for var, buf in ring.buffers.items():
                 buf[:, bad] = w_star if var == "w" else 0.0
             w = ring.buffers["w"][ring.head]
             distance = torch.where(bad, 0.0, distance)
         wander = torch.maximum(wander, distance)
         if snapshot == t + 1:
-            kept = w.numpy().copy()
+            kept = w.cpu().numpy().astype(float)
         record(w, t + 1)
     mean = window_sum / window_count if window_count else np.full(R, np.nan)
     at[blown] = np.nan
     mean[blown] = np.nan
-    final = ring.buffers["w"][ring.head].numpy().copy()
+    final = ring.buffers["w"][ring.head].cpu().numpy().astype(float)
     final[blown] = np.nan
     if kept is not None:
         kept[blown] = np.nan
-    return Lockstep(at, mean, blown, wander.numpy(), final, kept)
+    return Lockstep(at, mean, blown, wander.cpu().numpy(), final, kept)
 
 
 def start_weights(problem: NetProblem, v1: np.ndarray, perturbation: float) -> torch.Tensor:
     """w₀ = w* + ε·v₁, ε = ``perturbation``·√p (module doc)."""
-    v = torch.as_tensor(np.asarray(v1, dtype=float))
+    v = problem.vector(np.asarray(v1, dtype=float))
     return problem.w_star.detach() + perturbation * problem.dim**0.5 * v / v.norm()
 
 
@@ -232,7 +232,7 @@ def pair_growth(
     lrs = np.asarray(lrs, dtype=float)
     L, p = lrs.size, problem.dim
     eps = float(torch.linalg.vector_norm(w0 - problem.w_star))
-    random = torch.as_tensor(np.random.default_rng([seed, 2]).standard_normal((pairs, p)))
+    random = problem.vector(np.random.default_rng([seed, 2]).standard_normal((pairs, p)))
     w_star = problem.w_star.detach()
     kick = torch.stack([problem.hvp(w_star, r) for r in random]).detach()  # ∝ ∇²f·r
     kick *= KICK * max(eps, 1e-12) / torch.linalg.vector_norm(kick, dim=1, keepdim=True)
@@ -299,7 +299,7 @@ def measure_almost_sure(
 def quadratic_radius(problem: NetProblem, v1: np.ndarray, change: float = 0.1) -> float:
     """r₁₀: the smallest δ > 0 with |v₁ᵀ∇²f(w* ± δv₁)v₁ − λ₁| ≥ ``change``·|λ₁| (module doc);
     doubling from 10⁻⁶·max(‖w*‖, 1), then 30 bisections; inf if no change up to 10³·‖w*‖."""
-    v = torch.as_tensor(np.asarray(v1, dtype=float))
+    v = problem.vector(np.asarray(v1, dtype=float))
     v = v / v.norm()
     w = problem.w_star.detach()
 
@@ -351,6 +351,7 @@ def measure_runs(
     m = measure_loss(
         problem, rules, lr, batch, times, w0,
         runs=int(runs), window=window, sampling=sampling, seed=seed,
+        record_every=max(1, min(10, (window[1] - window[0]) // 20)),
     )  # fmt: skip
     out: dict[str, Any] = {
         "runs": int(runs),

@@ -217,7 +217,7 @@ def net_noise(
     moments = restrict(moments2, cols)
     sizes = sizes2 if k_kept == V.shape[1] else _sizes(sizes2, net.stage_sizes, k_kept)
     w0 = start_weights(net, curv.eigenvectors[:, 0], perturbation)
-    e_full = Q.T @ (w0 - net.w_star).numpy()
+    e_full = Q.T @ (w0 - net.w_star).cpu().numpy().astype(float)
     small = _subspace(moments, rules, sizes, e_full[cols], uniform)
     ms, as_lr, bracket = thresholds(
         small.builder,

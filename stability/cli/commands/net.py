@@ -441,7 +441,7 @@ def run_noise(args):
     from stability.nets.problem import load_problem
     from stability.pipeline import Pipeline
 
-    net = load_problem(args.problem, stages=args.stages)
+    net = load_problem(args.problem, stages=args.stages, **_precision(args))
     profile = args.schedule or args.stage_delays is not None or args.tau is not None
     pipe = Pipeline.from_options(
         args.schedule,
