@@ -57,7 +57,9 @@ step size is stable along them, so they carry no threshold; reported as ``droppe
 
 @dataclass(frozen=True)
 class NetNoise(Result):
-    """Minibatch theory of a network near a minimum (module doc)."""
+    """Minibatch training of a network near a minimum: mean-square and almost-sure thresholds,
+    expected loss and noise floor on the Galerkin-projected per-sample moments, and with
+    ``measure`` the simulator's seeded runs (`stability.nets.noise_public`)."""
 
     rule: str = output("the rule's registry name")
     batch: int = output("minibatch size B")
