@@ -210,9 +210,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", choices=("kronecker", "measured", "shipped"), default=None)
+    ap.add_argument("--out", type=Path, default=None, help="results JSON (default figures/)")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    out = ROOT / "figures" / ("quick" if args.quick else "") / "net_noise_acceptance.json"
+    out = (
+        args.out or ROOT / "figures" / ("quick" if args.quick else "") / "net_noise_acceptance.json"
+    )
     done = json.loads(out.read_text()) if out.exists() else {}
     runs = 256 if args.quick else 1024
     first, rest = [], []  # the acceptance lines first (B = 16), then B = 32 and the shipped ones
