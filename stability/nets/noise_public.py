@@ -46,8 +46,9 @@ from stability.result import Result, output
 
 DEFAULT_K = 10
 """Default number of Hessian eigenvectors spanning the subspace."""
-MAX_SUBSPACE = 400
-"""Largest subspace dimension m (the mean-square problems are m(m+1)/2-dimensional)."""
+MAX_SUBSPACE = 128
+"""Largest subspace dimension m (the per-sample curvatures take n·m² numbers, the mean-square
+problems are m(m+1)/2-dimensional)."""
 MAX_STAGED_SUBSPACE = 64
 """Largest subspace with per-stage delays (its Gramians are dense m² × m² matrices)."""
 FLAT = 1e-9
