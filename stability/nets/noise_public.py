@@ -179,6 +179,7 @@ def net_noise(
     from stability.nets.minibatch_runs import KICK, measure_runs, quadratic_radius, start_weights
     from stability.nets.prediction import net_rules
     from stability.nets.public import _problem, _rule_params
+    from stability.nets.simulator import INCONSISTENT_RULES
     from stability.noise.minibatch import MAX_STEPS, default_times, predict_at, thresholds
     from stability.trainer.engine import SAMPLING
 
@@ -195,6 +196,16 @@ def net_noise(
         if at is None
         else sorted({check_integer("at", t, low=0, high=steps) for t in at})
     )
+    if rule in INCONSISTENT_RULES:
+        raise ValueError(
+            f"rule {rule!r} models backward weights that differ from the forward ones; net noise "
+            "linearises the gradient at the forward weights (weight stashing)"
+        )
+    if rule == "adam" or params.get("optimizer") in ("adam", "adamw"):
+        raise ValueError(
+            "Adam needs the optimizer's preconditioner (net max-lr --precond-from); "
+            "net noise analyses preconditioner-free rules"
+        )
     pipe = _pipeline(net, pipeline, tau)
     rules = net_rules(rule, _rule_params(rule, params), pipe)
     uniform = len(set(pipe.tau_fwd.tolist())) == 1
