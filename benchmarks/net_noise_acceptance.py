@@ -211,6 +211,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", choices=("kronecker", "measured", "shipped"), default=None)
     ap.add_argument("--out", type=Path, default=None, help="results JSON (default figures/)")
+    ap.add_argument("--keys", nargs="*", default=None, help="only these cases (by key)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     out = (
@@ -240,7 +241,7 @@ def main() -> int:
     cases = first + rest
     built = {}
     for kind, key, name, run in cases:
-        if (args.only and kind != args.only) or key in done:
+        if (args.only and kind != args.only) or key in done or (args.keys and key not in args.keys):
             continue
         if name is not None and name not in built:
             built[name] = network(name)
