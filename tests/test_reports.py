@@ -180,6 +180,20 @@ CASES = (
         ("max_lr", "stage_taus[*]", "critical_stage"),
     ),
     Case(
+        f"net noise --problem {NET} --rule sgd --batch 32 --k 2 --steps 20 --lyapunov-steps 100 "
+        "--lyapunov-runs 2 --measure --runs 2 --pairs 2 --pair-steps 100",
+        (
+            "ms_max_lr",
+            "as_max_lr",
+            "floor",
+            "rate",
+            "as_bracket[*]",
+            "expected_loss[*][*]",
+            "measured.expected_loss[*][1]",
+            "measured.blowup_criterion",
+        ),
+    ),  # fmt: skip
+    Case(
         f"net train --problem {NET} --rule sgd --stages 2 --tau 1 --lr 0.1 --steps 30 "
         "--sharpness-every 10 --batch 32",
         ("final_loss", "predicted_edge", "sharpness[0][*]", "sharpness[-1][*]"),

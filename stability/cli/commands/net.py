@@ -421,17 +421,48 @@ def _register_noise(net) -> None:
         default=1e-3,
         help="start w* + perturbation·√p·v1 (default 1e-3)",
     )
-    n.add_argument("--sampling", type=choice_arg("--sampling", ("iid", "reshuffle")), default="iid")
-    n.add_argument("--seed", type=int_arg("--seed"), default=0)
     n.add_argument(
-        "--lyapunov-steps", type=int_arg("--lyapunov-steps", 100, MAX_STEPS), default=4000
+        "--sampling",
+        type=choice_arg("--sampling", ("iid", "reshuffle")),
+        default="iid",
+        help="minibatches of the measured runs: B rows drawn iid each step (what the theory "
+        "covers) or epochs of a reshuffled order",
     )
-    n.add_argument("--lyapunov-runs", type=int_arg("--lyapunov-runs", 2, 10_000), default=32)
+    n.add_argument(
+        "--seed", type=int_arg("--seed"), default=0, help="seed of the Lyapunov and measured runs"
+    )
+    n.add_argument(
+        "--lyapunov-steps",
+        type=int_arg("--lyapunov-steps", 100, MAX_STEPS),
+        default=4000,
+        help="steps per run of the almost-sure (top Lyapunov exponent) estimate",
+    )
+    n.add_argument(
+        "--lyapunov-runs",
+        type=int_arg("--lyapunov-runs", 2, 10_000),
+        default=32,
+        help="independent runs of the Lyapunov estimate (its confidence interval)",
+    )
     m = n.add_argument_group("measurement (the simulator's seeded minibatch runs)")
     m.add_argument("--measure", action="store_true", help="N seeded runs in lockstep")
-    m.add_argument("--runs", type=int_arg("--runs", 2, 65_536), default=256)
-    m.add_argument("--pairs", type=int_arg("--pairs", 2, 4096), default=32)
-    m.add_argument("--pair-steps", type=int_arg("--pair-steps", 100, MAX_STEPS), default=4000)
+    m.add_argument(
+        "--runs",
+        type=int_arg("--runs", 2, 65_536),
+        default=256,
+        help="seeded minibatch runs of the simulator for the measured loss",
+    )
+    m.add_argument(
+        "--pairs",
+        type=int_arg("--pairs", 2, 4096),
+        default=32,
+        help="pairs of runs sharing their batches, for the measured almost-sure bracket",
+    )
+    m.add_argument(
+        "--pair-steps",
+        type=int_arg("--pair-steps", 100, MAX_STEPS),
+        default=4000,
+        help="steps of each pair of runs",
+    )
     add_output_arguments(n)
     n.set_defaults(run=run_noise, report=report_noise)
 
