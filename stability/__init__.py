@@ -63,6 +63,8 @@ _HOMES: dict[str, str] = {
     "NetMaxLr": "stability.nets.public",
     "net_train": "stability.nets.public",
     "NetTrain": "stability.nets.public",
+    "net_noise": "stability.nets.noise_public",
+    "NetNoise": "stability.nets.noise_public",
     "run_sweep": "stability.sweep.runner",
     "SweepSummary": "stability.sweep.runner",
     "read_spec": "stability.sweep.specfile",
