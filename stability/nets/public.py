@@ -4,7 +4,8 @@ Each takes the problem as ``"FILE.py:FUNCTION"`` (or a `NetProblem`), the rule b
 parameters as keywords named like the CLI flags, and returns a frozen `Result` whose attributes
 are the command's JSON keys.  Delays: a uniform ``tau`` (every stage), or a pipeline
 ``schedule`` over the problem's stages (default ``pipemare``, PipeMare Table 1) with
-``microbatches``, or an explicit profile ``stage_delays``; weight stashing unless
+``microbatches``, or an explicit profile ``stage_delays`` (keywords, `PIPELINE_KEYWORDS`), or
+``pipeline=`` a `stability.pipeline.Pipeline` of the network's stages; weight stashing unless
 ``backward="current"`` (`stability.pipeline.Pipeline.from_options`).
 """
 
@@ -52,6 +53,35 @@ def _problem(
             raise ValueError("device: a NetProblem keeps its device; pass device when loading it")
         return problem
     return load_problem(problem, stages=stages, dtype=dtype, device=device)
+
+
+PIPELINE_KEYWORDS = ("schedule", "stage_delays", "microbatches", "tau")
+"""The keywords of a network's pipeline (besides ``stages``, the network's own split):
+`stability.pipeline.Pipeline.from_options`'s, ``tau`` the uniform delay."""
+
+
+def _pipeline_keywords(params: dict[str, Any]) -> dict[str, Any]:
+    """The pipeline keywords given among ``params`` (removed from it)."""
+    given = {k: params.pop(k) for k in PIPELINE_KEYWORDS if k in params}
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def _pipeline(
+    net: NetProblem, pipeline: Any, keywords: dict[str, Any], backward: str, tau_bkwd: Any
+) -> Pipeline:
+    """The network's pipeline: ``pipeline`` given whole, or built from its ``keywords`` over the
+    network's stages (default schedule pipemare; weight stashing unless ``backward`` is
+    "current"; `Pipeline.from_options`)."""
+    P = len(net.stage_sizes)
+    if pipeline is None:
+        return Pipeline.from_options(
+            default=DEFAULT_SCHEDULE, stages=P, backward=backward, tau_bkwd=tau_bkwd, **keywords
+        )
+    if keywords:
+        raise ValueError(f"give pipeline= or its keywords ({', '.join(keywords)}), not both")
+    if not isinstance(pipeline, Pipeline) or pipeline.stages != P:
+        raise ValueError(f"pipeline must be a Pipeline of the network's {P} stages")
+    return pipeline
 
 
 def _rule_params(rule: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -251,10 +281,7 @@ def net_max_lr(
     rule: str,
     *,
     stages: int | None = None,
-    schedule: str | None = None,
-    stage_delays: Any = None,
-    microbatches: int | None = None,
-    tau: int | None = None,
+    pipeline: Any = None,
     backward: str = "stashed",
     tau_bkwd: int | None = None,
     tau_recomp: int | None = None,
@@ -288,21 +315,13 @@ def net_max_lr(
     from stability.nets.sensitivity import effective_delta, predict_inconsistent
 
     net = _problem(problem, stages, dtype, device)
+    delays = _pipeline_keywords(params)
     k = check_integer("k", k, low=1)
     params = _rule_params(rule, params)
     adaptive = adaptive_setup(net, rule, params, precond_from)
     if adaptive is not None:
         net, params = adaptive.net, adaptive.params
-    pipe = Pipeline.from_options(
-        schedule,
-        stage_delays=stage_delays,
-        default=DEFAULT_SCHEDULE,
-        stages=len(net.stage_sizes),
-        microbatches=microbatches,
-        tau=tau,
-        backward=backward,
-        tau_bkwd=tau_bkwd,
-    )
+    pipe = _pipeline(net, pipeline, delays, backward, tau_bkwd)
     if adaptive is None:
         rules = net_rules(rule, params, pipe, tau_recomp=tau_recomp)
         curv = curvature(net, k, stage_blocks=False, negative_k=5 if negative else 0)
@@ -427,10 +446,7 @@ def net_train(
     lr: float,
     steps: int,
     stages: int | None = None,
-    schedule: str | None = None,
-    stage_delays: Any = None,
-    microbatches: int | None = None,
-    tau: int | None = None,
+    pipeline: Any = None,
     backward: str = "stashed",
     tau_bkwd: int | None = None,
     tau_recomp: int | None = None,
@@ -467,6 +483,7 @@ def net_train(
     from stability.nets.sharpness import SharpnessTracker, coupled_edge, edge_summary
 
     net = _problem(problem, stages, dtype, device)
+    delays = _pipeline_keywords(params)
     check_real("lr", lr, low=0.0, low_open=True)
     steps = check_integer("steps", steps, low=1)
     seed = check_integer("seed", seed, low=0)
@@ -479,16 +496,7 @@ def net_train(
         batch = check_integer("batch", batch, low=1)
         if batch > net.samples:
             raise ValueError(f"batch must be an integer in [1, {net.samples}], got {batch}")
-    pipe = Pipeline.from_options(
-        schedule,
-        stage_delays=stage_delays,
-        default=DEFAULT_SCHEDULE,
-        stages=len(net.stage_sizes),
-        microbatches=microbatches,
-        tau=tau,
-        backward=backward,
-        tau_bkwd=tau_bkwd,
-    )
+    pipe = _pipeline(net, pipeline, delays, backward, tau_bkwd)
     values = _rule_params(rule, params)
     adaptive = adaptive_setup(net, rule, values, precond_from, update=update, command="train")
     if adaptive is None:

@@ -82,22 +82,26 @@ class Noise(Result):
     notes: list = output("what the numbers assume")
 
 
-def _problem(data: Any, standardize: str, bias: bool, samples: int | None):
+NOISE_PROBLEM_KEYS = ("standardize", "bias", "samples")
+"""The problem keywords of the minibatch commands (linear regression: `PROBLEM_OPTIONS`' data
+preprocessing), given among a function's keywords."""
+
+
+def _problem(data: Any, params: dict[str, Any]):
+    """The linear regression of ``data`` (a path, None: cpusmall, a `Dataset` or a
+    `LinearRegression`) with the problem keywords among ``params`` (removed from it)."""
+    from stability.api.setup import problem_options
     from stability.trainer.data import Dataset
     from stability.trainer.linreg import LinearRegression
-    from stability.trainer.problems import ProblemOptions, build_problem
+    from stability.trainer.problems import build_problem
 
+    given = {k: params.pop(k) for k in NOISE_PROBLEM_KEYS if k in params}
     if isinstance(data, LinearRegression):
         return data
     if isinstance(data, Dataset):
         return LinearRegression.from_dataset(data)
-    options = ProblemOptions(
-        data=None if data is None else str(Path(data)),
-        standardize=standardize,
-        bias=bias,
-        samples=samples,
-    )
-    return build_problem(options)[0]
+    path = None if data is None else str(Path(data))
+    return build_problem(problem_options(problem="linreg", data=path, **given))[0]
 
 
 @dataclass(frozen=True)
@@ -147,22 +151,30 @@ def setup(rule: Any, problem, pipe: Pipeline | None, params) -> RuleOnData:
     )
 
 
+def _pipeline(pipeline: Any, params: dict[str, Any]) -> Pipeline | None:
+    """The pipeline given whole or by its keywords among ``params`` (removed from it;
+    `stability.api.setup.pipeline_of`); ``uniform`` without delays at PipeMare's largest."""
+    from stability.api.commands import PIPELINE_OPTIONS
+    from stability.api.setup import pipeline_of
+
+    given = {o.name: params.pop(o.name) for o in PIPELINE_OPTIONS if o.name in params}
+    given = {k: v for k, v in given.items() if v is not None}
+    tau = None
+    if "stage_delays" not in given:
+        tau = worst_delay(given.get("schedule"), given.get("stages"), given.get("microbatches"))
+    return pipeline_of(pipeline, given, tau=tau)
+
+
 def noise(
     rule: Any,
     *,
     batch: int,
     lr: float,
     data: Any = None,
-    standardize: str = "features",
-    bias: bool = False,
-    samples: int | None = None,
     steps: int = 1000,
     at: Any = None,
     sampling: str = "iid",
-    schedule: str | None = None,
-    stage_delays: Any = None,
-    stages: int | None = None,
-    microbatches: int | None = None,
+    pipeline: Any = None,
     measure: bool = False,
     runs: int = 256,
     window: tuple[int, int] | None = None,
@@ -177,8 +189,10 @@ def noise(
     trainer's runs.
 
     ``rule``: a registry name (or rule value) with its ``params`` as for `stability.max_lr`;
-    ``data``: a CSV/svmlight path, ``None`` (cpusmall), a `Dataset` or a `LinearRegression`;
+    ``data``: a CSV/svmlight path, ``None`` (cpusmall), a `Dataset` or a `LinearRegression`,
+    with the keywords ``standardize``/``bias``/``samples`` (`NOISE_PROBLEM_KEYS`);
     ``at``: the steps of ``expected_loss`` (default: the 1-2-5 sequence up to ``steps``);
+    ``pipeline`` (a `stability.pipeline.Pipeline`) or its keywords
     ``schedule``/``stage_delays``/``stages``/``microbatches``: per-stage delays
     (`stability.pipeline.Pipeline.from_options`; ``uniform`` at PipeMare's largest delay);
     ``window``: [start, end) of the measured floor (default: the second half of ``steps``).
@@ -193,7 +207,7 @@ def noise(
     check_choice("sampling", sampling, SAMPLING)
     lr = check_real("lr", lr, low=0.0, low_open=True)
     steps = check_integer("steps", steps, low=1, high=MAX_STEPS)
-    problem = _problem(data, standardize, bias, samples)
+    problem = _problem(data, params)
     n, d = problem.samples, problem.dim
     batch = check_integer("batch", batch, low=1, high=n)
     if d > MAX_PARAMETERS:
@@ -203,13 +217,7 @@ def noise(
         if at is None
         else sorted({check_integer("at", t, low=0, high=steps) for t in at})
     )
-    pipe = Pipeline.from_options(
-        schedule,
-        stage_delays=stage_delays,
-        tau=None if stage_delays is not None else worst_delay(schedule, stages, microbatches),
-        stages=stages,
-        microbatches=microbatches,
-    )
+    pipe = _pipeline(pipeline, params)
     ctx = setup(rule, problem, pipe, params)
     state = ctx.builder(lr)
     if d * state.size > MAX_STATE:

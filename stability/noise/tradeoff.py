@@ -90,13 +90,11 @@ def tradeoff(
     tau: int,
     rules: Any = ("sgd", "momentum", "lwp+sc"),
     data: Any = None,
-    standardize: str = "features",
-    bias: bool = False,
-    samples: int | None = None,
     fractions: Any = FRACTIONS,
     momenta: Any = MOMENTA,
     target: float | None = None,
     out: Any = None,
+    **keywords: Any,
 ) -> Tradeoff:
     """Speed-versus-floor fronts (`Tradeoff`; docs/noise.md).  Exact mean-square rate and floor of
     `stability.noise.second_moment` (E[H_B ⊗ H_B] = H ⊗ H + p(E[xxᵀ ⊗ xxᵀ] − H ⊗ H))."""
@@ -106,7 +104,11 @@ def tradeoff(
     from stability.noise.moments import SampleMoments
 
     tau = int(check_delay("tau", tau))
-    problem = _problem(data, standardize, bias, samples)
+    problem = _problem(data, keywords)
+    if keywords:
+        raise ValueError(
+            f"unknown keyword {next(iter(keywords))!r} (the problem's: standardize, bias, samples)"
+        )
     batch = check_integer("batch", batch, low=1, high=problem.samples)
     rules = [rules] if isinstance(rules, str) else list(rules)
     if not rules:
