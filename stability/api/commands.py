@@ -64,6 +64,7 @@ PIPELINE_OPTIONS: tuple[Option, ...] = (
         default=None,
         low=1,
         high=MAX_DELAY,
+        metavar="N",
     ),
 )
 """The pipeline's inputs, wherever a command takes a pipeline."""

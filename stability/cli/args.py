@@ -96,18 +96,6 @@ def int_arg(flag: str, low: int = 0, high: int | None = None) -> Callable[[str],
     return parse
 
 
-def add_stage_delays_argument(group) -> None:
-    """``--stage-delays T1,T2,…``: an explicit per-stage delay profile wherever a schedule is
-    accepted (`stability.pipeline.Pipeline.from_options`)."""
-    group.add_argument(
-        "--stage-delays",
-        type=int_list("--stage-delays", 0),
-        default=None,
-        metavar="T1,T2,...",
-        help="forward delay of each stage, stage 1 first (e.g. 7,5,3,1); overrides the schedule's",
-    )
-
-
 def int_list(flag: str, low: int = 0) -> Callable[[str], tuple[int, ...]]:
     """Comma-separated integers ≥ low."""
 

@@ -34,9 +34,9 @@ from stability.cli.args import (
     HelpFormatter,
     Parser,
     add_command,
+    add_options,
     add_output_arguments,
     add_rule_arguments,
-    add_stage_delays_argument,
     examples_epilog,
     float_arg,
     int_arg,
@@ -105,13 +105,9 @@ def _rule(p: argparse.ArgumentParser, *, backward: bool = True) -> None:
         help="per-stage delays of this schedule over --stages P, --microbatches N (default "
         "pipemare); or a uniform --tau",
     )
-    add_stage_delays_argument(g)
-    g.add_argument(
-        "--microbatches",
-        type=int_arg("--microbatches", 1, MAX_DELAY),
-        default=None,
-        help="microbatches N of the schedule (default 1)",
-    )
+    from stability.api.commands import PIPELINE_OPTIONS
+
+    add_options(g, tuple(o for o in PIPELINE_OPTIONS if o.name in ("stage_delays", "microbatches")))
     g.add_argument(
         "--tau", type=int_arg("--tau", 0, MAX_DELAY), default=None, help="uniform delay τ"
     )
