@@ -26,7 +26,7 @@ from stability.cli.args import check_rule_flags
 from stability.cli.main import main, make_parser, run_recording_warnings
 
 ROOT = Path(__file__).resolve().parents[1]
-NET = f"{ROOT}/examples/diabetes_linear.py:problem"  # the smallest shipped example: 11 weights
+NET = str(ROOT / "examples" / "diabetes_linear.py") + ":problem"  # the smallest example: 11 weights
 NOISE = "--batch 4 --lr 0.1 --data {tmp}/d.csv --steps 20 --lyapunov-steps 100 --lyapunov-runs 2"
 
 
