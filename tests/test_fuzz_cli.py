@@ -121,8 +121,20 @@ def _bases(csv: str, tmp: Path) -> dict[str, tuple[list[str], int]]:
             1,
         ),  # fmt: skip
         "net noise": (
-            ["net", "noise", "--problem", NET, "--rule", "sgd", "--tau", "1", "--batch", "4",
-             "--k", "2"],
+            [
+                "net",
+                "noise",
+                "--problem",
+                NET,
+                "--rule",
+                "sgd",
+                "--tau",
+                "1",
+                "--batch",
+                "4",
+                "--k",
+                "2",
+            ],
             1,
         ),  # fmt: skip
         "net train": (
