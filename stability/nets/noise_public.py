@@ -191,6 +191,8 @@ def net_noise(
     steps = check_integer("steps", steps, low=1, high=MAX_STEPS)
     batch = check_integer("batch", batch, low=1, high=net.samples)
     check_real("perturbation", perturbation, low=0.0, low_open=True)
+    if lr is not None:
+        lr = check_real("lr", lr, low=0.0, low_open=True)
     times = (
         default_times(steps)
         if at is None
@@ -212,7 +214,7 @@ def net_noise(
     p = net.dim
     k = min(k, p)
     k2 = min(2 * k, p)
-    curv = top_curvature(net, k2, stage_k=1, negative_k=0)
+    curv = top_curvature(net, k2, stage_blocks=False, negative_k=0)
     lam = curv.eigenvalues
     keep = lam > FLAT * max(float(lam[0]), 0.0)
     if not keep[0]:
