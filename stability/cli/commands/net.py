@@ -1,4 +1,4 @@
-"""``stability net curvature|max-lr|train --problem FILE.py:FUNC ...``: a user's PyTorch model
+"""``stability net curvature|max-lr|train|noise --problem FILE.py:FUNC ...``: a user's PyTorch model
 (`stability.nets.public`: ``st.net_curvature``, ``st.net_max_lr``, ``st.net_train``).
 
 * ``curvature [--k K] [--stages P] [--stage-blocks] [--negative]``: ``eigenvalues``
@@ -14,7 +14,13 @@
   ``loss_curve``, ``measured_rate``, ``protocol``; with ``--backward current`` no weight
   stashing (backward delays from the schedule, or ``--tau-bkwd`` with a uniform ``--tau``;
   ``--tau-recomp`` for rule recompute); with ``--sharpness-every K`` the edge of stability:
-  ``sharpness``, ``predicted_edge``, ``plateau``, ``reached``, ``edge_ratio``.
+  ``sharpness``, ``predicted_edge``, ``plateau``, ``reached``, ``edge_ratio``; ``--batch B
+  --sampling reshuffle|iid`` trains with minibatches;
+* ``noise --rule R [rule flags] [--tau T | --stages P --schedule S] --batch B [--k K] [--lr X]
+  [--curvature hessian|ggn] [--measure --runs N]``: the minibatch theory near a minimum
+  (`stability.nets.noise_public`, ``st.net_noise``): ``full_batch_max_lr``, ``ms_max_lr``,
+  ``as_max_lr``, ``as_bracket``, ``expected_loss``, ``floor``, ``rate``,
+  ``subspace_change``, ``protocol``, with ``--measure`` the simulator's ``measured`` runs.
 
 Adam/AdamW (``--rule adam``, ``pipeoptim --optimizer adam|adamw``): ``--precond-from
 STATE|warmup:N:LR`` gives the optimizer's preconditioner P (``curvature``: also
@@ -418,17 +424,37 @@ def _register_noise(net) -> None:
         default=1e-3,
         help="start w* + perturbation·√p·v1 (default 1e-3)",
     )
-    n.add_argument("--sampling", type=choice_arg("--sampling", ("iid", "reshuffle")), default="iid")
-    n.add_argument("--seed", type=int_arg("--seed"), default=0)
     n.add_argument(
-        "--lyapunov-steps", type=int_arg("--lyapunov-steps", 100, MAX_STEPS), default=4000
+        "--sampling",
+        type=choice_arg("--sampling", ("iid", "reshuffle")),
+        default="iid",
+        help="batches of the measured runs: iid (what the theory covers) or reshuffled epochs",
     )
-    n.add_argument("--lyapunov-runs", type=int_arg("--lyapunov-runs", 2, 10_000), default=32)
+    n.add_argument("--seed", type=int_arg("--seed"), default=0, help="batch streams' seed")
+    n.add_argument(
+        "--lyapunov-steps",
+        type=int_arg("--lyapunov-steps", 100, MAX_STEPS),
+        default=4000,
+        help="steps per path of the almost-sure threshold's Lyapunov exponent",
+    )
+    n.add_argument(
+        "--lyapunov-runs",
+        type=int_arg("--lyapunov-runs", 2, 10_000),
+        default=32,
+        help="paths of the Lyapunov exponent",
+    )
     m = n.add_argument_group("measurement (the simulator's seeded minibatch runs)")
     m.add_argument("--measure", action="store_true", help="N seeded runs in lockstep")
-    m.add_argument("--runs", type=int_arg("--runs", 2, 65_536), default=256)
-    m.add_argument("--pairs", type=int_arg("--pairs", 2, 4096), default=32)
-    m.add_argument("--pair-steps", type=int_arg("--pair-steps", 100, MAX_STEPS), default=4000)
+    m.add_argument("--runs", type=int_arg("--runs", 2, 65_536), default=256, help="seeded runs")
+    m.add_argument(
+        "--pairs", type=int_arg("--pairs", 2, 4096), default=32, help="pairs per step size"
+    )
+    m.add_argument(
+        "--pair-steps",
+        type=int_arg("--pair-steps", 100, MAX_STEPS),
+        default=4000,
+        help="steps of the pairs that bracket the almost-sure threshold",
+    )
     add_output_arguments(n)
     n.set_defaults(run=run_noise, report=report_noise)
 
