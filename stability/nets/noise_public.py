@@ -51,6 +51,9 @@ MAX_SUBSPACE = 128
 problems are m(m+1)/2-dimensional)."""
 MAX_STAGED_SUBSPACE = 64
 """Largest subspace with per-stage delays (its Gramians are dense m² × m² matrices)."""
+ESCAPE = 10.0
+"""A measured pair whose run goes further than ESCAPE × r₁₀ along v₁ counts as diverging
+(`stability.nets.minibatch_runs.pair_growth`)."""
 FLAT = 1e-9
 """Eigen-directions with λ ≤ FLAT·λ_max are left out of the subspace (flat or saddle: no
 step size is stable along them, so they carry no threshold; reported as ``dropped``)."""
@@ -271,7 +274,7 @@ def net_noise(
         measured, wander = measure_runs(
             net, rules, lr, batch, times, w0, as_lr,
             runs=runs, pairs=pairs, pair_steps=pair_steps, steps=steps,
-            sampling=sampling, seed=seed,
+            sampling=sampling, seed=seed, direction=curv.eigenvectors[:, 0], escape=ESCAPE * r10,
         )  # fmt: skip
         ratio = wander / r10 if np.isfinite(r10) else 0.0
         protocol.update(
