@@ -47,6 +47,7 @@ from stability.nets.prediction import (
     predicted_log_rate,
 )
 from stability.nets.problem import load_problem, problem_from_dict
+from stability.nets.rates import predict_rate
 from stability.pipeline import Pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,7 +125,8 @@ def agreement_rows(name, net, protocol, rank=20, done=frozenset()):
             lr = pred.analysis.max_lr
             v1 = curv.eigenvectors[:, 0]
             m = measure_max_lr(net, rules, v1, lr, protocol)
-            pl = predicted_log_rate(curv, rules, 0.5 * lr)
+            rp = predict_rate(net, curv, rules, 0.5 * lr, protocol.rate_steps)
+            pl = rp.log_rate
             ml = float(measure_log_rate(net, rules, v1, [0.5 * lr], protocol)[0])
             yield {
                 **base,
@@ -140,7 +142,9 @@ def agreement_rows(name, net, protocol, rank=20, done=frozenset()):
                 "bracket_width": m.relative_width,
                 "predicted_log_rate": pl,
                 "measured_log_rate": ml,
-                "rate_ratio": ml / pl if math.isfinite(ml) else None,
+                "rate_ratio": ml / pl if math.isfinite(ml) and pl else None,
+                "rate_mode": rp.mode(),
+                "rank1_log_rate": predicted_log_rate(curv, rules, 0.5 * lr),
                 "seconds": time.perf_counter() - start,
             }
 
@@ -176,15 +180,22 @@ def markdown(agreement, truncation) -> str:
 
     lines = [
         "| network | p | rule | delays | predicted max lr | measured bracket | measured/"
-        "predicted | ln ρ measured/predicted at 0.5× |",
-        "|---|---|---|---|---|---|---|---|",
+        "predicted | ρ predicted | ρ measured | ln ρ measured/predicted at 0.5× | rate mode "
+        "(|ω|, stage, λ) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in agreement:
         lo, hi = r["measured_bracket"]
+        mode = r.get("rate_mode")
+        where = (
+            "–" if not mode else f"{mode['modulus']:.4f}, {mode['stage']}, {mode['eigenvalue']:.3g}"
+        )
+        rates = [math.exp(r[k]) if r.get(k) is not None and math.isfinite(r[k]) else None
+                 for k in ("predicted_log_rate", "measured_log_rate")]  # fmt: skip
         lines.append(
             f"| {r['network']} | {r['n_params']} | {r['rule']} | {r['delays']} | "
             f"{f(r['max_lr'], 6)} | [{f(lo, 6)}, {f(hi, 6)}] | {f(r['ratio'])} | "
-            f"{f(r['rate_ratio'])} |"
+            f"{f(rates[0], 5)} | {f(rates[1], 5)} | {f(r['rate_ratio'])} | {where} |"
         )
     lines += [
         "",

@@ -93,7 +93,7 @@ def check(pred: float, mean: float, se: float, tol: float) -> bool:
 
 
 def loss_case(problem, name, params, tau, fraction, runs, window_len):
-    ctx = setup(name, problem, None, None, None, {**params, "tau": tau})
+    ctx = setup(name, problem, None, {**params, "tau": tau})
     moments = SampleMoments.of(problem, BATCH)
     ms = ms_max_lr(ctx.builder, moments, ctx.full_batch)
     lr = fraction * ms
@@ -151,7 +151,7 @@ def loss_case(problem, name, params, tau, fraction, runs, window_len):
 
 
 def as_case(problem, name, params, tau, quick):
-    ctx = setup(name, problem, None, None, None, {**params, "tau": tau})
+    ctx = setup(name, problem, None, {**params, "tau": tau})
     moments = SampleMoments.of(problem, BATCH)
     ms = ms_max_lr(ctx.builder, moments, ctx.full_batch)
     started = time.perf_counter()
@@ -184,7 +184,7 @@ def as_case(problem, name, params, tau, quick):
 def blowup_case(problem, runs, steps):
     from stability.trainer.engine import train
 
-    ctx = setup("sgd", problem, None, None, None, {"tau": 0})
+    ctx = setup("sgd", problem, None, {"tau": 0})
     moments = SampleMoments.of(problem, BATCH)
     ms = ms_max_lr(ctx.builder, moments, ctx.full_batch)
     fractions = [0.3, 0.5, 0.7, 0.8, 0.84, 0.9, 0.95, 1.0]

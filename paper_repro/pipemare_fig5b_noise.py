@@ -50,7 +50,7 @@ def main(argv=None) -> dict:
     for batch in batches:
         moments = SampleMoments.of(problem, batch)
         for tau in taus:
-            ctx = setup("sgd", problem, None, None, None, {"tau": tau})
+            ctx = setup("sgd", problem, None, {"tau": tau})
             fb = ctx.full_batch
             ms = ms_max_lr(ctx.builder, moments, fb)
             found = almost_sure_max_lr(

@@ -34,10 +34,10 @@ _FUNCTIONS: dict[str, tuple[str, ...]] = {
     # module of stability.api → its public names: the function(s), then the result types
     "rules": ("rules", "describe", "Rules", "RuleInfo", "ParamInfo"),
     "poly": ("poly", "Poly"),
-    "radius": ("radius", "Radius"),
-    "max_lr": ("max_lr", "MaxLr"),
+    "radius": ("radius", "Radius", "PipelineRadius"),
+    "max_lr": ("max_lr", "MaxLr", "PipelineMaxLr"),
     "bounds": ("bounds", "BoundReport"),
-    "halflife": ("halflife", "HalfLife"),
+    "halflife": ("halflife", "HalfLife", "PipelineHalfLife"),
     "heatmap": ("heatmap", "Heatmap", "Axis"),
     "train": ("train", "Training"),
     "validate": ("validate", "Validation"),

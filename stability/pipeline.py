@@ -278,39 +278,43 @@ class Pipeline:
         return out
 
 
-def _schedule(schedule: str, P: int, N: int, tau: int | None) -> Pipeline:
-    """The delays of ``schedule`` (module table) for validated P, N."""
-    if (tau is not None) != (schedule == "uniform"):
+def _schedule(name: str, P: int, N: int, tau: int | None) -> Pipeline:
+    """The delays of schedule ``name`` (module table) for validated P, N."""
+    if (tau is not None) != (name == "uniform"):
         raise ValueError("tau is given for the uniform schedule only (and required there)")
     zeros = np.zeros(P, dtype=np.int64)
-    if schedule == "pipedream":
-        return Pipeline(schedule, P, N, pipemare_delays(P, N), None)
-    if schedule == "gpipe":
-        return Pipeline(schedule, P, N, zeros, None)
-    if schedule == "pipemare":
-        return Pipeline(schedule, P, N, pipemare_delays(P, N), zeros)
-    if schedule == "pb":
+    if name == "pipedream":
+        return Pipeline(name, P, N, pipemare_delays(P, N), None)
+    if name == "gpipe":
+        return Pipeline(name, P, N, zeros, None)
+    if name == "pipemare":
+        return Pipeline(name, P, N, pipemare_delays(P, N), zeros)
+    if name == "pb":
         if N != 1:
-            raise ValueError(f"pb updates after every sample: microbatches must be 1, got {N}")
-        return Pipeline(schedule, P, N, 2 * (P - np.arange(1, P + 1)), zeros)
+            raise ValueError(
+                f"microbatches must be 1 for pb (it updates after every sample), got {N}"
+            )
+        return Pipeline(name, P, N, 2 * (P - np.arange(1, P + 1)), zeros)
     t = check_delay("tau", tau)
-    return Pipeline(schedule, P, N, np.full(P, t, dtype=np.int64), None)
+    return Pipeline(name, P, N, np.full(P, t, dtype=np.int64), None)
 
 
-def pipemare_delays(stages: int, microbatches: int) -> np.ndarray:
-    """τ_fwd,i = ⌈(2(P−i)+1)/N⌉ for i = 1 … P (PipeMare Table 1, App. A.1)."""
-    i = np.arange(1, stages + 1)
-    return -((-(2 * (stages - i) + 1)) // microbatches)  # integer ceiling
+def pipemare_delays(P: int, N: int) -> np.ndarray:
+    """τ_fwd,i = ⌈(2(P−i)+1)/N⌉ for i = 1 … P stages, N microbatches (PipeMare Table 1,
+    App. A.1)."""
+    i = np.arange(1, P + 1)
+    return -((-(2 * (P - i) + 1)) // N)  # integer ceiling
 
 
-def worst_delay(schedule: str | None, stages: int | None, microbatches: int | None) -> int | None:
+def worst_delay(name: str | None, P: int | None, N: int | None) -> int | None:
     """The delay the ``uniform`` schedule takes where none is given: PipeMare's largest,
-    ⌈(2P−1)/N⌉ (the single-delay model of the scalar theory at the worst stage); None for
-    the other schedules (which need no ``tau``)."""
-    if schedule != "uniform":
+    ⌈(2P−1)/N⌉ for P stages (default `DEFAULT_STAGES`) and N microbatches (default 1) — the
+    single-delay model of the scalar theory at the worst stage; None for the other schedules
+    (which need no ``tau``)."""
+    if name != "uniform":
         return None
-    P = _positive_int("stages", DEFAULT_STAGES if stages is None else stages)
-    return int(pipemare_delays(P, _positive_int("microbatches", microbatches or 1))[0])
+    P = _positive_int("stages", DEFAULT_STAGES if P is None else P)
+    return int(pipemare_delays(P, _positive_int("microbatches", N or 1))[0])
 
 
 def pipeline(

@@ -55,8 +55,9 @@ def _flags(help_text: str) -> set[str]:
 @pytest.mark.parametrize("command", RULE_COMMANDS)
 def test_help_without_a_rule_points_to_the_rules(capsys, command):
     code, out, _ = run(capsys, command, "--help")
-    own = {"train": {"--stages", "--microbatches"}, "validate": {"--stages", "--microbatches"},
-           "coupled": {"--stages", "--microbatches"}, "noise": {"--stages", "--microbatches"}
+    pipeline = {"--stages", "--microbatches"}  # the commands that take a pipeline
+    own = {"train": pipeline, "validate": pipeline, "coupled": pipeline, "noise": pipeline,
+           "max-lr": pipeline, "radius": pipeline, "halflife": pipeline
            }.get(command, set())  # fmt: skip
     assert code == 0 and _flags(out) <= own  # pipeline flags are the command's own
     rule = {"train": "--rule RULE", "coupled": "--rule RULE", "validate": "--rules R1,R2"}.get(

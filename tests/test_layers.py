@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "stability.extras",
         "stability.lazy",
         "stability.limits",
+        "stability.options",
         "stability.files",
         "stability.result",
         "stability.version",

@@ -311,7 +311,7 @@ def test_net_train_sharpness_and_current_backward_json(tmp_path, capsys):
                  "--tau", "2", "--backward", "current", "--k", "3", "--json"])  # fmt: skip
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["stage_taus_bkwd"] == [0] and isinstance(out["delta"], float)
-    assert out["max_lr"] > 0 and out["predicted_rate"] is None
+    assert out["max_lr"] > 0 and 0 < out["predicted_rate"] < 1  # issue 25: predicted here too
     code = main(["net", "train", "--problem", f"{path}:problem", "--rule", "t2", "--tau", "2",
                  "--lr", "0.01", "--steps", "5"])  # fmt: skip
     err = capsys.readouterr().err

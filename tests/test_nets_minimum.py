@@ -30,23 +30,15 @@ def _data(classes: int | None):
 
 
 def _lbfgs_fitted():
-    torch.manual_seed(0)
+    from stability.nets.fitting import near_minimum
+
     X, y = _data(None)
-    model = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 1))
-    model = model.double()
     loss = torch.nn.MSELoss()
-    opt = torch.optim.LBFGS(
-        model.parameters(), max_iter=3000, tolerance_grad=1e-14, tolerance_change=0.0,
-        line_search_fn="strong_wolfe", history_size=50,
-    )  # fmt: skip
 
-    def closure():
-        opt.zero_grad()
-        value = loss(model(X), y)
-        value.backward()
-        return value
+    def build():
+        return torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 1))
 
-    opt.step(closure)
+    model = near_minimum(build, loss, X, y, name="minimum_mlp", iterations=3000)
     return {"model": model, "loss": loss, "inputs": X, "targets": y}
 
 
@@ -72,7 +64,8 @@ def _dense(found):
     return net, lam, g, float(net.w_star.norm())
 
 
-def test_an_lbfgs_minimum_does_not_warn():
+def test_an_lbfgs_minimum_does_not_warn(tmp_path, monkeypatch):
+    monkeypatch.setenv("STABILITY_CACHE", str(tmp_path))
     net, lam, g, w = _dense(_lbfgs_fitted())
     assert g / (lam[-1] * w) < 1e-3 * GRADIENT_TOL  # the gradient is at rounding level
     r = net_max_lr(net, "sgd", tau=2, k=3)

@@ -429,11 +429,20 @@ def _bisection(cp: CharacteristicPolynomial) -> MaxLr:
             hi = mid
         else:
             lo = mid
-    below = dominant_root(cp.at(lo * (1 - 1e-9)))
-    above = dominant_root(cp.at(hi * (1 + 1e-9)))
-    if not (below.radius < 1 <= above.radius):
-        raise ArithmeticError("bisection could not certify the stability threshold")
-    return MaxLr(hi, abs(math.atan2(above.root.imag, above.root.real)), "bisection (certified)")
+    for margin in _CERTIFY_MARGINS:
+        below = dominant_root(cp.at(lo * (1 - margin)))
+        above = dominant_root(cp.at(hi * (1 + margin)))
+        if below.radius < 1 <= above.radius:
+            how = "certified" if margin == _CERTIFY_MARGINS[0] else f"certified to {margin:.0e}"
+            angle = abs(math.atan2(above.root.imag, above.root.real))
+            return MaxLr(hi, angle, f"bisection ({how})")
+    if rho[0] >= 1 - _MARGINAL:  # a root on the unit circle at every small lr (momentum 1)
+        return MaxLr(0.0, None, "bisection (marginal: a root stays on |ω| = 1 for small lr > 0)")
+    raise ArithmeticError("bisection could not certify the stability threshold")
+
+
+_MARGINAL = 1e-12
+"""ρ within this of 1 at the smallest lr of the grid: a root on the unit circle (module doc)."""
 
 
 # -- periodic rules (Floquet) ------------------------------------------------------------------

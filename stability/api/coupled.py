@@ -8,12 +8,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from stability.api.commands import command
 from stability.api.resolve import check_params, rule_name
-from stability.api.setup import build, problem_options
-from stability.checks import check_choice, check_integer, check_real
+from stability.api.setup import build, pipeline_of, problem_options, split_keywords
+from stability.checks import MAX_DELAY, check_integer, check_real
 from stability.coupled.summary import CoupledAnalysis
 from stability.limits import TRAIN_MAX_STEPS
-from stability.pipeline import SCHEDULES, Pipeline, worst_delay
+from stability.options import check_options
+from stability.pipeline import worst_delay
 from stability.result import output
 
 
@@ -44,9 +46,7 @@ class Coupled(CoupledAnalysis):
 def coupled(
     rule: Any,
     *,
-    stages: int,
-    schedule: str = "pipemare",
-    microbatches: int = 1,
+    pipeline: Any = None,
     taus: Sequence[int] | None = None,
     t1_power: float = 0.0,
     method: str = "scan",
@@ -54,23 +54,18 @@ def coupled(
     steps: int | None = None,
     rel_tol: float | None = None,
     fit_seed: int = 0,
-    problem: str = "linreg",
-    data: Any = None,
-    standardize: str | None = None,
-    bias: bool = False,
-    samples: int | None = None,
-    hidden: tuple[int, ...] = (4, 4),
-    activation: str = "tanh",
-    task: str = "regression",
-    l2: float = 0.1,
-    **params: Any,
+    **keywords: Any,
 ) -> Coupled:
     """Every stage with its own delays on the full Hessian: the exact max lr of the coupled
     linear system (frequency scan, `stability.coupled.scan`, or the block-state-matrix
     bisection with ``method="dense"``) beside the scalar theory's bounds (PipeMare Lemma 1-3
     at (λ_max, τ_max), and per stage on its diagonal block; `stability.coupled.summary`).
-    ``taus`` overrides the schedule's forward delays; ``t1_power`` applies T1's factor
-    τ_i^(−p) (PipeMare eq. 4); ``measure`` bisects the trainer's max lr on the same rule.
+    The ``pipeline`` (a `stability.pipeline.Pipeline`, or its keywords: ``stages`` (required),
+    ``schedule`` (default pipemare; uniform at PipeMare's largest delay), ``microbatches``);
+    ``taus`` overrides the schedule's forward delays (the ``stage_delays`` of the pipeline);
+    ``t1_power`` applies T1's factor τ_i^(−p) (PipeMare eq. 4); ``measure`` bisects the
+    trainer's max lr on the same rule.  The problem's keywords are those of
+    `stability.api.commands.PROBLEM_OPTIONS`; every other keyword is a rule parameter.
 
     >>> import stability as st
     >>> c = st.coupled("sgd", stages=4, schedule="pipemare")
@@ -85,29 +80,36 @@ def coupled(
 
     name = rule_name(rule)
     spec = get_spec(name)
+    problem_kw, pipeline_kw, params = split_keywords(keywords)
     values = {k: v for k, v in params.items() if v is not None}
     check_params([name], values, set_by=_set_by(spec))
-    check_real("t1_power", t1_power, low=0.0, high=1.0)
-    check_choice("method", method, ("scan", "dense"))
-    stages = check_integer("stages", stages, low=1, high=100_000)
-    microbatches = check_integer("microbatches", microbatches, low=1, high=100_000)
-    if taus is not None:
-        taus = tuple(check_integer("taus", t) for t in taus)
-        if len(taus) not in (1, stages):
-            raise ValueError(
-                f"taus must give 1 or {stages} delays (one per stage), got {len(taus)}"
-            )
-    check_choice("schedule", schedule, SCHEDULES)
-    pipe = Pipeline.from_options(
-        schedule,
-        stage_delays=taus or None,
-        tau=None if taus else worst_delay(schedule, stages, microbatches),
-        stages=stages,
-        microbatches=microbatches,
+    given = dict(taus=taus, t1_power=t1_power, method=method, measure=measure, steps=steps)
+    o = check_options(
+        command("coupled").options, {**given, "rel_tol": rel_tol, "fit_seed": fit_seed}
     )
-    options = problem_options(
-        problem, data, standardize, bias, samples, hidden, activation, task, l2
-    )
+    taus, steps, rel_tol = o["taus"], o["steps"], o["rel_tol"]
+    if pipeline is None:
+        if "stages" not in pipeline_kw:
+            raise ValueError("stages must be given (the number of pipeline stages)")
+        stages = check_integer("stages", pipeline_kw["stages"], low=1, high=MAX_DELAY)
+        pipeline_kw.setdefault("schedule", "pipemare")
+        if taus is not None:
+            if len(taus) not in (1, stages):
+                raise ValueError(
+                    f"taus must give 1 or {stages} delays (one per stage), got {len(taus)}"
+                )
+            if "stage_delays" in pipeline_kw:
+                raise ValueError("give taus or stage_delays (the same profile), not both")
+            pipeline_kw["stage_delays"] = taus
+    elif taus is not None:
+        raise ValueError("taus overrides a schedule's delays: give them in the pipeline")
+    tau = None  # uniform without taus: PipeMare's largest delay for every stage
+    if "stage_delays" not in pipeline_kw:
+        tau = worst_delay(
+            pipeline_kw.get("schedule"), pipeline_kw.get("stages"), pipeline_kw.get("microbatches")
+        )
+    pipe = pipeline_of(pipeline, pipeline_kw, tau=tau)
+    options = problem_options(**problem_kw)
     model, dataset, setup = build(options, fit_seed=fit_seed)
     built = problem_system(setup, pipe, name, values, t1_power)
     system = built.system
@@ -126,11 +128,12 @@ def coupled(
     )
     if measure:
         if not analysis.max_lr:
-            raise ValueError("nothing to measure: the coupled system has no finite max lr")
+            raise ValueError("measure: nothing to measure, the coupled system has no finite max lr")
         default = Protocol(**options.kind.protocol)
         rel_tol = rel_tol if rel_tol is not None else default.rel_tol
         check_real("rel_tol", rel_tol, low=0.0, high=1.0, low_open=True)
-        steps = check_integer("steps", steps or default.steps, low=10, high=TRAIN_MAX_STEPS)
+        steps = default.steps if steps is None else steps
+        steps = check_integer("steps", steps, low=10, high=TRAIN_MAX_STEPS)
         protocol = Protocol(steps=steps, rel_tol=float(rel_tol))
         m = measure_trainer(built, setup, analysis.max_lr, protocol)
         measured.update(

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from stability.api.resolve import resolve
-from stability.checks import check_real
+from stability.api.commands import command
+from stability.api.resolve import resolve, staged
+from stability.options import check_options
 from stability.result import Result, output
 
 
@@ -33,11 +34,24 @@ class Radius(Result):
     reason: str | None = output("why no exact verdict was possible")
 
 
+@dataclass(frozen=True, kw_only=True)
+class PipelineRadius(Radius):
+    """`Radius` of a pipeline at one common step size: the largest of the stages' radii (the
+    critical stage's), every stage reported (`stability.analysis.stages`)."""
+
+    pipeline: dict[str, Any] = output("the pipeline: schedule, per-stage delays, utilization")
+    critical_stage: int = output("the stage (1 = first) whose radius is the pipeline's")
+    stages: tuple[dict[str, Any], ...] = output(
+        "per stage: stage, tau_fwd, tau_bkwd, spectral_radius, half_life"
+    )
+
+
 def radius(
     rule: Any,
     *,
     lr: Any,
     certify: bool = False,
+    pipeline: Any = None,
     progress: Callable[[int, int], None] | None = None,
     **params: Any,
 ) -> Radius:
@@ -49,6 +63,8 @@ def radius(
     exactly (Schur-Cohn in rational arithmetic, `stability.analysis.certify`, up to degree
     `stability.limits.CERTIFY_MAX_DEGREE`): decimal text (a string, or a CLI float that kept its
     text) and fractions are read exactly; ``progress(done, total)`` follows its reduction.
+    ``pipeline`` (a `stability.pipeline.Pipeline`): every stage's rule at its own delays at
+    the same ``lr``; ρ is the largest stage radius (`stability.analysis.stages`).
 
     >>> import stability as st
     >>> st.radius("sgd", tau=0, lr=0.25, lam=2).spectral_radius
@@ -62,7 +78,13 @@ def radius(
             lr = float(Fraction(lr.strip() if isinstance(lr, str) else lr))
         except (ValueError, ZeroDivisionError):
             raise ValueError(f"lr must be a real number, got {exact_lr!r}") from None
-    check_real("lr", lr, low=0.0, low_open=True)
+    check_options(command("radius").options, {"lr": lr, "certify": certify})
+    if pipeline is not None:
+        if certify:
+            raise ValueError(
+                "certify decides one rule exactly: give a uniform delay, not a pipeline"
+            )
+        return _pipeline_radius(rule, pipeline, float(lr), params)
     r = resolve(rule, **params)
     dom = dominant_root_at(r.rule, r.model, lr)
     stable = dom.radius < 1
@@ -95,4 +117,31 @@ def radius(
     )
 
 
-__all__ = ["Radius", "radius"]
+def _pipeline_radius(rule: Any, pipe: Any, lr: float, params: dict[str, Any]) -> PipelineRadius:
+    from stability.analysis.stages import stage_radii, stage_table
+    from stability.spectrum import half_life
+
+    name, values = staged(rule, pipe, params)
+    roots = stage_radii(name, values, pipe, lr)
+    critical = max(range(len(roots)), key=lambda i: (roots[i].radius, -i))
+    dom = roots[critical]
+    rows = [{"spectral_radius": float(d.radius), "half_life": half_life(d.radius)} for d in roots]
+    return PipelineRadius(
+        name,
+        lr,
+        float(dom.radius),
+        half_life(dom.radius),
+        bool(dom.radius < 1),
+        complex(dom.root),
+        dom.method,
+        None,
+        None,
+        None,
+        None,
+        pipeline=pipe.describe(),
+        critical_stage=critical + 1,
+        stages=stage_table(pipe, rows),
+    )
+
+
+__all__ = ["PipelineRadius", "Radius", "radius"]

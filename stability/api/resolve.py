@@ -74,3 +74,21 @@ def check_params(rules: Iterable[str], params: dict[str, Any], *, set_by: dict[s
         for key, setter in set_by.items():
             if params.get(key) is not None and key in spec.param_names:
                 raise ValueError(f"{key} is set by {setter}: leave it out")
+
+
+def staged(rule: Any, pipeline: Any, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """``(name, parameters)`` of a rule run under ``pipeline`` (a
+    `stability.pipeline.Pipeline`): the rule by name, its delays set per stage by the pipeline
+    (giving them too is refused), the other parameters validated."""
+    from stability.pipeline import Pipeline
+    from stability.rules.staged import DELAY_NAMES
+
+    if not isinstance(pipeline, Pipeline):
+        raise ValueError(
+            f"pipeline must be a Pipeline (Pipeline.from_options(...)), got {pipeline!r}"
+        )
+    name = rule_name(rule)
+    values = {k: v for k, v in params.items() if v is not None}
+    setter = f"the pipeline ({pipeline.schedule}): each stage's delays"
+    check_params([name], values, set_by=dict.fromkeys(DELAY_NAMES, setter))
+    return name, values

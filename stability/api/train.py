@@ -8,14 +8,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from stability.api.commands import command
 from stability.api.resolve import check_params, rule_name
-from stability.api.setup import build, problem_options, schedule_sets
-from stability.checks import check_choice, check_integer, check_real, finite_or_none
-from stability.limits import TRAIN_MAX_STEPS
-from stability.pipeline import Pipeline
+from stability.api.setup import build, problem_options, schedule_sets, trainer_inputs
+from stability.checks import finite_or_none
+from stability.options import check_options
 from stability.result import Result, output
-
-UPDATES = ("analysed", "real")
 
 
 @dataclass(frozen=True)
@@ -70,29 +68,20 @@ def train(
     start: str = "init",
     curve_points: int = 200,
     update: str = "analysed",
-    schedule: str | None = None,
-    stage_delays: Any = None,
-    stages: int | None = None,
-    microbatches: int | None = None,
-    problem: str = "linreg",
-    data: Any = None,
-    standardize: str | None = None,
-    bias: bool = False,
-    samples: int | None = None,
-    hidden: tuple[int, ...] = (4, 4),
-    activation: str = "tanh",
-    task: str = "regression",
-    l2: float = 0.1,
+    pipeline: Any = None,
     progress: Callable[[int, int], None] | None = None,
-    **params: Any,
+    **keywords: Any,
 ) -> Training:
     """Train ``rule`` (with its ``params``) at ``lr`` on linear regression or a small MLP.
 
     The rule's own step (the one the analysis linearises) runs in the reference trainer
     (`stability.trainer.engine`); ``t1`` applies PipeMare's step-size rescheduling (eq. 4)
     over that many steps, ``warmup_epochs`` synchronous epochs first (PipeMareW), and
-    ``schedule`` per-stage delays of a pipeline (PipeMare Table 1) over ``stages`` blocks, or
-    an explicit profile ``stage_delays`` (`stability.pipeline.Pipeline.from_options`).
+    per-stage delays of a ``pipeline`` over the problem's parameter blocks (a
+    `stability.pipeline.Pipeline`, or its keywords ``schedule``/``stage_delays``/``stages``/
+    ``microbatches``, PipeMare Table 1; ``uniform`` takes the rule's delay).  The problem's
+    keywords (``problem``, ``data``, ``standardize``, …) are those of
+    `stability.api.commands.PROBLEM_OPTIONS`; every other keyword is a rule parameter.
     The prediction is the rule's max lr and rate on the problem's Hessian modes (PipeMare
     eq. 5 per mode; `stability.analysis.modes`).  The rate is the slope of ln‖w_t − w*‖
     (`stability.trainer.measure`), null for minibatch runs (noise sets a floor).
@@ -105,40 +94,21 @@ def train(
     """
     from stability.agreement.comparison import scalar_stage_predictions
     from stability.analysis.modes import modes_of, predict_modes
-    from stability.rules.registry import delay_parameter, get_spec
+    from stability.rules.registry import get_spec
     from stability.trainer import measure
     from stability.trainer.engine import train as run_trainer
     from stability.trainer.schedules import pipeline_rule, plan, synchronous_rule
 
     name = rule_name(rule)
     spec = get_spec(name)
-    values = {k: v for k, v in params.items() if v is not None}
-    check_real("lr", lr, low=0.0, low_open=True)
-    check_real("divergence", divergence, low=1.0, low_open=True)
-    steps = check_integer("steps", steps, low=1, high=TRAIN_MAX_STEPS)
-    if batch is not None:
-        batch = check_integer("batch", batch, low=1)
-    seed = check_integer("seed", seed)
-    if t1 is not None:
-        t1 = check_integer("t1", t1, low=1)
-    warmup_epochs = check_integer("warmup_epochs", warmup_epochs)
-    curve_points = check_integer("curve_points", curve_points, low=2)
-    check_choice("start", start, ("init", "minimum"))
-    check_choice("update", update, UPDATES)
-    key = spec.delay_parameter
-    if key is None and (schedule is not None or stage_delays is not None):
-        delay_parameter(name)  # refuses: per-stage delays need a delay parameter
-    pipe = Pipeline.from_options(
-        schedule,
-        stage_delays=stage_delays,
-        tau=values.get(key) if key and schedule == "uniform" else None,
-        stages=stages,
-        microbatches=microbatches,
-    )
+    problem_kw, pipe, values = trainer_inputs(keywords, pipeline, [spec])
+    given = dict(lr=lr, steps=steps, batch=batch, seed=seed, divergence=divergence, t1=t1)
+    given |= dict(warmup_epochs=warmup_epochs, start=start, curve_points=curve_points)
+    o = check_options(command("train").options, {**given, "update": update})
+    steps, batch, seed, t1 = o["steps"], o["batch"], o["seed"], o["t1"]
+    warmup_epochs, curve_points = o["warmup_epochs"], o["curve_points"]
     check_params([name], values, set_by=schedule_sets(spec, pipe))
-    options = problem_options(
-        problem, data, standardize, bias, samples, hidden, activation, task, l2
-    )
+    options = problem_options(**problem_kw)
     model, dataset, setup = build(options, fit_seed=seed)
     if pipe is None:
         analysed, _ = spec.build(**values)

@@ -8,11 +8,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from stability.api.commands import command
 from stability.api.resolve import check_params, rule_name
-from stability.api.setup import build, problem_options, schedule_sets
-from stability.checks import check_integer, check_real
-from stability.limits import TRAIN_MAX_STEPS
-from stability.pipeline import Pipeline
+from stability.api.setup import build, problem_options, schedule_sets, trainer_inputs
+from stability.options import check_options
 from stability.result import Result, output
 
 
@@ -48,30 +47,20 @@ def validate(
     divergence: float = 1e6,
     rel_tol: float | None = None,
     fit_seed: int = 0,
-    schedule: str | None = None,
-    stage_delays: Any = None,
-    stages: int | None = None,
-    microbatches: int | None = None,
-    problem: str = "linreg",
-    data: Any = None,
-    standardize: str | None = None,
-    bias: bool = False,
-    samples: int | None = None,
-    hidden: tuple[int, ...] = (4, 4),
-    activation: str = "tanh",
-    task: str = "regression",
-    l2: float = 0.1,
+    pipeline: Any = None,
     progress: Callable[[int, int], None] | None = None,
-    **params: Any,
+    **keywords: Any,
 ) -> Validation:
     """Does the trainer become unstable where the theory says?  For each rule and uniform delay
     τ (the rule's ``tau``, or ``tau_fwd`` for the discrepancy family), the predicted max lr
     on the problem's Hessian modes (PipeMare eq. 5 per mode, `stability.analysis.modes`)
     against the trainer's, found by bisection, and the predicted vs measured rates
-    (`stability.agreement.comparison`).  ``schedule`` replaces the uniform delays by a
-    pipeline's per-stage delays (PipeMare Table 1) over ``stages``, or an explicit profile
-    ``stage_delays`` (`stability.pipeline.Pipeline.from_options`).  Each entry of ``params``
-    applies to the rules that take it (one that none takes is refused).
+    (`stability.agreement.comparison`).  A ``pipeline`` (a `stability.pipeline.Pipeline`, or
+    its keywords ``schedule``/``stage_delays``/``stages``/``microbatches``, PipeMare Table 1)
+    replaces the uniform delays by per-stage ones.  The problem's keywords (``problem``,
+    ``data``, ``standardize``, …) are those of `stability.api.commands.PROBLEM_OPTIONS`; every
+    other keyword is a rule parameter and applies to the rules that take it (one that none
+    takes is refused).
     ``progress(done, total)`` counts rows.
 
     >>> import stability as st
@@ -84,18 +73,11 @@ def validate(
     from stability.rules.registry import get_spec
 
     names = _names(rules)
-    values = {k: v for k, v in params.items() if v is not None}
     specs = [get_spec(name) for name in names]
+    problem_kw, pipe, values = trainer_inputs(keywords, pipeline, specs)
     for key in values:
         if not any(key in s.param_names for s in specs):
             raise ValueError(f"no rule of {', '.join(names)} has a parameter {key!r}")
-    pipe = Pipeline.from_options(
-        schedule,
-        stage_delays=stage_delays,
-        tau=values.get("tau") if schedule == "uniform" else None,
-        stages=stages,
-        microbatches=microbatches,
-    )
     for spec in specs:
         if pipe is None and spec.delay_parameter is not None:
             set_by = {spec.delay_parameter: "taus"}
@@ -103,28 +85,17 @@ def validate(
             set_by = schedule_sets(spec, pipe)
         taken = {k: v for k, v in values.items() if k in spec.param_names}
         check_params([spec.name], taken, set_by=set_by)
-    taus = tuple(check_integer("taus", t) for t in taus)
-    if not taus:
-        raise ValueError("taus must give at least one delay")
-    options = problem_options(
-        problem, data, standardize, bias, samples, hidden, activation, task, l2
-    )
-    default = Protocol(**options.kind.protocol)
-    rel_tol = rel_tol if rel_tol is not None else default.rel_tol
-    check_real("rel_tol", rel_tol, low=0.0, high=1.0, low_open=True)
-    check_real("divergence", divergence, low=1.0, low_open=True)
-    if batch is not None:
-        batch = check_integer("batch", batch, low=1)
+    given = dict(taus=taus, batch=batch, steps=steps, rate_steps=rate_steps, seeds=seeds)
+    given |= dict(rate_doublings=rate_doublings, divergence=divergence, rel_tol=rel_tol)
+    o = check_options(command("validate").options, {**given, "fit_seed": fit_seed})
+    taus, batch = o["taus"], o["batch"]
+    options = problem_options(**problem_kw)
+    default = Protocol(**options.kind.protocol)  # the kind's defaults where none is given
+    chosen = {k: o[k] for k in ("steps", "rate_steps", "rate_doublings", "rel_tol")}
     protocol = Protocol(
-        steps=check_integer("steps", steps or default.steps, low=10, high=TRAIN_MAX_STEPS),
-        rate_steps=check_integer("rate_steps", rate_steps or default.rate_steps, low=10),
-        rate_doublings=check_integer(
-            "rate_doublings",
-            rate_doublings if rate_doublings is not None else default.rate_doublings,
-        ),
-        divergence=float(divergence),
-        seeds=tuple(check_integer("seeds", s) for s in seeds),
-        rel_tol=float(rel_tol),
+        **{k: getattr(default, k) if v is None else v for k, v in chosen.items()},
+        divergence=o["divergence"],
+        seeds=o["seeds"],
     )
     start = time.monotonic()
     model, dataset, setup = build(options, fit_seed=fit_seed)

@@ -318,6 +318,47 @@ def rule_names_in(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[
     return []
 
 
+def add_options(parser, options, *, title: str | None = None) -> None:
+    """One flag per `stability.options.Option` of a command's table, with its parser and its
+    help (meaning, unit, default); absent flags are None, so the public function's defaults
+    apply.  ``title``: put them in an argument group of that title."""
+    target = parser if title is None else parser.add_argument_group(title)
+    for o in options:
+        kw: dict[str, Any] = {"dest": o.name, "default": None, "help": o.help}
+        if o.switches:  # one switch per choice, at most one of them
+            which = target.add_mutually_exclusive_group()
+            for choice in o.choices:
+                which.add_argument(
+                    f"{o.flag}-{choice}",
+                    dest=o.name,
+                    action="store_const",
+                    const=choice,
+                    help=f"{o.doc}: {choice}",
+                )
+            continue
+        if o.kind == "bool":
+            target.add_argument(o.flag, action="store_true", **{**kw, "default": False})
+            continue
+        if o.kind == "real":
+            kw["type"] = float_arg(o.flag)
+        elif o.kind == "int":
+            low = 0 if o.low is None else int(o.low)
+            kw["type"] = int_arg(o.flag, low, None if o.high is None else int(o.high))
+        elif o.kind == "ints":
+            kw["type"] = int_list(o.flag, 0 if o.low is None else int(o.low))
+        elif o.choices is not None:
+            kw["choices"] = o.choices
+        kw["metavar"] = o.metavar or ("X" if o.choices is None else None)
+        if kw["metavar"] is None:
+            del kw["metavar"]
+        target.add_argument(o.flag, required=o.required, **kw)
+
+
+def option_values(args: argparse.Namespace, options) -> dict[str, Any]:
+    """The values of a command's `add_options` flags that were given."""
+    return {o.name: getattr(args, o.name) for o in options if getattr(args, o.name) is not None}
+
+
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -335,6 +376,8 @@ class HelpFormatter(argparse.HelpFormatter):
             return text
         if isinstance(default, (tuple, list)):
             default = ",".join(map(str, default))
+        elif isinstance(default, float):
+            default = f"{default:g}"  # 1e+06, not 1000000.0
         return f"{text} (default: {str(default).replace('%', '%%')})"
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:

@@ -192,12 +192,13 @@ def _naming_the_flag(
             return flag + text[len(first) :]
     if flag_of(first) in flags:
         return flag_of(first) + text[len(first) :]
-    if first == "rule":  # the positional RULE: name it
+    if text.startswith("rule:"):  # the positional RULE: name it
         from stability.rules.registry import RULES
 
         name = next((a for a in argv if a in RULES), None)
-        if name is not None:
-            return f"rule {name!r}" + text[len(first) :]
+        rest = text[len(first) :]
+        if name is not None and not rest.lstrip().startswith(repr(name)):  # not named twice
+            return f"rule {name!r}" + rest
     return text
 
 

@@ -3,6 +3,10 @@
 1. the exact maximal stable step size of every registered rule at a few delays (the table
    behind PipeMare Lemma 1-3 and Kosson Sec. 3.4), printed and written to
    ``<out-dir>/max_lr_table.json`` (exact: the same in every run);
+   and the max lr against pipeline depth P = 1 … 64 under PipeMare, PipeDream-2BW and
+   uniform delays, with each row's slope in P and whether it follows 1/τ (Giladi et al.
+   2020; `stability.analysis.depth`), printed (``paper_repro/pipeline_depth.py`` writes it
+   with its figure);
 2. the acceptance heatmap: delayed heavy ball, τ = 1, 256 × 256 points over lr × momentum;
 3. theory vs the reference trainer on cpusmall (the copy shipped with the package): delayed
    SGD at τ = 4, predicted and measured max stable lr;
@@ -23,6 +27,7 @@ import time
 from pathlib import Path
 
 from stability.analysis.boundary import max_lr
+from stability.analysis.depth import FIT_FROM, depth_table, format_table
 from stability.api.repro import DEFAULT_REPRO_DIR, available, missing_requirements
 from stability.cli.main import main as cli
 from stability.files import write_json
@@ -77,6 +82,18 @@ def write_table(out_dir: Path) -> Path:
     return write_json(out_dir / "max_lr_table.json", table)
 
 
+def print_depth_table() -> None:
+    """Print the max lr vs pipeline depth (`stability.analysis.depth`)."""
+    table = depth_table()
+    print(
+        "\nmax stable lr at λ = 1 vs pipeline depth P (every stage's rule at its own delay, one "
+        f"common lr: the critical stage's); slopes of ln max_lr over P ≥ {FIT_FROM}; adam with "
+        "β1 = 0.9 and its preconditioner frozen at P = 1; profiles: pipemare τ_i = 2(P−i)+1, "
+        "pipedream-2bw τ_i = 1, uniform τ_i = P"
+    )
+    print("\n".join(format_table(table)))
+
+
 def arguments(argv) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m stability.cli.main_job", description=__doc__.splitlines()[0]
@@ -104,6 +121,7 @@ def main(argv=None) -> int:
     if args.table_only:
         print(f"wrote {written[0]}")
         return 0
+    print_depth_table()
 
     heatmap_png = out / "heatmap_momentum_tau1.png"
     print("\nheatmap: delayed heavy ball, τ = 1, 256 × 256 points ...", flush=True)

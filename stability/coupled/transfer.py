@@ -117,13 +117,17 @@ def _lr_part(poly: SparsePoly, j: int) -> SparsePoly:
 
 
 def _lr_degrees(poly: SparsePoly) -> set[int]:
-    degrees = set()
+    """The powers of lr in ``poly``, less those whose coefficients are all below float64's
+    resolution of the largest coefficient (e.g. lr·wd with wd = 1e-212: 1 − lr·wd rounds to 1,
+    and the probed closed-loop polynomial, `dynamics.linear.characteristic_polynomial`, has
+    no such term either)."""
+    size: dict[int, float] = {}
     for c in poly.cleaned().terms.values():
-        if isinstance(c, SparsePoly):
-            degrees |= set(c.cleaned().terms)
-        else:
-            degrees.add(0)
-    return degrees
+        parts = c.cleaned().terms if isinstance(c, SparsePoly) else {0: c}
+        for j, value in parts.items():
+            size[j] = max(size.get(j, 0.0), abs(float(value)))
+    scale = max(size.values(), default=0.0)
+    return {j for j, v in size.items() if v > np.finfo(float).eps * scale}
 
 
 def _affine(poly: SparsePoly, degree: int, what: str, rule: Rule) -> SparsePoly:

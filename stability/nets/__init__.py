@@ -14,6 +14,11 @@
 * `stability.nets.simulator` — delayed-pipeline training of the model, each stage running the
   very rule objects of the analysis on a ring buffer of parameter versions.
 * `stability.nets.bracket` — the simulator's measured max stable lr and rates.
+* Adam/AdamW (docs/adam.md): `stability.nets.preconditioner` (P of an optimizer state or a
+  warm-up), `stability.nets.preconditioned` (P^{1/2}HP^{1/2} by Lanczos),
+  `stability.nets.adam_stages` (frozen-P and real-Adam stage rules),
+  `stability.nets.adaptive` (the commands' ``precond_from`` and ``update``),
+  `stability.nets.adam_edge` (the preconditioned sharpness along a run).
 * `stability.nets.public` — ``net_curvature``, ``net_max_lr``, ``net_train`` (the
   ``stability net`` commands; results whose attributes are the JSON keys).
 * `stability.nets.minibatch_moments` — per-sample Hessians (or Gauss–Newton parts) and gradients

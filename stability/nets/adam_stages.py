@@ -56,7 +56,7 @@ class FrozenStage:
 
     def __init__(self, inner, scale: torch.Tensor):
         self.inner = inner
-        self.s = torch.as_tensor(scale, dtype=torch.float64)
+        self.s = torch.as_tensor(scale)
         self.variables = inner.variables
 
     def __getattr__(self, name: str):  # tau, tau_bkwd, period, … of the inner rule
@@ -118,8 +118,8 @@ class RealStage:
         self.step0 = int(step0)
         initial = {}
         if exp_avg is not None:
-            initial["m"] = torch.as_tensor(exp_avg, dtype=torch.float64)
-            initial["s"] = torch.as_tensor(exp_avg_sq, dtype=torch.float64)
+            initial["m"] = torch.as_tensor(exp_avg)
+            initial["s"] = torch.as_tensor(exp_avg_sq)
         self.initial = initial
         self.last_v: torch.Tensor | None = initial.get("s")
         self.count = self.step0

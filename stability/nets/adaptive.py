@@ -67,8 +67,12 @@ class AdaptiveSetup:
 
     def frozen(self, rules) -> tuple[FrozenStage, ...]:
         """The analysis rules (P = 1) as frozen-P stage rules of the network."""
-        s = self.scale
+        s = self._here(self.scale)
         return tuple(FrozenStage(r, s[b]) for r, b in zip(rules, self.net.blocks, strict=True))
+
+    def _here(self, t: torch.Tensor) -> torch.Tensor:
+        """``t`` in the problem's dtype, on its device (the simulator's tensors)."""
+        return t.to(dtype=self.net.dtype, device=self.net.device)
 
     def real(self, rules, *, first_moment: bool = True) -> tuple[RealStage, ...]:
         """Real Adam/AdamW stage rules continuing the source's state (fresh without one);
@@ -81,10 +85,11 @@ class AdaptiveSetup:
                 out.append(RealStage(inner))
                 continue
             step = self.precond.uniform("step", self.precond.step[b].double())
-            m = self.precond.exp_avg[b]
+            m = self._here(self.precond.exp_avg[b])
             if not first_moment:
                 m = torch.zeros_like(m)
-            out.append(RealStage(inner, m, self.precond.exp_avg_sq[b], int(step)))
+            v = self._here(self.precond.exp_avg_sq[b])
+            out.append(RealStage(inner, m, v, int(step)))
         return tuple(out)
 
     def rules(self, rule: str, pipe, tau_recomp: int | None = None) -> tuple:

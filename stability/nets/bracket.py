@@ -22,12 +22,12 @@ modes of small curvature damped by lr·λ.
 (one batched simulation), log-spaced over [guess/span, span·guess] around the prediction, then
 linearly inside the bracket until its relative width is ≤ ``rel_tol``.
 
-**Rate.**  At a step size below the threshold, the measured ln ρ̂ is the slope of
-log ‖w_t − w_{t−1}‖ from the same start (the same estimator) over the first `RATE_DECADES`
-decades of its decay: the decay of the dynamics the start excites — the top eigen-direction
-under the stages' delays, whose rate the prediction gives (`stability.nets.prediction`).  Later
-the directions of small curvature λ, excited through the stage coupling, take over at their
-own rate ≈ −lr·λ, which no delay limits.
+**Rate.**  At a step size below the threshold, the measured ln ρ̂ is the slope of the upper
+envelope of log ‖w_t − w_{t−1}‖ from the same start over the second half of the first
+`RATE_DECADES` decades of its decay (`stability.nets.rates.envelope_log_rate`: a fit to the
+increments themselves is biased by the oscillation of a complex dominant root): the decay of
+the modes the start excites, which `stability.nets.rates.predict_rate` predicts with the same
+estimator.  Later the directions of small curvature λ take over at their own rate ≈ −lr·λ.
 """
 
 from __future__ import annotations
@@ -39,12 +39,10 @@ import numpy as np
 import torch
 
 from stability.nets.problem import NetProblem
+from stability.nets.rates import RATE_DECADES, envelope_log_rate
 from stability.nets.simulator import consistent, simulate
 from stability.rules.base import Rule
 from stability.trainer.measure import MaxLrMeasurement, bisect_max_lr, log_rate
-
-RATE_DECADES = 3.0
-"""Decades of ‖w_t − w_{t−1}‖ over which the rate is measured (module doc)."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +68,10 @@ class NetProtocol:
     def describe(self) -> dict[str, Any]:
         d = asdict(self)
         d["start"] = "w* + perturbation·√p·v1 (v1: unit top Hessian eigenvector), constant history"
-        d["rate"] = f"slope of log ‖w_t − w_(t−1)‖ over its first {RATE_DECADES:g} decades"
+        d["rate"] = (
+            f"slope of the upper envelope of log ‖w_t − w_(t−1)‖ over the second half of its "
+            f"first {RATE_DECADES:g} decades"
+        )
         d["gradient"] = "full batch, tilted: ∇f(u) − ∇f(w*) (w* an exact stationary point)"
         d["stability_test"] = (
             "unstable if ‖w − w*‖ > growth × ‖w0 − w*‖ (or non-finite) within steps, or the "
@@ -138,7 +139,7 @@ def measure_log_rate(
 ) -> np.ndarray:
     """Measured ln ρ̂ of the increments at each step size (module doc); NaN if diverged."""
     res = _runs(problem, rules, lrs, protocol, v1, protocol.rate_steps, lr_scales)
-    rate = log_rate(res.energies["increment"], 1, decades=RATE_DECADES)
+    rate = envelope_log_rate(res.energies["increment"], RATE_DECADES)
     return np.where(res.diverged, np.nan, rate)
 
 

@@ -52,7 +52,7 @@ class PreconditionedOperator(LinearOperator):
         w: torch.Tensor | None = None,
     ):
         self.inner = HessianOperator(problem, block, w)
-        s = np.asarray(torch.as_tensor(scale, dtype=torch.float64).detach(), dtype=np.float64)
+        s = torch.as_tensor(scale).detach().to("cpu", torch.float64).numpy()
         if s.shape != (problem.dim,):
             raise ValueError(f"scale must have {problem.dim} entries, got shape {s.shape}")
         self.s = s if block is None else s[block]

@@ -50,7 +50,7 @@ class Preconditioner:
     a warm-up (None for a file: the problem's own weights).
     """
 
-    P: torch.Tensor
+    P: torch.Tensor  # float64 on the CPU, as the other per-entry fields
     exp_avg: torch.Tensor
     exp_avg_sq: torch.Tensor
     step: torch.Tensor
@@ -191,10 +191,10 @@ def warmup(
     n = w.numel()
     full = torch.full((n,), 1.0, dtype=torch.float64)
     t = full * float(state["step"])
-    v = state["exp_avg_sq"].detach().clone()
+    v = state["exp_avg_sq"].detach().to("cpu", torch.float64)
     return Preconditioner(
         P=precondition(v, t, beta2, eps),
-        exp_avg=state["exp_avg"].detach().clone(),
+        exp_avg=state["exp_avg"].detach().to("cpu", torch.float64),
         exp_avg_sq=v,
         step=t.to(torch.int64),
         beta2=full * beta2,

@@ -28,6 +28,7 @@ from stability.nets.prediction import (
     predicted_log_rate,
 )
 from stability.nets.problem import NetProblem, load_problem
+from stability.nets.rates import predict_rate
 from stability.nets.simulator import simulate
 from stability.pipeline import Pipeline
 from stability.result import Result, output
@@ -116,8 +117,8 @@ def net_curvature(
 
     Lanczos (ARPACK) on Hessian-vector products by forward-over-reverse differentiation
     (`stability.nets.curvature`), in the model's dtype on its device unless ``dtype``
-    (``"float32"``/``"float64"``) or ``device`` say otherwise.
-    ``precond_from``: also the top-k of P^{1/2}∇²f P^{1/2} with an Adam/AdamW optimizer's P
+    (``"float32"``/``"float64"``) or ``device`` say otherwise.  ``precond_from``: also the
+    top-k of P^{1/2}∇²f P^{1/2} (and each stage's block) with an Adam/AdamW optimizer's P
     (`stability.nets.preconditioner`, `stability.nets.preconditioned`; a warm-up source moves
     the weights first).
     """
@@ -151,6 +152,13 @@ def net_curvature(
         **_near_fields(near),
         **extra,
     )
+
+
+def _rate_error(predicted: float | None, measured: float | None) -> float | None:
+    """ln ρ̂ / ln ρ − 1 where both rates are in (0, 1) (issue 25's acceptance quantity)."""
+    if not predicted or not measured or not 0 < predicted < 1 or not 0 < measured < 1:
+        return None
+    return math.log(measured) / math.log(predicted) - 1
 
 
 def _near_fields(near) -> dict[str, Any]:
@@ -189,11 +197,25 @@ class NetMaxLr(Result):
     stage_sizes: list = output("parameters per stage")
     method: str = output("how max_lr was computed")
     rate_lr: float | None = output("the lr of the rates: 0.5 × max_lr", "lr")
-    predicted_rate: float | None = output("ρ of the top eigen-direction at rate_lr (per step)")
+    predicted_rate: float | None = output(
+        "ρ at rate_lr of the run from w* + ε·v₁, read from the Galerkin model on v₁'s stage "
+        "pieces by the measurement's estimator (stability.nets.rates)"
+    )
     measured_max_lr: float | None = output("simulator: midpoint of the bracket (--measure)", "lr")
     measured_bracket: list | None = output("simulator: [stable, unstable] lr", "lr")
     measured_rate: float | None = output("simulator: measured ρ at rate_lr (per step)")
     protocol: dict | None = output("the measurement protocol")
+    rate_mode: dict | None = output(
+        "the mode carrying predicted_rate: root ω [re, im] per step, its modulus, the curvature "
+        "its weights see (Rayleigh quotient) and the stage holding most of them",
+        default=None,
+    )
+    rate_method: str | None = output("how predicted_rate was computed", default=None)
+    rate_error: float | None = output(
+        "ln measured_rate / ln predicted_rate − 1 (--measure): the prediction's error on this "
+        "network; docs/nets.md says where it misses and why",
+        default=None,
+    )
     gradient_norm: float | None = output(
         "‖∇f(w)‖ at the weights analysed (full batch; docs/nets.md, not at a minimum)", default=None
     )
@@ -255,9 +277,12 @@ def net_max_lr(
     negative eigenvalues (reported, never used by the prediction).
     ``backward="current"`` (no weight stashing): the analysis carries the network's H_b
     (`stability.nets.sensitivity`; PipeMare eq. 5, App. B.4, D.1 in matrix form) and reports
-    the effective Δ₁; no rate is predicted then.  Adaptive rules (adam, pipeoptim with Adam)
-    need ``precond_from`` and are analysed on P^{1/2}HP^{1/2} (`stability.nets.adaptive`);
-    ``measure`` then also brackets real Adam (``measured_bracket_real``).
+    the effective Δ₁.  The rate at 0.5 × max_lr is predicted on the Galerkin model of v₁'s
+    stage pieces (with QᵀH_bQ under ``backward="current"``) and named by ``rate_mode``
+    (`stability.nets.rates`).  Adaptive rules (adam, pipeoptim with Adam) need ``precond_from``
+    and are analysed on P^{1/2}HP^{1/2} (`stability.nets.adaptive`); ``measure`` then also
+    brackets real Adam (``measured_bracket_real``); their rate is that of the top preconditioned
+    eigen-direction's roots (`stability.nets.prediction.predicted_log_rate`), with stashing.
     """
     from stability.nets.adaptive import adaptive_setup, measure_real_max_lr
     from stability.nets.sensitivity import effective_delta, predict_inconsistent
@@ -281,21 +306,31 @@ def net_max_lr(
     if adaptive is None:
         rules = net_rules(rule, params, pipe, tau_recomp=tau_recomp)
         curv = curvature(net, k, stage_blocks=False, negative_k=5 if negative else 0)
+        lam_max, negatives = curv.lam_max, curv.negative_eigenvalues
     else:
         rules = adaptive.rules(rule, pipe, tau_recomp)
         curv = adaptive.curvature(k, 1)
+        plain = curvature(net, 1, stage_blocks=False, negative_k=5 if negative else 0)
+        lam_max, negatives = plain.lam_max, plain.negative_eigenvalues
     stashed = pipe.tau_bkwd is None
     scale = None if adaptive is None else adaptive.scale.numpy()
     pred = predict(curv, rules) if stashed else predict_inconsistent(net, curv, rules, scale)
     a = pred.analysis
     out: dict[str, Any] = {}
     rate_lr = None if not a.max_lr else RATE_FRACTION * a.max_lr
-    if rate_lr is not None and stashed:
+    protocol = protocol or NetProtocol()
+    if rate_lr is not None and adaptive is not None and stashed:
         out["predicted_rate"] = math.exp(predicted_log_rate(curv, rules, rate_lr))
+    elif rate_lr is not None and adaptive is None:
+        rp = predict_rate(net, curv, rules, rate_lr, protocol.rate_steps, backward=not stashed)
+        out.update(
+            predicted_rate=math.exp(rp.log_rate) if math.isfinite(rp.log_rate) else None,
+            rate_mode=rp.mode(),
+            rate_method=rp.method,
+        )
     if measure:
         if not a.max_lr:
-            raise ValueError("nothing to measure: the prediction has no finite max lr")
-        protocol = protocol or NetProtocol()
+            raise ValueError("measure: nothing to measure, the prediction has no finite max lr")
         v1 = curv.eigenvectors[:, 0]
         sim = rules
         if adaptive is not None:  # frozen P in weight space, along P^1/2·x̃₁
@@ -304,9 +339,7 @@ def net_max_lr(
             out["measured_bracket_real"] = [real.stable, real.unstable]
             out["real_ratio"] = None if real.max_lr is None else real.max_lr / a.max_lr
         m = measure_max_lr(net, sim, v1, a.max_lr, protocol)
-        rate = (
-            float(measure_log_rate(net, sim, v1, [rate_lr], protocol)[0]) if stashed else math.nan
-        )
+        rate = float(measure_log_rate(net, sim, v1, [rate_lr], protocol)[0])
         out.update(
             measured_max_lr=m.max_lr,
             measured_bracket=[m.stable, m.unstable],
@@ -338,7 +371,10 @@ def net_max_lr(
         measured_bracket=out.get("measured_bracket"),
         measured_rate=out.get("measured_rate"),
         protocol=out.get("protocol"),
-        **_near_fields(nearness(net, curv.lam_max, curv.negative_eigenvalues)),
+        rate_mode=out.get("rate_mode"),
+        rate_method=out.get("rate_method"),
+        rate_error=_rate_error(out.get("predicted_rate"), out.get("measured_rate")),
+        **_near_fields(nearness(net, lam_max, negatives)),
         preconditioned_eigenvalues=None if adaptive is None else curv.eigenvalues.tolist(),
         preconditioner=None if adaptive is None else adaptive.describe(),
         measured_bracket_real=out.get("measured_bracket_real"),
@@ -455,11 +491,10 @@ def net_train(
     )
     values = _rule_params(rule, params)
     adaptive = adaptive_setup(net, rule, values, precond_from, update=update, command="train")
-    if adaptive is not None:
-        net, values = adaptive.net, adaptive.params
     if adaptive is None:
         rules = net_rules(rule, values, pipe, tau_recomp=tau_recomp)
     else:
+        net = adaptive.net
         rules = adaptive.rules(rule, pipe, tau_recomp)
     every = max(1, steps // (curve_points - 1))
     sim = rules if adaptive is None else adaptive.stage_rules(rules)

@@ -346,7 +346,9 @@ def _batched(problem: NetProblem, fn, *args: torch.Tensor) -> torch.Tensor:
     ``torch.func.vmap`` where the model allows it, else one run at a time."""
     if id(problem) not in _NO_VMAP:
         try:
-            return vmap(fn)(*args).detach()
+            # randomness="same": a DataLoader draws its base seed on every pass (the model is
+            # in eval mode: nothing else random), the same for every run
+            return vmap(fn, randomness="same")(*args).detach()
         except (RuntimeError, NotImplementedError):
             _NO_VMAP.add(id(problem))
     return torch.stack([fn(*(a[r] for a in args)) for r in range(args[0].shape[0])]).detach()

@@ -75,18 +75,13 @@ def stage_values(
     return params
 
 
-def staged_rule(
-    name: str,
-    values: dict[str, Any],
-    tau_fwd: Any,
-    tau_bkwd: Any = None,
-    tau_recomp: Any = None,
-) -> Rule:
-    """Registry rule ``name`` with the rule parameters ``values`` under the delays ``tau_fwd``,
-    ``tau_bkwd`` (None: the forward weights) and ``tau_recomp`` — integers, or integer arrays
-    (one entry per parameter) — as the module doc says."""
+def staged_rule(name: str, values: dict[str, Any], *delays: Any) -> Rule:
+    """Registry rule ``name`` with the rule parameters ``values`` under the ``delays``
+    ``tau_fwd[, tau_bkwd[, tau_recomp]]`` (``tau_bkwd`` None: the forward weights) — integers,
+    or integer arrays (one entry per parameter) — as the module doc says."""
     key = delay_parameter(name)
-    params = stage_values(name, values, tau_fwd, tau_bkwd, tau_recomp)
+    params = stage_values(name, values, *delays)
+    tau_bkwd = delays[1] if len(delays) > 1 else None
     rule, _ = get_spec(name).build(**params)
     if getattr(rule, "period", 1) != 1:
         raise ValueError(f"rule {name!r} is periodic: per-stage delays need time-invariant rules")

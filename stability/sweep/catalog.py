@@ -17,8 +17,9 @@ A point that fails (a `ValueError` naming a parameter, a rule that lacks a param
 ``rule`` axis, a numerical failure) yields its one-line error (`error_line`) instead of a
 result: it is recorded, never dropped.
 
-To add a command once its public function exists: one entry in `COMMANDS`, e.g.
-``SweepCommand("radius", radius, Radius, options=(Option("lr", "real", "step size"),))``;
+The declared commands marked ``sweepable`` in `stability.api.commands` are sweepable as they
+are (their function, result type and option table); ``train`` adds its lockstep chunks.  To add
+a command: declare it there with ``sweepable=True``;
 the spec reader, the dataset layout and the CLI follow from it (docs/sweep.md).
 """
 
@@ -30,7 +31,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stability.api.max_lr import MaxLr, max_lr
+from stability.api.commands import COMMANDS as DECLARED
+from stability.options import Option
 from stability.result import Result
 from stability.rules.spec import MODEL_PARAMS
 from stability.sweep.outcome import error_line
@@ -41,16 +43,6 @@ Point = tuple[str, dict[str, Any]]
 
 _PARAM_KINDS = {"delay": "int", "real": "real", "bool": "bool", "choice": "str"}
 """Rule parameter kinds (`stability.rules.spec.Param`) → spec value types."""
-
-
-@dataclass(frozen=True)
-class Option:
-    """A keyword of a command besides the rule's parameters: name, value type (``real``,
-    ``int``, ``str``, ``bool`` or ``ints``, a list of integers) and meaning."""
-
-    name: str
-    kind: str
-    doc: str
 
 
 @dataclass(frozen=True)
@@ -97,17 +89,16 @@ class SweepCommand:
 COMMANDS: dict[str, SweepCommand] = {
     c.name: c
     for c in (
-        SweepCommand(
-            "max-lr",
-            max_lr,
-            MaxLr,
-            options=(Option("method", "str", "auto, locus or bisection (default auto)"),),
+        *(
+            SweepCommand(c.name, c.function, c.result, options=c.options)
+            for c in DECLARED.values()
+            if c.sweepable
         ),
         SweepCommand(
             "train",
-            None,  # the public st.train is not there yet: the trainer in lockstep
+            None,  # st.train's uniform-delay runs, a chunk in lockstep (train_runs.py)
             TrainRun,
-            options=tuple(Option(name, *about) for name, about in TRAIN_OPTIONS.items()),
+            options=TRAIN_OPTIONS,
             model_params=False,
             evaluate_chunk=train_chunk,
         ),

@@ -1,12 +1,14 @@
 """``train`` points of a sweep: reference-trainer runs, a chunk's runs in lockstep.
 
-Until the public ``st.train`` exists, a ``train`` point is what ``stability train`` computes
-for a rule with a uniform delay (no ``--schedule``, ``--t1``, ``--warmup-epochs``, ``--update``)
-— delayed training by the rule's own step (`stability.trainer.engine.train`, PipeMare eq. 1
-for ``sgd``) on the problem of ``--problem`` (`stability.trainer.problems.build_problem`, the
-CLI's defaults) from the problem's initial weights — and its outcome keys of
-``stability train --json``: ``diverged``, ``diverged_step``, ``diverged_loss``,
-``initial_loss``, ``final_loss`` (`TrainRun`).
+A ``train`` point is what ``st.train`` computes for a rule with a uniform delay (no pipeline,
+``t1``, ``warmup_epochs``, ``update``) — delayed training by the rule's own step
+(`stability.trainer.engine.train`, PipeMare eq. 1 for ``sgd``) on the problem of its problem
+keywords (built by the same `stability.api.setup.problem_options` from the same option table)
+from the problem's initial weights — and its outcome keys of ``stability train --json``:
+``diverged``, ``diverged_step``, ``diverged_loss``, ``initial_loss``, ``final_loss``
+(`TrainRun`).  Its keywords are ``st.train``'s option table (`TRAIN_OPTIONS`).  It does not call
+``st.train`` point by point because the chunk's runs train as one array computation (below),
+which the reproductions' grids (28 × 96 runs of 200 000 steps for PipeMare Fig. 5(b)) need.
 
 A chunk's runs that share the problem, ``steps``, ``batch``, ``seed`` and ``divergence``
 train in one lockstep computation (R runs as one array computation; the rule's parameters
@@ -31,31 +33,18 @@ from typing import Any
 
 import numpy as np
 
+from stability.api.commands import PROBLEM_OPTIONS, command
 from stability.checks import finite_or_none
+from stability.options import check_options
 from stability.result import Result, output
 from stability.sweep.outcome import error_line
 
-TRAIN_OPTIONS: dict[str, tuple[str, str]] = {
-    "lr": ("real", "step size > 0 (required)"),
-    "steps": ("int", "training steps (default 10000)"),
-    "batch": ("int", "minibatch size (default: full batch)"),
-    "seed": ("int", "seed of the minibatch stream and of the MLP's initialization (default 0)"),
-    "divergence": ("real", "diverged: loss above this × the initial loss (default 1e6)"),
-    "problem": ("str", "linreg or mlp (default linreg)"),
-    "data": ("str", "CSV or LIBSVM file (default: cpusmall)"),
-    "standardize": ("str", "none, features or all (default: features for linreg, all for mlp)"),
-    "bias": ("bool", "append an intercept column (default false)"),
-    "samples": ("int", "train on a seeded random subset of this many rows"),
-    "hidden": ("ints", "MLP hidden widths (default [4, 4])"),
-    "activation": ("str", "MLP activation (default tanh)"),
-    "task": ("str", "MLP task: regression or classification (default regression)"),
-    "l2": ("real", "MLP loss regularization l2/2·‖w‖² (default 0.1)"),
-}
-"""The keywords of a ``train`` point besides the rule's parameters (the CLI's flags)."""
-
-_DEFAULTS = {"steps": 10_000, "batch": None, "seed": 0, "divergence": 1e6}
-_PROBLEM_KEYS = ("problem", "data", "standardize", "bias", "samples", "hidden", "activation",
-                 "task", "l2")  # fmt: skip
+_RUN_KEYS = ("lr", "steps", "batch", "seed", "divergence")
+RUN_OPTIONS = tuple(o for o in command("train").options if o.name in _RUN_KEYS)
+TRAIN_OPTIONS = RUN_OPTIONS + PROBLEM_OPTIONS
+"""The keywords of a ``train`` point besides the rule's parameters: ``st.train``'s own
+(`stability.api.commands`), those a uniform-delay run takes, and the problem's."""
+_PROBLEM_KEYS = tuple(o.name for o in PROBLEM_OPTIONS)
 
 
 @dataclass(frozen=True)
@@ -93,20 +82,14 @@ def train_chunk(points: Sequence[tuple[str, dict[str, Any]]]) -> list[TrainRun |
 
 def _split(rule: str, params: dict[str, Any]) -> tuple[Any, dict[str, Any], float]:
     """(group key, the rule's validated parameters, lr) of one point."""
-    from stability.checks import check_real
     from stability.rules.registry import get_spec
 
-    options = {k: v for k, v in params.items() if k in TRAIN_OPTIONS}
-    rule_params = {k: v for k, v in params.items() if k not in TRAIN_OPTIONS}
-    if "lr" not in options:
-        raise ValueError("lr must be given")
-    lr = check_real("lr", options["lr"], low=0.0, low_open=True)
-    settings = {k: options.get(k, d) for k, d in _DEFAULTS.items()}
-    if settings["steps"] < 1:
-        raise ValueError(f"steps must be an integer ≥ 1, got {settings['steps']}")
-    if settings["seed"] < 0:
-        raise ValueError(f"seed must be an integer ≥ 0, got {settings['seed']}")
-    check_real("divergence", settings["divergence"], low=1.0, low_open=True)
+    names = {o.name for o in TRAIN_OPTIONS}
+    options = {k: v for k, v in params.items() if k in names}
+    rule_params = {k: v for k, v in params.items() if k not in names}
+    run = {k: v for k, v in options.items() if k in _RUN_KEYS}
+    settings = check_options(RUN_OPTIONS, run)
+    lr = settings.pop("lr")
     resolved = get_spec(rule).resolve(**rule_params)  # a parameter the rule lacks raises here
     problem = tuple((k, options[k]) for k in _PROBLEM_KEYS if k in options)
     return (rule, problem, tuple(settings.items())), resolved, lr

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from stability.cli.args import add_command, add_output_arguments, add_rule_arguments
+from stability.cli.declared import register_declared
 
 API = "bounds"
 EXAMPLES = ("bounds sgd --tau 7 --lam 2.5", "bounds momentum --tau 10 --momentum 0.9 --json")
 
 
 def register(sub) -> None:
-    p = add_command(
+    register_declared(
         sub,
         "bounds",
         usage="RULE [rule flags] [--json]",
@@ -19,17 +19,8 @@ def register(sub) -> None:
         "momentum in (0, 1], Lemma 2 for discrepancy with delta > 0, tau_fwd > tau_bkwd and no "
         "momentum.  ratio = max_lr / bound: 1 for Lemma 1 (exact), <= 1 for Lemmas 2-3.",
         examples=EXAMPLES,
+        report=report,
     )
-    add_rule_arguments(p)
-    add_output_arguments(p)
-    p.set_defaults(run=run, report=report)
-
-
-def run(args):
-    from stability.api.bounds import bounds
-    from stability.cli.args import rule_values
-
-    return bounds(args.rule, **rule_values(args))
 
 
 def report(result) -> str:

@@ -9,17 +9,8 @@ per-stage rule and ``measured_ratio`` = measured/coupled.
 
 from __future__ import annotations
 
-from stability.cli.args import (
-    UsageError,
-    add_command,
-    add_output_arguments,
-    add_rule_arguments,
-    float_arg,
-    int_arg,
-    int_list,
-)
-from stability.cli.problem_args import add_pipeline_arguments, add_problem_arguments
-from stability.limits import TRAIN_MAX_STEPS
+from stability.cli.args import UsageError
+from stability.cli.problem_args import register_trainer_command, trainer_keywords
 
 API = "coupled"
 EXAMPLES = (
@@ -30,9 +21,11 @@ EXAMPLES = (
 
 
 def register(sub) -> None:
-    p = add_command(
+    register_trainer_command(
         sub,
         "coupled",
+        title="coupled model and measurement (--measure: the trainer's max-lr bisection)",
+        stage_delays=False,
         usage="--rule RULE --stages P [options] [rule flags] [--json]",
         help="per-stage delays on a full Hessian: exact coupled max lr vs the scalar bounds",
         description="Every pipeline stage with its own delays on the problem's full Hessian: "
@@ -40,75 +33,17 @@ def register(sub) -> None:
         "(at the largest delay and eigenvalue, and per stage), optionally measured on the "
         "trainer.",
         examples=EXAMPLES,
+        report=report,
+        run=run,
     )
-    add_rule_arguments(p, rule="--rule", exclude=("stages", "microbatches"))
-    add_problem_arguments(p)
-    add_pipeline_arguments(p, schedule_default="pipemare", stage_delays=False)
-    g = p.add_argument_group("coupled model")
-    g.add_argument(
-        "--taus",
-        type=int_list("--taus"),
-        default=None,
-        help="forward delays per stage (or one for all), overriding the schedule's",
-    )
-    g.add_argument(
-        "--t1-power",
-        type=float_arg("--t1-power"),
-        default=0.0,
-        help="T1 exponent p: stage i steps with lr·τ_i^(−p) (PipeMare eq. 4)",
-    )
-    g.add_argument(
-        "--method",
-        choices=("scan", "dense"),
-        default="scan",
-        help="frequency scan (any size) or block-state-matrix bisection (small)",
-    )
-    m = p.add_argument_group("measurement (--measure: the trainer's max-lr bisection)")
-    m.add_argument("--measure", action="store_true", help="measure the max lr on the trainer")
-    m.add_argument(
-        "--steps",
-        type=int_arg("--steps", 10, TRAIN_MAX_STEPS),
-        default=None,
-        help="steps per run (default 20000; 5000 for mlp)",
-    )
-    m.add_argument(
-        "--rel-tol",
-        type=float_arg("--rel-tol"),
-        default=None,
-        help="bisection bracket width (default 1e-3; 1e-2 for mlp)",
-    )
-    m.add_argument(
-        "--fit-seed",
-        type=int_arg("--fit-seed"),
-        default=0,
-        help="mlp: initialization the minimizer is fitted from",
-    )
-    add_output_arguments(p)
-    p.set_defaults(run=run, report=report)
 
 
 def run(args):
     from stability.api.coupled import coupled
-    from stability.cli.args import rule_values
-    from stability.cli.problem_args import problem_values
 
     if args.stages is None:
         raise UsageError("--stages P is required (the number of pipeline stages)")
-    return coupled(
-        args.rule,
-        stages=args.stages,
-        schedule=args.schedule,
-        microbatches=args.microbatches or 1,
-        taus=args.taus,
-        t1_power=args.t1_power,
-        method=args.method,
-        measure=args.measure,
-        steps=args.steps,
-        rel_tol=args.rel_tol,
-        fit_seed=args.fit_seed,
-        **problem_values(args),
-        **rule_values(args),
-    )
+    return coupled(args.rule, **trainer_keywords("coupled", args))
 
 
 def report(result) -> str:

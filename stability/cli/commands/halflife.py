@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stability.cli.args import add_command, add_output_arguments, add_rule_arguments, float_arg
+from stability.cli.declared import register_declared
 
 API = "halflife"
 EXAMPLES = (
@@ -12,39 +12,34 @@ EXAMPLES = (
 
 
 def register(sub) -> None:
-    p = add_command(
+    register_declared(
         sub,
         "halflife",
-        usage="RULE --kappa K [options] [rule flags] [--json]",
+        usage="RULE --kappa K [options] [--schedule S --stages P | --stage-delays T1,...] "
+        "[rule flags] [--json]",
         help="optimal half-life for condition number κ (Kosson Sec. 3.4)",
         description="Fastest convergence of RULE on a quadratic whose curvatures fill "
         "[lam, κ·lam]: the rate is the worst spectral radius over the spectrum, the half-life "
         "−ln2/ln(rate); minimised over lr (and the momentum or LWP horizon on request), "
-        "refined to 1e-6 relative and evaluated in mpmath at the optimum.",
+        "refined to 1e-6 relative and evaluated in mpmath at the optimum.  With a pipeline "
+        "(--schedule, --stage-delays) one common lr for every stage's rule: the worst stage "
+        "rate is minimised.",
         examples=EXAMPLES,
+        report=report,
+        run=run,
     )
-    add_rule_arguments(p)
-    p.add_argument(
-        "--kappa", type=float_arg("--kappa"), required=True, help="condition number κ ≥ 1"
-    )
-    which = p.add_mutually_exclusive_group()
-    which.add_argument(
-        "--optimize-momentum", action="store_true", help="also minimise over the momentum m"
-    )
-    which.add_argument(
-        "--optimize-horizon", action="store_true", help="also minimise over the LWP horizon T"
-    )
-    add_output_arguments(p)
-    p.set_defaults(run=run, report=report)
 
 
 def run(args):
-    from stability.api.halflife import halflife
-    from stability.cli.args import rule_values
+    from stability.cli.args import UsageError
+    from stability.cli.declared import call
 
-    optimize = "momentum" if args.optimize_momentum else None
-    optimize = "horizon" if args.optimize_horizon else optimize
-    return halflife(args.rule, kappa=args.kappa, optimize=optimize, **rule_values(args))
+    if args.optimize is not None and (args.schedule or args.stage_delays):
+        raise UsageError(
+            f"--optimize-{args.optimize} applies to one rule: give a uniform delay, not a "
+            "pipeline (--schedule, --stage-delays)"
+        )
+    return call("halflife", args)
 
 
 def report(result) -> str:
@@ -54,4 +49,6 @@ def report(result) -> str:
     keys += [k for k in ("momentum", "horizon") if getattr(result, k) is not None]
     out = lines(result, keys)
     out.append(f"optimized over {', '.join(result.optimized)}")
-    return "\n".join(out)
+    from stability.cli.declared import stage_lines
+
+    return "\n".join(out + stage_lines(result, ["rate", "own_half_life"]))

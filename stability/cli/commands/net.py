@@ -350,9 +350,11 @@ def report_curvature(result) -> str:
     """Every key; the stage eigenvalues one line per stage."""
     from stability.cli.report import aligned, rows, value
 
-    keys = [k for k in result.to_json() if k not in ("schema_version", "stage_eigenvalues")]
+    skip = ("schema_version", "stage_eigenvalues", "warnings")  # main prints the warnings
+    keys = [k for k in result.to_json() if k not in skip]
     pairs = rows(result, keys)
-    pairs[1:1] = [
+    after = keys.index("eigenvalues") + 1
+    pairs[after:after] = [
         (f"stage {i} eigenvalues", f"{value(v)} 1/lr")
         for i, v in enumerate(result.stage_eigenvalues, start=1)
     ]
@@ -368,7 +370,8 @@ def report_max_lr(result) -> str:
     if result.measured_bracket is not None:
         keys += ["measured_max_lr", "measured_bracket", "measured_rate"]
     if result.preconditioner is not None:  # adaptive rules (docs/adam.md)
-        keys += ["preconditioner", "measured_bracket_real", "real_ratio"]
+        keys += ["preconditioned_eigenvalues", "preconditioner", "measured_bracket_real"]
+        keys += ["real_ratio"]
     return "\n".join(lines(result, keys))
 
 

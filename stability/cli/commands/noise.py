@@ -137,6 +137,7 @@ def run(args):
         at=args.at,
         sampling=args.sampling,
         schedule=args.schedule,
+        stage_delays=args.stage_delays,
         stages=args.stages,
         microbatches=args.microbatches,
         measure=args.measure,

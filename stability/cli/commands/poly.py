@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stability.cli.args import add_command, add_output_arguments, add_rule_arguments, float_arg
+from stability.cli.declared import register_declared
 
 API = "poly"
 EXAMPLES = (
@@ -12,7 +12,7 @@ EXAMPLES = (
 
 
 def register(sub) -> None:
-    p = add_command(
+    register_declared(
         sub,
         "poly",
         usage="RULE --lr X [--symbolic] [rule flags] [--json]",
@@ -21,19 +21,8 @@ def register(sub) -> None:
         "rule's step (zero roots divided out). --symbolic adds the sympy form in the rule's "
         "real parameters, lr and lam.",
         examples=EXAMPLES,
+        report=report,
     )
-    add_rule_arguments(p)
-    p.add_argument("--lr", type=float_arg("--lr"), required=True, help="step size lr > 0")
-    p.add_argument("--symbolic", action="store_true", help="add the sympy polynomial")
-    add_output_arguments(p)
-    p.set_defaults(run=run, report=report)
-
-
-def run(args):
-    from stability.api.poly import poly
-    from stability.cli.args import rule_values
-
-    return poly(args.rule, lr=args.lr, symbolic=args.symbolic, **rule_values(args))
 
 
 def report(result) -> str:

@@ -8,7 +8,7 @@ becomes the Schur-Cohn verdict and ``certified`` says whether one was possible (
 
 from __future__ import annotations
 
-from stability.cli.args import add_command, add_output_arguments, add_rule_arguments, float_arg
+from stability.cli.declared import register_declared
 
 API = "radius"
 EXAMPLES = (
@@ -20,35 +20,28 @@ UNIT_CIRCLE = 1e-12
 
 
 def register(sub) -> None:
-    p = add_command(
+    register_declared(
         sub,
         "radius",
-        usage="RULE --lr X [--certify] [rule flags] [--json]",
+        usage="RULE --lr X [--certify] [--schedule S --stages P | --stage-delays T1,...] "
+        "[rule flags] [--json]",
         help="spectral radius, half-life and dominant root at one step size",
         description="Spectral radius ρ of RULE's dynamics at step size lr, refined in mpmath "
         "(40 digits); half-life −ln2/ln ρ (none when ρ ≥ 1).  --certify decides stability "
-        "exactly: Schur-Cohn in rational arithmetic, the decimal texts read exactly.",
+        "exactly: Schur-Cohn in rational arithmetic, the decimal texts read exactly.  With a "
+        "pipeline (--schedule, --stage-delays) ρ is the largest of the stages' radii.",
         examples=EXAMPLES,
+        report=report,
+        run=run,
     )
-    add_rule_arguments(p)
-    p.add_argument("--lr", type=float_arg("--lr"), required=True, help="step size lr > 0")
-    p.add_argument(
-        "--certify",
-        action="store_true",
-        help="decide stability exactly (Schur-Cohn in rational arithmetic; decimals read exactly)",
-    )
-    add_output_arguments(p)
-    p.set_defaults(run=run, report=report)
 
 
 def run(args):
-    from stability.api.radius import radius
-    from stability.cli.args import rule_values
+    from stability.cli.declared import call
     from stability.cli.progress import progress_bar
 
     with progress_bar("Schur-Cohn", json=args.json) as progress:
-        values = rule_values(args)
-        return radius(args.rule, lr=args.lr, certify=args.certify, progress=progress, **values)
+        return call("radius", args, progress=progress)
 
 
 def report(result) -> str:
@@ -81,4 +74,6 @@ def report(result) -> str:
         pairs += [("certificate", result.certificate), ("lr_exact", result.lr_exact)]
     elif result.certified is False:
         pairs.append(("certified", f"no: {result.reason}"))
-    return "\n".join(aligned(pairs))
+    from stability.cli.declared import stage_lines
+
+    return "\n".join(aligned(pairs) + stage_lines(result, ["spectral_radius", "half_life"]))

@@ -9,15 +9,7 @@ sets a floor: there is no asymptotic rate).
 
 from __future__ import annotations
 
-from stability.cli.args import (
-    add_command,
-    add_output_arguments,
-    add_rule_arguments,
-    float_arg,
-    int_arg,
-)
-from stability.cli.problem_args import add_pipeline_arguments, add_problem_arguments
-from stability.limits import TRAIN_MAX_STEPS
+from stability.cli.problem_args import register_trainer_command, trainer_keywords
 
 API = "train"
 EXAMPLES = (
@@ -28,99 +20,27 @@ EXAMPLES = (
 
 
 def register(sub) -> None:
-    p = add_command(
+    register_trainer_command(
         sub,
         "train",
+        title="training",
         usage="--rule RULE --lr X [options] [rule flags] [--json]",
         help="reference-trainer run: loss curve, divergence, measured vs predicted rate",
         description="Train with RULE's own step (the one the analysis linearises) on linear "
         "regression or a small MLP, and compare the measured convergence rate and stability "
         "with the theory's prediction on the problem's Hessian modes.",
         examples=EXAMPLES,
+        report=report,
+        run=run,
     )
-    add_rule_arguments(p, rule="--rule", exclude=("stages", "microbatches"))
-    g = p.add_argument_group("training")
-    g.add_argument("--lr", type=float_arg("--lr"), required=True, help="step size > 0")
-    g.add_argument(
-        "--steps", type=int_arg("--steps", 1, TRAIN_MAX_STEPS), default=10_000, help="steps"
-    )
-    g.add_argument(
-        "--batch",
-        type=int_arg("--batch", 1),
-        default=None,
-        help="minibatch size (default: full batch)",
-    )
-    g.add_argument(
-        "--seed", type=int_arg("--seed"), default=0, help="minibatch and mlp initialization seed"
-    )
-    g.add_argument(
-        "--divergence",
-        type=float_arg("--divergence"),
-        default=1e6,
-        help="a run diverged once its loss is non-finite or exceeds this × its initial loss",
-    )
-    g.add_argument(
-        "--t1",
-        type=int_arg("--t1", 1),
-        default=None,
-        metavar="K",
-        help="T1 step-size rescheduling over K steps (PipeMare eq. 4)",
-    )
-    g.add_argument(
-        "--warmup-epochs",
-        type=int_arg("--warmup-epochs"),
-        default=0,
-        help="synchronous warm-up epochs first (PipeMareW)",
-    )
-    g.add_argument(
-        "--start",
-        choices=("init", "minimum"),
-        default="init",
-        help="mlp: seeded initialization, or next to the fitted minimizer",
-    )
-    g.add_argument(
-        "--curve-points",
-        type=int_arg("--curve-points", 2),
-        default=200,
-        help="points of the reported loss curve (subsampled)",
-    )
-    g.add_argument(
-        "--update",
-        choices=("analysed", "real"),
-        default="analysed",
-        help="train the rule as analysed (default) or its real update where the analysis "
-        "linearises it (adam, pipeoptim with adam/adamw: real Adam; dc: outer-product DC)",
-    )
-    add_problem_arguments(p)
-    add_pipeline_arguments(p)
-    add_output_arguments(p)
-    p.set_defaults(run=run, report=report)
 
 
 def run(args):
     from stability.api.train import train
-    from stability.cli.args import rule_values
-    from stability.cli.problem_args import pipeline_values, problem_values
     from stability.cli.progress import progress_bar
 
     with progress_bar(f"train {args.rule}", json=args.json) as progress:
-        return train(
-            args.rule,
-            lr=args.lr,
-            steps=args.steps,
-            batch=args.batch,
-            seed=args.seed,
-            divergence=args.divergence,
-            t1=args.t1,
-            warmup_epochs=args.warmup_epochs,
-            start=args.start,
-            curve_points=args.curve_points,
-            update=args.update,
-            progress=progress,
-            **pipeline_values(args),
-            **problem_values(args),
-            **rule_values(args),
-        )
+        return train(args.rule, progress=progress, **trainer_keywords("train", args))
 
 
 def report(result) -> str:

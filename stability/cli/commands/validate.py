@@ -10,16 +10,7 @@ the uniform delays by a pipeline's per-stage delays and reports what the scalar 
 
 from __future__ import annotations
 
-from stability.cli.args import (
-    add_command,
-    add_output_arguments,
-    add_rule_arguments,
-    float_arg,
-    int_arg,
-    int_list,
-)
-from stability.cli.problem_args import add_pipeline_arguments, add_problem_arguments
-from stability.limits import TRAIN_MAX_STEPS
+from stability.cli.problem_args import register_trainer_command, trainer_keywords
 
 API = "validate"
 EXAMPLES = (
@@ -29,96 +20,28 @@ EXAMPLES = (
 
 
 def register(sub) -> None:
-    p = add_command(
+    register_trainer_command(
         sub,
         "validate",
+        title="measurement protocol",
+        rule="--rules",
         usage="--rules R1,R2,... [options] [rule flags] [--json]",
         help="theory vs trainer: predicted and measured max stable lr and rates",
         description="For each rule of --rules and delay of --taus: the predicted max stable lr "
         "on the problem's Hessian modes against the trainer's, found by bisection, and the "
         "predicted vs measured convergence rates; with --schedule, per-stage delays.",
         examples=EXAMPLES,
+        report=report,
+        run=run,
     )
-    add_rule_arguments(p, rule="--rules", exclude=("stages", "microbatches"))
-    p.add_argument("--taus", type=int_list("--taus"), default=(0, 1, 4, 16), help="delays τ")
-    add_problem_arguments(p)
-    g = p.add_argument_group("measurement protocol")
-    g.add_argument(
-        "--batch",
-        type=int_arg("--batch", 1),
-        default=None,
-        help="minibatch size (default: full batch)",
-    )
-    g.add_argument(
-        "--steps",
-        type=int_arg("--steps", 10, TRAIN_MAX_STEPS),
-        default=None,
-        help="steps per stability run (default 20000; 5000 for mlp)",
-    )
-    g.add_argument(
-        "--rate-steps",
-        type=int_arg("--rate-steps", 10),
-        default=None,
-        help="first length of the rate runs, doubled until the rate settles",
-    )
-    g.add_argument(
-        "--rate-doublings",
-        type=int_arg("--rate-doublings"),
-        default=None,
-        help="most doublings of the rate runs (default 5; 1 for mlp)",
-    )
-    g.add_argument(
-        "--seeds",
-        type=int_list("--seeds"),
-        default=(0, 1, 2),
-        help="minibatch seeds (unstable if any diverges)",
-    )
-    g.add_argument(
-        "--divergence",
-        type=float_arg("--divergence"),
-        default=1e6,
-        help="a run diverged once its loss is non-finite or exceeds this × its initial loss",
-    )
-    g.add_argument(
-        "--rel-tol",
-        type=float_arg("--rel-tol"),
-        default=None,
-        help="bisection bracket width (default 1e-3; 1e-2 for mlp)",
-    )
-    g.add_argument(
-        "--fit-seed",
-        type=int_arg("--fit-seed"),
-        default=0,
-        help="mlp: initialization the minimizer is fitted from",
-    )
-    add_pipeline_arguments(p)
-    add_output_arguments(p)
-    p.set_defaults(run=run, report=report)
 
 
 def run(args):
     from stability.api.validate import validate
-    from stability.cli.args import rule_values
-    from stability.cli.problem_args import pipeline_values, problem_values
     from stability.cli.progress import progress_bar
 
     with progress_bar("validate", json=args.json) as progress:
-        return validate(
-            args.rules,
-            taus=args.taus,
-            batch=args.batch,
-            steps=args.steps,
-            rate_steps=args.rate_steps,
-            rate_doublings=args.rate_doublings,
-            seeds=args.seeds,
-            divergence=args.divergence,
-            rel_tol=args.rel_tol,
-            fit_seed=args.fit_seed,
-            progress=progress,
-            **pipeline_values(args),
-            **problem_values(args),
-            **rule_values(args),
-        )
+        return validate(args.rules, progress=progress, **trainer_keywords("validate", args))
 
 
 def report(result) -> str:

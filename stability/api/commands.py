@@ -1,0 +1,392 @@
+"""The commands as data: each command's public function, result type and option table.
+
+A `Command` names its public function (``st.max_lr``) and result type by module, so that this
+registry imports no analysis (the command line reads it to build its parser), and declares the
+command's inputs besides the rule and its parameters once, as `stability.options.Option`
+values.  From one entry follow
+
+* the public function's validation (``check_options(command("max-lr").options, ...)``),
+* the command line's flags, help texts and defaults (`stability.cli.args.add_options`; the
+  command's module adds only its text report),
+* the sweep's keyword tables (`stability.sweep.catalog`),
+* the docs' option tables (`stability.options.option_rows`).
+
+``pipeline``: the command takes a `stability.pipeline.Pipeline` (keyword ``pipeline=``; on the
+command line the flags of `PIPELINE_OPTIONS`, which build it with
+`stability.pipeline.Pipeline.from_options`).  How to add a command: docs/development.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from stability.checks import MAX_DELAY
+from stability.limits import TRAIN_MAX_STEPS
+from stability.options import Option, option
+from stability.pipeline import SCHEDULES
+from stability.trainer.data import STANDARDIZE
+from stability.trainer.mlp import ACTIVATIONS, TASKS
+from stability.trainer.problems import PROBLEMS
+
+PIPELINE_OPTIONS: tuple[Option, ...] = (
+    option(
+        "schedule",
+        "per-stage delays of this schedule over --stages P, --microbatches N (PipeMare Table 1); "
+        "uniform: every stage at the rule's delay",
+        "str",
+        default=None,
+        choices=SCHEDULES,
+    ),
+    option(
+        "stage_delays",
+        "explicit forward delay of each stage, stage 1 first (e.g. 7,5,3,1): the delay profile "
+        "itself; with --schedule it overrides that schedule's forward delays",
+        "ints",
+        "steps",
+        default=None,
+        metavar="T1,T2,...",
+    ),
+    option(
+        "stages",
+        "pipeline stages P (2 with a schedule)",
+        "int",
+        default=None,
+        low=1,
+        high=MAX_DELAY,
+    ),
+    option(
+        "microbatches",
+        "microbatches N per update (1)",
+        "int",
+        default=None,
+        low=1,
+        high=MAX_DELAY,
+    ),
+)
+"""The pipeline's inputs, wherever a command takes a pipeline."""
+
+PROBLEM_OPTIONS: tuple[Option, ...] = (
+    option(
+        "problem",
+        "linreg: least squares on the data; mlp: a small MLP fitted to it",
+        "str",
+        default="linreg",
+        choices=PROBLEMS,
+    ),
+    option(
+        "data",
+        "CSV (target in column 0) or LIBSVM file; default: cpusmall",
+        "str",
+        default=None,
+        metavar="PATH",
+    ),
+    option(
+        "standardize",
+        "none: as stored; features: z-score features, centre the target; all: also scale the "
+        "target (default: features for linreg, all for mlp)",
+        "str",
+        default=None,
+        choices=STANDARDIZE,
+    ),
+    option("bias", "append an intercept column", "bool", default=False),
+    option(
+        "samples",
+        "train on a seeded random subset of this many rows (mlp default: at most 128)",
+        "int",
+        default=None,
+        low=1,
+    ),
+    option(
+        "hidden",
+        "MLP hidden widths (4,4: with one hidden layer the backward weights do not enter the "
+        "gradient's linearization at a minimum)",
+        "ints",
+        default=(4, 4),
+        low=1,
+    ),
+    option("activation", "MLP activation", "str", default="tanh", choices=ACTIVATIONS),
+    option(
+        "task",
+        "MLP loss: squared error, or softmax cross-entropy on integer labels 0 … C−1",
+        "str",
+        default="regression",
+        choices=TASKS,
+    ),
+    option(
+        "l2", "MLP loss regularization l2/2·‖w‖² (a strict minimum)", "real", default=0.1, low=0.0
+    ),
+)
+"""The trainer's problem and its data (`stability.api.setup.problem_options` builds the
+`stability.trainer.problems.ProblemOptions` from them)."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command (module doc): CLI name, the public function's module and name, its result
+    type's name, its option table, whether it takes a pipeline, whether it can be swept."""
+
+    name: str
+    module: str
+    function_name: str
+    result_name: str
+    options: tuple[Option, ...] = ()
+    pipeline: bool = False
+    sweepable: bool = False
+
+    @property
+    def function(self) -> Callable[..., Any]:
+        return getattr(importlib.import_module(self.module), self.function_name)
+
+    @property
+    def result(self) -> type:
+        return getattr(importlib.import_module(self.module), self.result_name)
+
+    @property
+    def all_options(self) -> tuple[Option, ...]:
+        """The options, then the pipeline's when the command takes one."""
+        return self.options + (PIPELINE_OPTIONS if self.pipeline else ())
+
+
+LR = option("lr", "step size", "real", low=0.0, low_open=True)
+
+# -- the trainer commands (train, validate, coupled) -------------------------------------------
+
+BATCH = option("batch", "minibatch size (default: full batch)", "int", default=None, low=1)
+DIVERGENCE = option(
+    "divergence",
+    "a run diverged once its loss is non-finite or exceeds this × its initial loss",
+    "real",
+    default=1e6,
+    low=1.0,
+    low_open=True,
+)
+PROTOCOL_STEPS = option(
+    "steps",
+    "steps per stability run (default 20000; 5000 for mlp)",
+    "int",
+    default=None,
+    low=10,
+    high=TRAIN_MAX_STEPS,
+)
+REL_TOL = option(
+    "rel_tol",
+    "bisection bracket width (default 1e-3; 1e-2 for mlp)",
+    "real",
+    default=None,
+    low=0.0,
+    high=1.0,
+    low_open=True,
+)
+FIT_SEED = option(
+    "fit_seed", "mlp: initialization the minimizer is fitted from", "int", default=0, low=0
+)
+
+TRAIN_OPTIONS: tuple[Option, ...] = (
+    LR,
+    option("steps", "training steps", "int", "steps", default=10_000, low=1, high=TRAIN_MAX_STEPS),
+    BATCH,
+    option("seed", "minibatch and mlp initialization seed", "int", default=0, low=0),
+    DIVERGENCE,
+    option(
+        "t1",
+        "T1 step-size rescheduling over K steps (PipeMare eq. 4)",
+        "int",
+        default=None,
+        low=1,
+        metavar="K",
+    ),
+    option(
+        "warmup_epochs", "synchronous warm-up epochs first (PipeMareW)", "int", default=0, low=0
+    ),
+    option(
+        "start",
+        "mlp: seeded initialization, or next to the fitted minimizer",
+        "str",
+        default="init",
+        choices=("init", "minimum"),
+    ),
+    option(
+        "curve_points", "points of the reported loss curve (subsampled)", "int", default=200, low=2
+    ),
+    option(
+        "update",
+        "train the rule as analysed or its real update where the analysis linearises it (adam, "
+        "pipeoptim with adam/adamw: real Adam; dc: outer-product DC)",
+        "str",
+        default="analysed",
+        choices=("analysed", "real"),
+    ),
+)
+"""``train``'s options (with the problem's and the pipeline's)."""
+
+VALIDATE_OPTIONS: tuple[Option, ...] = (
+    option(
+        "taus",
+        "uniform delays τ, one row per rule × τ (the rule's tau, or tau_fwd)",
+        "ints",
+        default=(0, 1, 4, 16),
+    ),
+    BATCH,
+    PROTOCOL_STEPS,
+    option(
+        "rate_steps",
+        "first length of the rate runs, doubled until the rate settles (default 20000; 5000 "
+        "for mlp)",
+        "int",
+        default=None,
+        low=10,
+    ),
+    option(
+        "rate_doublings",
+        "most doublings of the rate runs (default 5; 1 for mlp)",
+        "int",
+        default=None,
+    ),
+    option("seeds", "minibatch seeds (unstable if any diverges)", "ints", default=(0, 1, 2)),
+    DIVERGENCE,
+    REL_TOL,
+    FIT_SEED,
+)
+"""``validate``'s options (with the problem's and the pipeline's)."""
+
+COUPLED_OPTIONS: tuple[Option, ...] = (
+    option(
+        "taus",
+        "forward delays per stage (or one for all), overriding the schedule's",
+        "ints",
+        "steps",
+        default=None,
+    ),
+    option(
+        "t1_power",
+        "T1 exponent p: stage i steps with lr·τ_i^(−p) (PipeMare eq. 4)",
+        "real",
+        default=0.0,
+        low=0.0,
+        high=1.0,
+    ),
+    option(
+        "method",
+        "frequency scan (any size) or block-state-matrix bisection (small)",
+        "str",
+        default="scan",
+        choices=("scan", "dense"),
+    ),
+    option("measure", "measure the max lr on the trainer", "bool", default=False),
+    PROTOCOL_STEPS,
+    REL_TOL,
+    FIT_SEED,
+)
+"""``coupled``'s options (with the problem's and the pipeline's)."""
+
+T1_AUDIT_OPTIONS: tuple[Option, ...] = (
+    option(
+        "lr_schedule",
+        "base schedule: constant:LR | step:LR:FACTOR:B1,B2,... | warmup:LR:W | cosine:LR:T",
+        "str",
+        metavar="S",
+    ),
+    option("anneal_steps", "T1's K (PipeMare eq. 4)", "int", "steps", low=1, metavar="K"),
+    option("steps", "steps to audit", "int", "steps", low=1, metavar="N"),
+    option("taus", "stage delays τ_i", "ints", "steps", default=None, metavar="T1,T2,..."),
+    option(
+        "pipeline",
+        "take τ_fwd,i of a pipeline schedule (pipemare, pipedream, pb, ...) with P stages and "
+        "N microbatches (default 1); from Python also a Pipeline",
+        "str",
+        default=None,
+        metavar="NAME:P[:N]",
+    ),
+)
+"""``t1-audit``'s options: the stage delays come from ``taus`` or ``pipeline``."""
+
+
+COMMANDS: dict[str, Command] = {
+    c.name: c
+    for c in (
+        Command(
+            "poly",
+            "stability.api.poly",
+            "poly",
+            "Poly",
+            (LR, option("symbolic", "add the sympy polynomial", "bool", default=False)),
+        ),
+        Command(
+            "radius",
+            "stability.api.radius",
+            "radius",
+            "Radius",
+            (
+                LR,
+                option(
+                    "certify",
+                    "decide stability exactly (Schur-Cohn in rational arithmetic; decimals "
+                    "read exactly)",
+                    "bool",
+                    default=False,
+                ),
+            ),
+            pipeline=True,
+            sweepable=True,
+        ),
+        Command(
+            "max-lr",
+            "stability.api.max_lr",
+            "max_lr",
+            "MaxLr",
+            (
+                option(
+                    "method",
+                    "boundary locus (polynomials affine in lr) or bisection on the spectral radius",
+                    "str",
+                    default="auto",
+                    choices=("auto", "locus", "bisection"),
+                ),
+            ),
+            pipeline=True,
+            sweepable=True,
+        ),
+        Command("bounds", "stability.api.bounds", "bounds", "BoundReport", sweepable=True),
+        Command("t1-audit", "stability.api.t1_audit", "t1_audit", "Audit", T1_AUDIT_OPTIONS),
+        Command("train", "stability.api.train", "train", "Training", TRAIN_OPTIONS),
+        Command("validate", "stability.api.validate", "validate", "Validation", VALIDATE_OPTIONS),
+        Command("coupled", "stability.api.coupled", "coupled", "Coupled", COUPLED_OPTIONS),
+        Command(
+            "halflife",
+            "stability.api.halflife",
+            "halflife",
+            "HalfLife",
+            (
+                option("kappa", "condition number κ of the spectrum [λ, κλ]", "real", low=1.0),
+                option(
+                    "optimize",
+                    "also minimise over this parameter (the momentum m or the LWP horizon T)",
+                    "str",
+                    default=None,
+                    choices=("momentum", "horizon"),
+                    switches=True,
+                ),
+            ),
+            pipeline=True,
+            sweepable=True,
+        ),
+    )
+}
+"""The commands declared here, by CLI name (the others still spell their flags by hand).
+``train``, ``validate`` and ``coupled`` also take the problem's and the pipeline's keywords
+(`PROBLEM_OPTIONS`, `PIPELINE_OPTIONS`), which their functions turn into values
+(`stability.api.setup`)."""
+
+
+def command(name: str) -> Command:
+    """The registry entry of command ``name``."""
+    try:
+        return COMMANDS[name]
+    except KeyError:
+        raise ValueError(f"unknown command {name!r} (declared: {', '.join(COMMANDS)})") from None
+
+
+__all__ = ["COMMANDS", "PIPELINE_OPTIONS", "PROBLEM_OPTIONS", "Command", "command"]

@@ -1,0 +1,103 @@
+"""Inputs declared once (`stability.options`, `stability.api.commands`): the public function's
+defaults, the command line's flags and the sweep's keyword tables all come from one table per
+command and cannot drift apart."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from stability.api.commands import COMMANDS, PIPELINE_OPTIONS, PROBLEM_OPTIONS
+from stability.cli.main import main
+from stability.options import REQUIRED, check_options, option
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_the_function_takes_its_table_with_the_table_defaults(name):
+    spec = COMMANDS[name]
+    signature = inspect.signature(spec.function).parameters
+    assert isinstance(spec.result, type)
+    for o in spec.options:
+        assert o.name in signature, (name, o.name)
+        default = signature[o.name].default
+        if o.required:
+            assert default is inspect.Parameter.empty, (name, o.name)
+        elif o.kind != "ints":
+            assert default == o.default, (name, o.name, default, o.default)
+        else:
+            assert default is None or tuple(default) == o.default, (name, o.name)
+    if spec.pipeline:
+        assert "pipeline" in signature
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_option_is_a_flag_with_its_help_and_default(capsys, name):
+    argv = [name, "--help"] if name in ("train", "validate", "coupled") else [name, "sgd", "--help"]
+    assert main(argv) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    spec = COMMANDS[name]
+    tables = spec.options + (PIPELINE_OPTIONS if spec.pipeline else ())
+    if name in ("train", "validate", "coupled"):
+        tables += PROBLEM_OPTIONS + PIPELINE_OPTIONS
+    for o in tables:
+        if o.switches:
+            assert all(f"{o.flag}-{c}" in text for c in o.choices), (name, o.name)
+            continue
+        if name == "coupled" and o.name == "stage_delays":
+            continue  # coupled's --taus is its profile
+        assert o.flag in text, (name, o.flag)
+        assert " ".join(o.help.split())[:40] in text, (name, o.name)
+
+
+def test_sweep_keywords_are_the_train_table():
+    from stability.sweep.catalog import get_command, keyword_kinds
+
+    kinds = keyword_kinds(get_command("train"), ["sgd"])
+    table = {o.name: o.kind for o in COMMANDS["train"].options + PROBLEM_OPTIONS}
+    assert {k: v for k, v in kinds.items() if k in table} == {
+        k: v for k, v in table.items() if k in kinds
+    }
+    assert set(kinds) >= {"lr", "steps", "batch", "seed", "divergence", "data", "hidden"}
+    assert get_command("max-lr").options == COMMANDS["max-lr"].options
+
+
+@pytest.mark.parametrize(
+    "values, match",
+    [
+        ({"lr": 0.1, "steps": 0}, "steps must be an integer ≥ 1"),
+        ({"lr": 0.1, "steps": 2.5}, "steps must be an integer"),
+        ({"lr": -1.0, "steps": 3}, "lr must be a finite real number > 0"),
+        ({"steps": 3}, "lr must be given"),
+        ({"lr": 0.1, "mode": "x"}, "unknown option 'mode'"),
+        ({"lr": 0.1, "kind": "x"}, "kind must be one of a, b"),
+        ({"lr": 0.1, "delays": [1, -2]}, "delays must be"),
+    ],
+)
+def test_a_table_validates_in_one_line(values, match):
+    table = (
+        option("lr", "step size", "real", low=0.0, low_open=True),
+        option("steps", "steps run", "int", default=10, low=1),
+        option("kind", "which", "str", default="a", choices=("a", "b")),
+        option("delays", "per stage", "ints", default=None),
+    )
+    with pytest.raises(ValueError, match=match) as err:
+        check_options(table, values)
+    assert "\n" not in str(err.value)
+    assert check_options(table, {"lr": 1})["steps"] == 10
+    assert check_options(table, {"lr": 1, "delays": 3})["delays"] == (3,)
+    assert table[0].required and table[0].default is REQUIRED
+
+
+def test_the_sweep_catalog_is_the_registry():
+    """A declared sweepable command is swept by its own function and table: the catalog's
+    point evaluation equals the public function's result."""
+    import stability as st
+    from stability.sweep.catalog import COMMANDS as SWEEP
+
+    assert {n for n, c in COMMANDS.items() if c.sweepable} | {"train"} == set(SWEEP)
+    points = [("sgd", {"tau": 2, "lr": 0.1}), ("sgd", {"tau": 2, "lr": -1.0})]
+    good, bad = SWEEP["radius"].evaluate(points)
+    assert good.to_json() == st.radius("sgd", tau=2, lr=0.1).to_json()
+    assert isinstance(bad, str) and "lr must be" in bad
+    assert SWEEP["halflife"].options == COMMANDS["halflife"].options
