@@ -517,8 +517,8 @@ def report_noise(result) -> str:
     if result.measured is not None:
         m = result.measured
         out.append("measured (mean ± se):")
-        out += [f"  t = {t:<8}{number(a, 6)} ± {number(b, 2)}" for t, a, b in m["expected_loss"]]
-        out.append(f"  floor {number(m['floor'][0], 6)} ± {number(m['floor'][1], 2)}")
+        out += [f"  t = {t:<8}{number(a, 6)} ± {number(b, 3)}" for t, a, b in m["expected_loss"]]
+        out.append(f"  floor {number(m['floor'][0], 6)} ± {number(m['floor'][1], 3)}")
         pairs = [(k, number(v, 6)) for k, v in m.items() if not isinstance(v, (list, dict))]
         out += ["  " + line for line in aligned(pairs)]
         if m.get("as_bracket"):
