@@ -198,6 +198,19 @@ CASES = (
         "--sharpness-every 10 --batch 32",
         ("final_loss", "predicted_edge", "sharpness[0][*]", "sharpness[-1][*]"),
     ),
+    Case(
+        f"net noise --problem {NET} --rule sgd --tau 1 --batch 16 --k 3 --steps 20 "
+        "--lyapunov-steps 200 --lyapunov-runs 4 --measure --runs 4 --pairs 2 --pair-steps 200",
+        (
+            "ms_max_lr",
+            "as_max_lr",
+            "floor",
+            "subspace_change",
+            "expected_loss[-1][*]",
+            "measured.floor[0]",
+            "measured.expected_loss[-1][*]",
+        ),
+    ),  # fmt: skip
 )
 
 
