@@ -28,7 +28,7 @@ from stability.pipeline import Pipeline  # noqa: E402
 def test_envelope_rate_of_an_oscillating_mode(rho, theta):
     t = np.arange(3000)
     E = (rho**t * np.cos(theta * t + 0.3)) ** 2
-    assert envelope_log_rate(E[None, :])[0] == pytest.approx(math.log(rho), rel=0.015)
+    assert envelope_log_rate(E[None, :])[0] == pytest.approx(math.log(rho), rel=0.025)
 
 
 def _loss(out, y):

@@ -58,6 +58,11 @@ def problem_system(
     from stability.coupled.system import stage_rules
 
     sizes = setup.problem.stage_sizes(pipe.stages)
+    for key in ("tau", "tau_fwd", "tau_bkwd"):
+        if values.get(key) is not None:
+            raise ValueError(
+                f"{key}: the pipeline schedule sets the stages' delays; do not also give it"
+            )
     rules = stage_rules(rule, pipe.tau_fwd, pipe.tau_bkwd, **values)
     system = CoupledSystem(
         rules,

@@ -320,7 +320,8 @@ def applicable_lemma(name: str, values: dict[str, Any]) -> tuple[str, float]:
         if delta > 0 and m == 0:
             return "2", lemma2_bound(tf, tb, delta, lam)
         raise ValueError(
-            "no closed-form bound for discrepancy with "
+            ("delta" if delta < 0 else "momentum")
+            + ": no closed-form bound for discrepancy with "
             + ("delta < 0" if delta < 0 else "momentum > 0")
             + " (PipeMare Lemma 2 needs delta > 0 and momentum 0)"
         )

@@ -154,6 +154,13 @@ def net_curvature(
     )
 
 
+def _rate_error(predicted: float | None, measured: float | None) -> float | None:
+    """ln ρ̂ / ln ρ − 1 where both rates are in (0, 1) (issue 25's acceptance quantity)."""
+    if not predicted or not measured or not 0 < predicted < 1 or not 0 < measured < 1:
+        return None
+    return math.log(measured) / math.log(predicted) - 1
+
+
 def _near_fields(near) -> dict[str, Any]:
     """The not-at-a-minimum fields and warning (`stability.nets.minimum`, issue 26 item 3)."""
     return {
@@ -204,6 +211,11 @@ class NetMaxLr(Result):
         default=None,
     )
     rate_method: str | None = output("how predicted_rate was computed", default=None)
+    rate_error: float | None = output(
+        "ln measured_rate / ln predicted_rate − 1 (--measure): the prediction's error on this "
+        "network; docs/nets.md says where it misses and why",
+        default=None,
+    )
     gradient_norm: float | None = output(
         "‖∇f(w)‖ at the weights analysed (full batch; docs/nets.md, not at a minimum)", default=None
     )
@@ -361,6 +373,7 @@ def net_max_lr(
         protocol=out.get("protocol"),
         rate_mode=out.get("rate_mode"),
         rate_method=out.get("rate_method"),
+        rate_error=_rate_error(out.get("predicted_rate"), out.get("measured_rate")),
         **_near_fields(nearness(net, lam_max, negatives)),
         preconditioned_eigenvalues=None if adaptive is None else curv.eigenvalues.tolist(),
         preconditioner=None if adaptive is None else adaptive.describe(),
@@ -422,6 +435,7 @@ def net_train(
     tau_bkwd: int | None = None,
     tau_recomp: int | None = None,
     batch: int | None = None,
+    sampling: str = "reshuffle",
     seed: int = 0,
     divergence: float = 1e6,
     curve_points: int = 200,
@@ -444,9 +458,11 @@ def net_train(
     (`stability.nets.adaptive`): ``update="analysed"`` runs the frozen-P rule with the P of
     ``precond_from``, ``"real"`` real Adam/AdamW (continuing that optimizer state, or from a
     fresh one); the sharpness is then λ₁(P_t∇²f), P_t the run's current preconditioner
-    (`stability.nets.adam_edge`).
+    (`stability.nets.adam_edge`).  ``batch`` B: minibatches drawn by ``sampling`` —
+    ``"reshuffle"`` (epochs) or ``"iid"`` (B distinct indices per step, what `st.net_noise`
+    predicts).
     """
-    from stability.checks import check_real
+    from stability.checks import check_choice, check_real
     from stability.nets.adaptive import adaptive_setup
     from stability.nets.sharpness import SharpnessTracker, coupled_edge, edge_summary
 
@@ -458,6 +474,7 @@ def net_train(
     check_real("divergence", divergence, low=1.0, low_open=True)
     if sharpness_every is not None:
         sharpness_every = check_integer("sharpness_every", sharpness_every, low=1)
+    check_choice("sampling", sampling, ("reshuffle", "iid"))
     if batch is not None:
         batch = check_integer("batch", batch, low=1)
         if batch > net.samples:
@@ -497,6 +514,7 @@ def net_train(
         [float(lr)],
         steps=steps,
         batch=batch,
+        sampling=sampling,
         seed=seed,
         divergence=divergence,
         record_every=every,
@@ -533,6 +551,7 @@ def net_train(
     protocol = {
         "start": "the problem's weights, constant history",
         "batch": batch,
+        "sampling": sampling if batch is not None else None,
         "seed": seed,
         "steps": steps,
         "divergence": f"loss non-finite or > {divergence:g} × initial loss",

@@ -79,7 +79,10 @@ class MLP:
         y = np.asarray(self.y, dtype=float)
         if self.task == "classification":
             if np.any(y != np.round(y)) or np.any(y < 0):
-                raise ValueError("classification targets must be integer labels 0 … C−1")
+                raise ValueError(
+                    "task: classification needs targets that are integer labels 0 … C−1 "
+                    "(the data's target column is not)"
+                )
             y = y.astype(np.int64)
         object.__setattr__(self, "X", X)
         object.__setattr__(self, "y", y)
