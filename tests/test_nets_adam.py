@@ -344,3 +344,16 @@ def test_pipeoptim_adam_without_stashing(files):
     lo, hi = r.measured_bracket
     assert r.stage_taus_bkwd == [0, 0] and (hi - lo) / lo <= 0.01
     assert lo * 0.95 <= r.max_lr <= hi * 1.05
+
+
+def test_cli_train_real_text_and_json(files, capsys):
+    spec = f"{files / 'mlp.py'}:fresh"
+    args = ["net", "train", "--problem", spec, "--rule", "adam", "--update", "real", "--tau", "1"]
+    args += ["--lr", "0.01", "--steps", "40", "--sharpness-every", "20"]
+    rc, out = _cli([*args, "--json"], capsys)
+    d = json.loads(out.out)
+    assert rc == 0 and d["update"] == "real" and d["sharpness_kind"] == "preconditioned"
+    assert [s for s, _ in d["sharpness"]] == [20, 40] and d["preconditioner"] is None
+    assert "fresh Adam state" in d["protocol"]["update"]
+    rc, out = _cli(args, capsys)
+    assert rc == 0 and "sharpness_kind" in out.out and "predicted_edge" in out.out

@@ -26,7 +26,7 @@ from stability.cli.args import check_rule_flags
 from stability.cli.main import main, make_parser, run_recording_warnings
 
 ROOT = Path(__file__).resolve().parents[1]
-NET = f"{ROOT}/examples/diabetes_linear.py:problem"  # the smallest shipped example: 11 weights
+NET = str(ROOT / "examples" / "diabetes_linear.py") + ":problem"  # the smallest example: 11 weights
 NOISE = "--batch 4 --lr 0.1 --data {tmp}/d.csv --steps 20 --lyapunov-steps 100 --lyapunov-runs 2"
 
 
@@ -198,6 +198,19 @@ CASES = (
         "--sharpness-every 10 --batch 32",
         ("final_loss", "predicted_edge", "sharpness[0][*]", "sharpness[-1][*]"),
     ),
+    Case(
+        f"net noise --problem {NET} --rule sgd --tau 1 --batch 16 --k 3 --steps 20 "
+        "--lyapunov-steps 200 --lyapunov-runs 4 --measure --runs 4 --pairs 2 --pair-steps 200",
+        (
+            "ms_max_lr",
+            "as_max_lr",
+            "floor",
+            "subspace_change",
+            "expected_loss[-1][*]",
+            "measured.floor[0]",
+            "measured.expected_loss[-1][*]",
+        ),
+    ),  # fmt: skip
 )
 
 

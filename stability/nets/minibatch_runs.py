@@ -23,8 +23,12 @@ covers, or ``"reshuffle"``); stream s is the same at every step size (common ran
   the directions of curvature; the flat ones carry no threshold and would only add a constant
   part to the gap); γ̂ = mean over pairs of ln(‖Δw_T‖/‖Δw_{T/5}‖)/(4T/5) (the first fifth is a
   burn-in, as in `stability.noise.lyapunov`; a pair contracted below rounding counts as
-  contracting, one that blew up as growing), unstable if γ̂ > 0, bracketed by
-  `stability.trainer.measure.bisect_max_lr`.
+  contracting, one that blew up as growing), unstable if the median over pairs γ̂ > 0,
+  bracketed by `stability.trainer.measure.bisect_max_lr`.  A pair one of whose runs goes
+  further than r₁₀ (below) along v₁ counts as growing: it left the quadratic region the way a
+  linear instability does — without this a network's runs escape along v₁ to flatter ground
+  (the catapult) and two runs sharing their batches then converge together, which would read
+  as stable at several times the linear threshold.
 * `quadratic_radius` — the distance r₁₀ from w* along ±v₁ at which the curvature v₁ᵀ∇²f v₁
   has changed by 10 %: the scale of the quadratic region the linearisation assumes.
 """
@@ -62,6 +66,7 @@ class Lockstep:
     wander: np.ndarray
     final: np.ndarray
     snapshot: np.ndarray | None
+    along: np.ndarray | None = None
 
 
 def lockstep(
@@ -80,9 +85,11 @@ def lockstep(
     seed: int = 0,
     divergence: float = 1e6,
     snapshot: int | None = None,
+    direction: np.ndarray | None = None,
 ) -> Lockstep:
     """R = len(lr) runs of the stage ``rules`` from ``w0`` (R, p), run r on stream
-    ``streams[r]`` (module doc); ``snapshot``: also keep the weights after that many steps."""
+    ``streams[r]`` (module doc); ``snapshot``: also keep the weights after that many steps;
+    ``direction`` (unit, p): also record each run's largest |dᵀ(w_t − w*)| (``along``)."""
     lr = np.asarray(lr, dtype=float)
     R = lr.size
     w_star = problem.w_star.detach()
@@ -105,6 +112,8 @@ def lockstep(
     window_sum, window_count = np.zeros(R), 0
     blown = np.zeros(R, dtype=bool)
     wander = torch.zeros(R, dtype=w_star.dtype, device=w_star.device)
+    along = torch.zeros_like(wander)
+    d = None if direction is None else problem.vector(np.asarray(direction, dtype=float))
     kept = None
 
     def record(w: torch.Tensor, t: int) -> None:
@@ -144,6 +153,8 @@ def lockstep(
             w = ring.buffers["w"][ring.head]
             distance = torch.where(bad, 0.0, distance)
         wander = torch.maximum(wander, distance)
+        if d is not None:
+            along = torch.maximum(along, torch.where(bad, 0.0, ((w - w_star) @ d).abs()))
         if snapshot == t + 1:
             kept = w.cpu().numpy().astype(float)
         record(w, t + 1)
@@ -154,7 +165,8 @@ def lockstep(
     final[blown] = np.nan
     if kept is not None:
         kept[blown] = np.nan
-    return Lockstep(at, mean, blown, wander.cpu().numpy(), final, kept)
+    along_np = None if d is None else np.where(blown, np.inf, along.cpu().numpy())
+    return Lockstep(at, mean, blown, wander.cpu().numpy(), final, kept, along_np)
 
 
 def start_weights(problem: NetProblem, v1: np.ndarray, perturbation: float) -> torch.Tensor:
@@ -226,9 +238,12 @@ def pair_growth(
     steps: int,
     sampling: str = "iid",
     seed: int = 0,
+    direction: np.ndarray | None = None,
+    escape: float = float("inf"),
 ) -> tuple[np.ndarray, float]:
-    """(γ̂ per lr, wander per lr): mean over pairs of ln(‖Δw_T‖/‖Δw₀‖)/T (module doc), and
-    the largest ‖w_t − w*‖ of the lr's runs."""
+    """(γ̂ per lr, wander per lr): the median over pairs of ln(‖Δw_T‖/‖Δw_{T/5}‖)/(4T/5)
+    (module doc; a pair one of whose runs went further than ``escape`` along ``direction``
+    counts as growing), and the largest ‖w_t − w*‖ of the lr's runs."""
     lrs = np.asarray(lrs, dtype=float)
     L, p = lrs.size, problem.dim
     eps = float(torch.linalg.vector_norm(w0 - problem.w_star))
@@ -251,6 +266,7 @@ def pair_growth(
         seed=seed,
         divergence=1e12,
         snapshot=steps // 5,
+        direction=direction,
     )
 
     def gap(w: np.ndarray) -> np.ndarray:
@@ -262,7 +278,9 @@ def pair_growth(
         early = gap(res.snapshot)
         growth = np.log(gap(res.final) / early) / (steps - steps // 5)
         growth[~np.isfinite(early)] = np.inf
-    return growth.mean(axis=1), res.wander.reshape(L, -1).max(axis=1)
+        if res.along is not None:
+            growth[res.along.reshape(L, pairs, 2).max(axis=2) > escape] = np.inf
+    return np.median(growth, axis=1), res.wander.reshape(L, -1).max(axis=1)
 
 
 def measure_almost_sure(
@@ -278,15 +296,19 @@ def measure_almost_sure(
     seed: int = 0,
     rel_tol: float = 0.01,
     per_round: int = 8,
+    direction: np.ndarray | None = None,
+    escape: float = float("inf"),
 ) -> tuple[float | None, float | None, int, float]:
-    """(stable, unstable, runs, wander): the bracket where paired runs drift apart, and the
-    largest ‖w_t − w*‖ among the runs at step sizes judged stable."""
+    """(stable, unstable, runs, wander): the bracket where paired runs drift apart (or escape
+    the quadratic region along ``direction``, `pair_growth`), and the largest ‖w_t − w*‖ among
+    the runs at step sizes judged stable."""
     wander = [0.0]
 
     def verdict(lrs):
         growth, w = pair_growth(
-            problem, rules, lrs, batch, w0, pairs=pairs, steps=steps, sampling=sampling, seed=seed
-        )
+            problem, rules, lrs, batch, w0, pairs=pairs, steps=steps, sampling=sampling,
+            seed=seed, direction=direction, escape=escape,
+        )  # fmt: skip
         stable = ~(growth > 0)
         if stable.any():
             wander[0] = max(wander[0], float(w[stable].max()))
@@ -338,6 +360,8 @@ def measure_runs(
     steps: int,
     sampling: str = "iid",
     seed: int = 0,
+    direction: np.ndarray | None = None,
+    escape: float = float("inf"),
 ) -> tuple[dict, float]:
     """(``measured``, wander): the keys ``stability noise --measure`` prints — ``runs``,
     ``expected_loss`` rows [t, mean, se], ``floor`` [mean, se] over the second half of the
@@ -370,6 +394,7 @@ def measure_runs(
         stable, unstable, _, w = measure_almost_sure(
             problem, rules, as_lr, batch, w0,
             pairs=pairs, steps=pair_steps, sampling=sampling, seed=seed,
+            direction=direction, escape=escape,
         )  # fmt: skip
         out["as_bracket"] = [stable, unstable]
         wander = max(wander, w)

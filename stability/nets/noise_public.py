@@ -51,6 +51,11 @@ MAX_SUBSPACE = 128
 problems are m(m+1)/2-dimensional)."""
 MAX_STAGED_SUBSPACE = 64
 """Largest subspace with per-stage delays (its Gramians are dense m² × m² matrices)."""
+ESCAPE = 1.0
+"""A measured pair whose run goes further than ESCAPE × r₁₀ along v₁ counts as diverging
+(`stability.nets.minibatch_runs.pair_growth`): it left the quadratic region the linearisation
+describes.  On teacher31 (benchmark) sgd τ = 0, B = 16: as_max_lr 0.0780, measured bracket
+[0.0698, 0.0699] with ESCAPE = 1, [0.193, 0.194] with 10, [0.277, 0.279] without."""
 FLAT = 1e-9
 """Eigen-directions with λ ≤ FLAT·λ_max are left out of the subspace (flat or saddle: no
 step size is stable along them, so they carry no threshold; reported as ``dropped``)."""
@@ -191,6 +196,8 @@ def net_noise(
     steps = check_integer("steps", steps, low=1, high=MAX_STEPS)
     batch = check_integer("batch", batch, low=1, high=net.samples)
     check_real("perturbation", perturbation, low=0.0, low_open=True)
+    if lr is not None:
+        lr = check_real("lr", lr, low=0.0, low_open=True)
     times = (
         default_times(steps)
         if at is None
@@ -212,7 +219,7 @@ def net_noise(
     p = net.dim
     k = min(k, p)
     k2 = min(2 * k, p)
-    curv = top_curvature(net, k2, stage_k=1, negative_k=0)
+    curv = top_curvature(net, k2, stage_blocks=False, negative_k=0)
     lam = curv.eigenvalues
     keep = lam > FLAT * max(float(lam[0]), 0.0)
     if not keep[0]:
@@ -269,7 +276,7 @@ def net_noise(
         measured, wander = measure_runs(
             net, rules, lr, batch, times, w0, as_lr,
             runs=runs, pairs=pairs, pair_steps=pair_steps, steps=steps,
-            sampling=sampling, seed=seed,
+            sampling=sampling, seed=seed, direction=curv.eigenvectors[:, 0], escape=ESCAPE * r10,
         )  # fmt: skip
         ratio = wander / r10 if np.isfinite(r10) else 0.0
         protocol.update(

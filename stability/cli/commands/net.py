@@ -1,4 +1,4 @@
-"""``stability net curvature|max-lr|train --problem FILE.py:FUNC ...``: a user's PyTorch model
+"""``stability net curvature|max-lr|train|noise --problem FILE.py:FUNC ...``: a user's PyTorch model
 (`stability.nets.public`: ``st.net_curvature``, ``st.net_max_lr``, ``st.net_train``).
 
 * ``curvature [--k K] [--stages P] [--stage-blocks] [--negative]``: ``eigenvalues``
@@ -14,7 +14,13 @@
   ``loss_curve``, ``measured_rate``, ``protocol``; with ``--backward current`` no weight
   stashing (backward delays from the schedule, or ``--tau-bkwd`` with a uniform ``--tau``;
   ``--tau-recomp`` for rule recompute); with ``--sharpness-every K`` the edge of stability:
-  ``sharpness``, ``predicted_edge``, ``plateau``, ``reached``, ``edge_ratio``.
+  ``sharpness``, ``predicted_edge``, ``plateau``, ``reached``, ``edge_ratio``; ``--batch B
+  --sampling reshuffle|iid`` trains with minibatches;
+* ``noise --rule R [rule flags] [--tau T | --stages P --schedule S] --batch B [--k K] [--lr X]
+  [--curvature hessian|ggn] [--measure --runs N]``: the minibatch theory near a minimum
+  (`stability.nets.noise_public`, ``st.net_noise``): ``full_batch_max_lr``, ``ms_max_lr``,
+  ``as_max_lr``, ``as_bracket``, ``expected_loss``, ``floor``, ``rate``,
+  ``subspace_change``, ``protocol``, with ``--measure`` the simulator's ``measured`` runs.
 
 Adam/AdamW (``--rule adam``, ``pipeoptim --optimizer adam|adamw``): ``--precond-from
 STATE|warmup:N:LR`` gives the optimizer's preconditioner P (``curvature``: also
@@ -518,8 +524,8 @@ def report_noise(result) -> str:
     if result.measured is not None:
         m = result.measured
         out.append("measured (mean ± se):")
-        out += [f"  t = {t:<8}{number(a, 6)} ± {number(b, 2)}" for t, a, b in m["expected_loss"]]
-        out.append(f"  floor {number(m['floor'][0], 6)} ± {number(m['floor'][1], 2)}")
+        out += [f"  t = {t:<8}{number(a, 6)} ± {number(b, 3)}" for t, a, b in m["expected_loss"]]
+        out.append(f"  floor {number(m['floor'][0], 6)} ± {number(m['floor'][1], 3)}")
         pairs = [(k, number(v, 6)) for k, v in m.items() if not isinstance(v, (list, dict))]
         out += ["  " + line for line in aligned(pairs)]
         if m.get("as_bracket"):
