@@ -234,7 +234,7 @@ def noise(
     rate = None
     if np.isfinite(rho2) and rho2 < 1:
         rate = max(rho2, rho_mean) if coupled else rho2
-    if moments.p == 0 or fb is None:
+    if moments.p == 0 or fb is None or fb <= 0:  # fb = 0: a marginal root (momentum 1)
         as_lr, bracket = fb, (None if fb is None else [fb, fb])
     else:
         found = almost_sure_max_lr(
