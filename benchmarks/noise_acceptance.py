@@ -157,7 +157,7 @@ def as_case(problem, name, params, tau, quick):
     started = time.perf_counter()
     steps, runs = (2000, 16) if quick else (10_000, 64)
     pred = almost_sure_max_lr(
-        ctx.builder, problem.X, BATCH, 0.5 * ms, 1.5 * ctx.full_batch, steps=steps, runs=runs
+        ctx.builder, moments, BATCH, 0.5 * ms, 1.5 * ctx.full_batch, steps=steps, runs=runs
     )
     meas = measure_almost_sure(
         problem, ctx.trainer_rule, pred.max_lr, BATCH, pairs=16 if quick else 32,

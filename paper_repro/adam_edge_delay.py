@@ -10,7 +10,9 @@ prediction tested here (issue 22) is the frozen-P edge λ_edge = max_lr(adam, de
 Setup: ``examples/cancer_mlp.py`` (breast cancer, 30 → 16 tanh → 1, 513 parameters, MSE,
 full batch, PyTorch's standard initialisation, seed 0), real Adam (``net train --rule adam
 --update real``: ``torch.optim.AdamW``'s step, β1 = 0.9, β2 = 0.999, ε = 1e-8, fresh state)
-at τ ∈ {0, 1, 2} and on a PipeMare 4-stage schedule (N = 1, weight stashing).  Claim per run:
+at τ ∈ {0, 1, 2} and on a PipeMare 4-stage schedule (N = 1, weight stashing); and the
+``--quick`` MLP of ``edge_of_stability_delay.py`` (300 digits, 64 → 16 tanh → 10, MSE on
+one-hot) at τ ∈ {0, 2}, η = 0.003, 3,000 steps (a second small MLP).  Claim per run:
 the plateau (median λ₁(P_t H_t) over the last quarter) is within 20 % of λ_edge (the
 acceptance tolerance of issue 22).  A second claim per delayed run records the sign of the
 excess and the slope κ = d ln ρ/d ln λ of the frozen-P growth rate at the edge, the quantity
@@ -37,17 +39,35 @@ SOURCE = "Cohen et al. 2022 (adaptive methods at the edge of stability) under de
 TOLERANCE = 0.20
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "cancer_mlp.py"
 
-# (label, delays, lr, steps, sharpness_every)
+MODELS = {
+    "cancer": "examples/cancer_mlp.py (breast cancer, 30 → 16 tanh → 1, 513 parameters, MSE)",
+    "digits": "the --quick MLP of edge_of_stability_delay.py (300 digits, 64 → 16 tanh → 10, "
+    "1,210 parameters, MSE on one-hot)",
+}
+# (model, label, delays, lr, steps, sharpness_every)
 FULL = (
-    ("τ=0", {"tau": 0}, 0.01, 3000, 25),
-    ("τ=1", {"tau": 1}, 0.003, 3000, 50),
-    ("τ=2", {"tau": 2}, 0.003, 3000, 50),
-    ("pipemare P=4", {"schedule": "pipemare", "stages": 4}, 0.003, 6000, 50),
+    ("cancer", "τ=0", {"tau": 0}, 0.01, 3000, 25),
+    ("cancer", "τ=1", {"tau": 1}, 0.003, 3000, 50),
+    ("cancer", "τ=2", {"tau": 2}, 0.003, 3000, 50),
+    ("cancer", "pipemare P=4", {"schedule": "pipemare", "stages": 4}, 0.003, 6000, 50),
+    ("digits", "τ=0", {"tau": 0}, 0.003, 3000, 50),
+    ("digits", "τ=2", {"tau": 2}, 0.003, 3000, 50),
 )
 QUICK = (
-    ("τ=1", {"tau": 1}, 0.01, 600, 25),
-    ("τ=2", {"tau": 2}, 0.01, 600, 25),
+    ("cancer", "τ=1", {"tau": 1}, 0.01, 600, 25),
+    ("cancer", "τ=2", {"tau": 2}, 0.01, 600, 25),
 )
+
+
+def problem(model: str, stages: int):
+    """The `NetProblem` of ``model`` (`MODELS`) split into ``stages``."""
+    from stability.nets.problem import load_problem, problem_from_dict
+
+    if model == "cancer":
+        return load_problem(f"{EXAMPLE}:problem", stages=stages)
+    import edge_of_stability_delay
+
+    return problem_from_dict(edge_of_stability_delay.problem(True), stages=stages)
 
 
 def edge_slope(tau: int, x: float, h: float = 1e-6) -> float:
@@ -66,16 +86,18 @@ def log_rho(tau: int, x: float) -> float:
     return float(np.log(np.max(np.abs(roots[np.abs(roots - 1) > 1e-9]))))
 
 
-def run(label, delays, lr, steps, every) -> dict:
+def run(model, label, delays, lr, steps, every) -> dict:
     from stability.nets.public import net_train
 
-    spec = f"{EXAMPLE}:problem"
+    net = problem(model, delays.get("stages", 1))
+    kwargs = {k: v for k, v in delays.items() if k != "stages"}
     res = net_train(
-        spec, "adam", lr=lr, steps=steps, sharpness_every=every, update="real", beta1=0.9, **delays
+        net, "adam", lr=lr, steps=steps, sharpness_every=every, update="real", beta1=0.9, **kwargs
     )
     tau = delays.get("tau")
     return {
-        "label": label,
+        "model": model,
+        "label": f"{model} {label}",
         "delays": {**delays, "stage_taus": res.stage_taus},
         "lr": lr,
         "steps": steps,
@@ -96,7 +118,7 @@ def run(label, delays, lr, steps, every) -> dict:
 
 
 def _id(row) -> str:
-    return row["label"].split()[-1].replace("=", "")
+    return row["label"].replace("pipemare ", "").replace(" ", "-").replace("=", "")
 
 
 def claim(row) -> _common.Claim:
@@ -110,7 +132,7 @@ def claim(row) -> _common.Claim:
         f"{row['predicted_edge']:.4g}.",
         direction="|plateau / predicted_edge − 1| ≤ 0.20 (plateau: median λ₁(P_t H_t), last "
         "quarter of the steps)",
-        scope=f"examples/cancer_mlp.py, full batch, MSE, {row['steps']} steps from the standard "
+        scope=f"{MODELS[row['model']]}, full batch, {row['steps']} steps from the standard "
         f"initialisation; edge first reached at step {row['first_reached']}",
         direction_holds=bool(ok),
         size=_common.Size(
@@ -134,7 +156,7 @@ def excess_claim(row) -> _common.Claim:
         statement=f"{row['label']}: with delay the plateau lies above the frozen-P edge, where the "
         f"frozen-P growth rate rises slowly with λ{slope}.",
         direction="plateau / predicted_edge > 1",
-        scope=f"examples/cancer_mlp.py, η = {row['lr']:.4g}, {row['steps']} steps",
+        scope=f"{MODELS[row['model']]}, η = {row['lr']:.4g}, {row['steps']} steps",
         direction_holds=ratio is not None and ratio > 1,
         size=_common.Size(
             float("nan") if ratio is None else ratio - 1,
@@ -182,8 +204,8 @@ def main(argv=None) -> dict:
             flush=True,
         )
     claims = [claim(r) for r in rows]
-    claims += [excess_claim(r) for r in rows if r["label"] != "τ=0"]
-    data = {"problem": "examples/cancer_mlp.py:problem", "rows": rows}
+    claims += [excess_claim(r) for r in rows if r["delays"].get("tau") != 0]
+    data = {"models": MODELS, "rows": rows}
     return _common.write(
         args, NAME, figure(rows), source=SOURCE, claims=claims, data=data, started=started
     )

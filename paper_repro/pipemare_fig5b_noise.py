@@ -54,7 +54,7 @@ def main(argv=None) -> dict:
             fb = ctx.full_batch
             ms = ms_max_lr(ctx.builder, moments, fb)
             found = almost_sure_max_lr(
-                ctx.builder, problem.X, batch, 0.5 * ms, 1.5 * fb, steps=steps, runs=runs
+                ctx.builder, moments, batch, 0.5 * ms, 1.5 * fb, steps=steps, runs=runs
             )
             meas = next((r for r in measured if r["batch"] == batch and r["tau"] == tau), None)
             rows.append(

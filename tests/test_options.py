@@ -87,3 +87,17 @@ def test_a_table_validates_in_one_line(values, match):
     assert check_options(table, {"lr": 1})["steps"] == 10
     assert check_options(table, {"lr": 1, "delays": 3})["delays"] == (3,)
     assert table[0].required and table[0].default is REQUIRED
+
+
+def test_the_sweep_catalog_is_the_registry():
+    """A declared sweepable command is swept by its own function and table: the catalog's
+    point evaluation equals the public function's result."""
+    import stability as st
+    from stability.sweep.catalog import COMMANDS as SWEEP
+
+    assert {n for n, c in COMMANDS.items() if c.sweepable} | {"train"} == set(SWEEP)
+    points = [("sgd", {"tau": 2, "lr": 0.1}), ("sgd", {"tau": 2, "lr": -1.0})]
+    good, bad = SWEEP["radius"].evaluate(points)
+    assert good.to_json() == st.radius("sgd", tau=2, lr=0.1).to_json()
+    assert isinstance(bad, str) and "lr must be" in bad
+    assert SWEEP["halflife"].options == COMMANDS["halflife"].options

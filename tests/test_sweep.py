@@ -276,8 +276,10 @@ def test_a_killed_sweep_process_resumes_without_recomputing_a_finished_chunk(tmp
     partial = sweep.load(out)
     assert np.sum(partial.error.values == NOT_COMPUTED) == spec.size - 3 * len(before)
 
+    assert sweep.status(out).runs == 1  # the killed run counts (recorded when it started)
     summary = sweep.run_sweep(spec, out, scheduler=address)
     assert summary.complete and summary.chunks_skipped == len(before)
+    assert sweep.status(out).runs == 2
     assert summary.chunks_computed == spec.chunks - len(before)
     after = sweep.store.SweepStore(out).finished()
     assert all(after[k] == m for k, m in before.items())  # the same run's markers: not redone

@@ -282,6 +282,27 @@ COUPLED_OPTIONS: tuple[Option, ...] = (
 )
 """``coupled``'s options (with the problem's and the pipeline's)."""
 
+T1_AUDIT_OPTIONS: tuple[Option, ...] = (
+    option(
+        "lr_schedule",
+        "base schedule: constant:LR | step:LR:FACTOR:B1,B2,... | warmup:LR:W | cosine:LR:T",
+        "str",
+        metavar="S",
+    ),
+    option("anneal_steps", "T1's K (PipeMare eq. 4)", "int", "steps", low=1, metavar="K"),
+    option("steps", "steps to audit", "int", "steps", low=1, metavar="N"),
+    option("taus", "stage delays τ_i", "ints", "steps", default=None, metavar="T1,T2,..."),
+    option(
+        "pipeline",
+        "take τ_fwd,i of a pipeline schedule (pipemare, pipedream, pb, ...) with P stages and "
+        "N microbatches (default 1); from Python also a Pipeline",
+        "str",
+        default=None,
+        metavar="NAME:P[:N]",
+    ),
+)
+"""``t1-audit``'s options: the stage delays come from ``taus`` or ``pipeline``."""
+
 
 COMMANDS: dict[str, Command] = {
     c.name: c
@@ -309,6 +330,7 @@ COMMANDS: dict[str, Command] = {
                 ),
             ),
             pipeline=True,
+            sweepable=True,
         ),
         Command(
             "max-lr",
@@ -327,7 +349,8 @@ COMMANDS: dict[str, Command] = {
             pipeline=True,
             sweepable=True,
         ),
-        Command("bounds", "stability.api.bounds", "bounds", "BoundReport"),
+        Command("bounds", "stability.api.bounds", "bounds", "BoundReport", sweepable=True),
+        Command("t1-audit", "stability.api.t1_audit", "t1_audit", "Audit", T1_AUDIT_OPTIONS),
         Command("train", "stability.api.train", "train", "Training", TRAIN_OPTIONS),
         Command("validate", "stability.api.validate", "validate", "Validation", VALIDATE_OPTIONS),
         Command("coupled", "stability.api.coupled", "coupled", "Coupled", COUPLED_OPTIONS),
@@ -348,6 +371,7 @@ COMMANDS: dict[str, Command] = {
                 ),
             ),
             pipeline=True,
+            sweepable=True,
         ),
     )
 }

@@ -74,6 +74,24 @@ def pipeline_of(pipeline: Any, keywords: dict[str, Any], **defaults: Any):
     return Pipeline.from_options(**{**defaults, **values})
 
 
+def trainer_inputs(keywords: dict[str, Any], pipeline: Any, specs) -> tuple[dict, Any, dict]:
+    """``(problem keywords, pipeline or None, rule parameters given)`` of a trainer command
+    for the rules ``specs``: the keywords split (`split_keywords`), the pipeline built
+    (`pipeline_of`; ``uniform`` at the rules' ``tau``).  A rule without a delay parameter
+    under per-stage delays is refused (`stability.rules.registry.delay_parameter`)."""
+    from stability.rules.registry import delay_parameter
+
+    problem_kw, pipeline_kw, params = split_keywords(keywords)
+    values = {k: v for k, v in params.items() if v is not None}
+    staged = pipeline is not None or {"schedule", "stage_delays"} & set(pipeline_kw)
+    for spec in specs:
+        if staged and spec.delay_parameter is None:
+            delay_parameter(spec.name)  # refuses: per-stage delays need a delay parameter
+    keys = {spec.delay_parameter for spec in specs} & set(values)
+    tau = values[keys.pop()] if pipeline_kw.get("schedule") == "uniform" and keys else None
+    return problem_kw, pipeline_of(pipeline, pipeline_kw, tau=tau), values
+
+
 def build(options, *, fit_seed: int = 0):
     """``(problem, data, linearization)``: the trainable problem, its data set and its
     `stability.trainer.linearize.Linearization` (exact for linreg; at the minimizer fitted

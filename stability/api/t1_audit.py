@@ -7,8 +7,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from stability.analysis.rescheduling import Audit, UnsafeWindow
+from stability.api.commands import command
 from stability.api.resolve import rule_name
 from stability.checks import check_integer
+from stability.options import check_options
 
 
 def t1_audit(
@@ -18,7 +20,7 @@ def t1_audit(
     anneal_steps: int,
     steps: int,
     taus: Sequence[int] | None = None,
-    pipeline: str | None = None,
+    pipeline: Any = None,
     **params: Any,
 ) -> Audit:
     """Is α_{k,i} = α_base,k / τ_i^{p_k} (PipeMare eq. 4, p_k = 1 − min(k/K, 1)) below
@@ -26,7 +28,8 @@ def t1_audit(
 
     ``lr_schedule``: ``constant:LR``, ``step:LR:FACTOR:B1,B2,...``, ``warmup:LR:W`` or
     ``cosine:LR:T``; the stage delays come from ``taus`` or from ``pipeline`` =
-    ``"NAME:P[:N]"`` (a schedule of `stability.pipeline` with P stages, N microbatches);
+    ``"NAME:P[:N]"`` (a schedule of `stability.pipeline` with P stages, N microbatches) or a
+    `stability.pipeline.Pipeline`;
     ``lam`` is λ_max of the problem (`stability.analysis.rescheduling`).
 
     >>> import stability as st
@@ -35,8 +38,15 @@ def t1_audit(
     True
     """
     from stability.analysis.rescheduling import audit, parse_schedule
+    from stability.pipeline import Pipeline
     from stability.rules.registry import delay_parameter
 
+    given = {"lr_schedule": lr_schedule, "anneal_steps": anneal_steps, "steps": steps}
+    if isinstance(pipeline, Pipeline):  # given whole: its forward delays
+        if taus is not None:
+            raise ValueError("pipeline: give the stage delays with taus or with pipeline")
+        taus, pipeline = pipeline.tau_fwd.tolist(), None
+    o = check_options(command("t1-audit").options, {**given, "taus": taus, "pipeline": pipeline})
     name = rule_name(rule)
     key = delay_parameter(name)
     values = {k: v for k, v in params.items() if v is not None}
@@ -48,8 +58,8 @@ def t1_audit(
         values,
         parse_schedule(lr_schedule),
         stage_taus,
-        check_integer("anneal_steps", anneal_steps, low=1),
-        check_integer("steps", steps, low=1),
+        o["anneal_steps"],
+        o["steps"],
     )
 
 

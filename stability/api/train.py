@@ -10,13 +10,7 @@ from typing import Any
 
 from stability.api.commands import command
 from stability.api.resolve import check_params, rule_name
-from stability.api.setup import (
-    build,
-    pipeline_of,
-    problem_options,
-    schedule_sets,
-    split_keywords,
-)
+from stability.api.setup import build, problem_options, schedule_sets, trainer_inputs
 from stability.checks import finite_or_none
 from stability.options import check_options
 from stability.result import Result, output
@@ -100,25 +94,19 @@ def train(
     """
     from stability.agreement.comparison import scalar_stage_predictions
     from stability.analysis.modes import modes_of, predict_modes
-    from stability.rules.registry import delay_parameter, get_spec
+    from stability.rules.registry import get_spec
     from stability.trainer import measure
     from stability.trainer.engine import train as run_trainer
     from stability.trainer.schedules import pipeline_rule, plan, synchronous_rule
 
     name = rule_name(rule)
     spec = get_spec(name)
-    problem_kw, pipeline_kw, params = split_keywords(keywords)
-    values = {k: v for k, v in params.items() if v is not None}
+    problem_kw, pipe, values = trainer_inputs(keywords, pipeline, [spec])
     given = dict(lr=lr, steps=steps, batch=batch, seed=seed, divergence=divergence, t1=t1)
     given |= dict(warmup_epochs=warmup_epochs, start=start, curve_points=curve_points)
     o = check_options(command("train").options, {**given, "update": update})
     steps, batch, seed, t1 = o["steps"], o["batch"], o["seed"], o["t1"]
     warmup_epochs, curve_points = o["warmup_epochs"], o["curve_points"]
-    key = spec.delay_parameter
-    if key is None and (pipeline is not None or {"schedule", "stage_delays"} & set(pipeline_kw)):
-        delay_parameter(name)  # refuses: per-stage delays need a delay parameter
-    uniform = pipeline_kw.get("schedule") == "uniform"
-    pipe = pipeline_of(pipeline, pipeline_kw, tau=values.get(key) if key and uniform else None)
     check_params([name], values, set_by=schedule_sets(spec, pipe))
     options = problem_options(**problem_kw)
     model, dataset, setup = build(options, fit_seed=seed)

@@ -10,13 +10,7 @@ from typing import Any
 
 from stability.api.commands import command
 from stability.api.resolve import check_params, rule_name
-from stability.api.setup import (
-    build,
-    pipeline_of,
-    problem_options,
-    schedule_sets,
-    split_keywords,
-)
+from stability.api.setup import build, problem_options, schedule_sets, trainer_inputs
 from stability.options import check_options
 from stability.result import Result, output
 
@@ -79,14 +73,11 @@ def validate(
     from stability.rules.registry import get_spec
 
     names = _names(rules)
-    problem_kw, pipeline_kw, params = split_keywords(keywords)
-    values = {k: v for k, v in params.items() if v is not None}
     specs = [get_spec(name) for name in names]
+    problem_kw, pipe, values = trainer_inputs(keywords, pipeline, specs)
     for key in values:
         if not any(key in s.param_names for s in specs):
             raise ValueError(f"no rule of {', '.join(names)} has a parameter {key!r}")
-    uniform = pipeline_kw.get("schedule") == "uniform"
-    pipe = pipeline_of(pipeline, pipeline_kw, tau=values.get("tau") if uniform else None)
     for spec in specs:
         if pipe is None and spec.delay_parameter is not None:
             set_by = {spec.delay_parameter: "taus"}

@@ -376,6 +376,8 @@ class HelpFormatter(argparse.HelpFormatter):
             return text
         if isinstance(default, (tuple, list)):
             default = ",".join(map(str, default))
+        elif isinstance(default, float):
+            default = f"{default:g}"  # 1e+06, not 1000000.0
         return f"{text} (default: {str(default).replace('%', '%%')})"
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:

@@ -196,8 +196,9 @@ def _naming_the_flag(
         from stability.rules.registry import RULES
 
         name = next((a for a in argv if a in RULES), None)
-        if name is not None:
-            return f"rule {name!r}" + text[len(first) :]
+        rest = text[len(first) :]
+        if name is not None and not rest.lstrip().startswith(repr(name)):  # not named twice
+            return f"rule {name!r}" + rest
     return text
 
 

@@ -21,6 +21,12 @@
   `stability.nets.adam_edge` (the preconditioned sharpness along a run).
 * `stability.nets.public` — ``net_curvature``, ``net_max_lr``, ``net_train`` (the
   ``stability net`` commands; results whose attributes are the JSON keys).
+* `stability.nets.minibatch_moments` — per-sample Hessians (or Gauss–Newton parts) and gradients
+  projected onto the top-k eigenvectors (``torch.func.vmap``).
+* `stability.nets.minibatch_runs` — seeded minibatch runs of the simulator in lockstep: measured
+  expected loss, floor, almost-sure bracket, the quadratic region.
+* `stability.nets.noise_public` — ``net_noise`` (``stability net noise``): minibatch theory of a
+  network near a minimum, through the solvers of `stability.noise`.
 
 Everything here imports torch; this ``__init__`` does not, so ``import stability`` and every
 other command keep working without it (`require_torch`).

@@ -247,9 +247,9 @@ def dense_hessian(problem: NetProblem) -> np.ndarray:
 
     Not ``torch.func.hessian``: in torch 2.13 its batched double backward of ``layer_norm`` is
     wrong when the normalised input and the affine weight both depend on w (any LayerNorm after
-    a layer with parameters): off by 29 % on ``layer_norm(x·a, weight=b)`` against finite
-    differences of the gradient, which agree with ``torch.autograd`` and with the
-    unbatched products here to 1e-9 (docs/your_model.md).
+    a layer with parameters): a product on a LayerNorm block is 1.6e-2 off central differences
+    of the gradient, which agree with ``torch.autograd`` and with the unbatched products here
+    to 1e-9 (benchmarks/bench_curvature.py, table 0; docs/your_model.md).
     """
     if problem.dim > DENSE_HESSIAN_MAX:
         raise ValueError(

@@ -435,6 +435,7 @@ def net_train(
     tau_bkwd: int | None = None,
     tau_recomp: int | None = None,
     batch: int | None = None,
+    sampling: str = "reshuffle",
     seed: int = 0,
     divergence: float = 1e6,
     curve_points: int = 200,
@@ -457,9 +458,11 @@ def net_train(
     (`stability.nets.adaptive`): ``update="analysed"`` runs the frozen-P rule with the P of
     ``precond_from``, ``"real"`` real Adam/AdamW (continuing that optimizer state, or from a
     fresh one); the sharpness is then λ₁(P_t∇²f), P_t the run's current preconditioner
-    (`stability.nets.adam_edge`).
+    (`stability.nets.adam_edge`).  ``batch`` B: minibatches drawn by ``sampling`` —
+    ``"reshuffle"`` (epochs) or ``"iid"`` (B distinct indices per step, what `st.net_noise`
+    predicts).
     """
-    from stability.checks import check_real
+    from stability.checks import check_choice, check_real
     from stability.nets.adaptive import adaptive_setup
     from stability.nets.sharpness import SharpnessTracker, coupled_edge, edge_summary
 
@@ -471,6 +474,7 @@ def net_train(
     check_real("divergence", divergence, low=1.0, low_open=True)
     if sharpness_every is not None:
         sharpness_every = check_integer("sharpness_every", sharpness_every, low=1)
+    check_choice("sampling", sampling, ("reshuffle", "iid"))
     if batch is not None:
         batch = check_integer("batch", batch, low=1)
         if batch > net.samples:
@@ -510,6 +514,7 @@ def net_train(
         [float(lr)],
         steps=steps,
         batch=batch,
+        sampling=sampling,
         seed=seed,
         divergence=divergence,
         record_every=every,
@@ -546,6 +551,7 @@ def net_train(
     protocol = {
         "start": "the problem's weights, constant history",
         "batch": batch,
+        "sampling": sampling if batch is not None else None,
         "seed": seed,
         "steps": steps,
         "divergence": f"loss non-finite or > {divergence:g} × initial loss",

@@ -27,7 +27,8 @@ weights, ∇f(u_fwd, u_bkwd, u_recomp) (`stability.nets.inconsistent`; PipeMare 
 the recompute chain only where some stage's rule reads recompute weights of its own).
 
 **Runs.**  Full batch, or minibatches of B rows drawn by the trainer's seeded stream (random
-reshuffling, `stability.trainer.engine.BatchStream`), shared by the R runs.  ``tilt`` subtracts
+reshuffling or iid, `stability.trainer.engine.BatchStream`), shared by the R runs (per-run
+streams: `stability.nets.minibatch_runs`).  ``tilt`` subtracts
 the full-batch gradient at the reference point, g ↦ ∇f(u) − ∇f(w_ref): then w_ref is an exact
 stationary point with the same Hessian, and a constant force from an inexact minimum cannot
 move the runs (a constant force shifts the fixed point, never its stability).  Divergence:
@@ -187,6 +188,7 @@ def simulate(
     lr_scales: Sequence[float] = (),
     batch: int | None = None,
     seed: int = 0,
+    sampling: str = "reshuffle",
     tilt: bool = False,
     criterion: str = "loss",
     divergence: float = 1e6,
@@ -200,6 +202,8 @@ def simulate(
 
     ``w0``: start, (p,) or (R, p) (default the problem's weights); ``w_ref``: the reference
     point of ``tilt``, the distance criterion and the ``"error"`` track (default w*);
+    ``sampling``: the minibatches, ``"reshuffle"`` (epochs) or ``"iid"`` (B distinct indices
+    per step, `stability.trainer.engine.BatchStreams`);
     ``backward``: ``"stashed"`` or ``"current"`` (module doc); ``observe(step, w)``: called
     after every step with the (R_active, p) weights (e.g. to record the sharpness).  See the
     module doc for the rest.
@@ -243,7 +247,7 @@ def simulate(
     taps = [StageTaps(ring, b) for b in blocks]
     lr_t = torch.tensor(lr, dtype=problem.dtype, device=problem.device)[:, None]
     g_ref = problem.gradient(w_ref).detach() if tilt else None
-    stream = None if batch is None else BatchStream(problem.samples, batch, seed)
+    stream = None if batch is None else BatchStream(problem.samples, batch, seed, sampling)
 
     def loss_of(w: torch.Tensor) -> np.ndarray:
         with torch.no_grad():
@@ -342,7 +346,9 @@ def _batched(problem: NetProblem, fn, *args: torch.Tensor) -> torch.Tensor:
     ``torch.func.vmap`` where the model allows it, else one run at a time."""
     if id(problem) not in _NO_VMAP:
         try:
-            return vmap(fn)(*args).detach()
+            # randomness="same": a DataLoader draws its base seed on every pass (the model is
+            # in eval mode: nothing else random), the same for every run
+            return vmap(fn, randomness="same")(*args).detach()
         except (RuntimeError, NotImplementedError):
             _NO_VMAP.add(id(problem))
     return torch.stack([fn(*(a[r] for a in args)) for r in range(args[0].shape[0])]).detach()

@@ -34,8 +34,10 @@ Two constructions of 𝒢, 𝒲:
   G_kl = φᵀX_klφ, X_kl = Σ_t z^{−t−1} A_kᵗ ββᵀ A_lᵗᵀ — solved exactly for every pair (k, l)
   at once by Smith's doubling X ← X + Â_k X Â_lᵀ, Â ← Â² (Â = A/√z): 2^j terms after j
   squarings, O(d² s³) each;
-* **time domain** (per-stage rules, any state): h_t, w_t by stepping Āᵗ B̃ matrix-free and
-  summing until the impulse has decayed to 1e-12 of its peak.
+* **Stein** (per-stage rules, any state): the geometric sums solve a Stein equation on the full
+  state, solved on its Schur form (`stability.noise.modal.SteinLoop`);
+* **time domain** (`_impulse_gramians`, the tests' reference): h_t, w_t by stepping Āᵗ B̃
+  matrix-free and summing until the impulse has decayed to 1e-12 of its peak.
 
 Each is the other's check in the tests.
 """
@@ -43,15 +45,17 @@ Each is the other's check in the tests.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
+from stability.noise.modal import Loop, SteinLoop, modal_weights
 from stability.noise.moments import SampleMoments
 from stability.noise.state import StateSpace
 
-MAX_SQUARINGS = 64
-"""Smith doubling stops after 2^64 terms: a mode that has not decayed by then counts as
-unstable (ρ(A)/√z within ~1e-19 of 1)."""
+DENSE_LOOP_MAX_DIM = 32
+"""Uniform delays on more parameters than this use the matrix-free modal loop
+(`stability.noise.modal`) instead of the dense d² × d² Gramians."""
 MAX_IMPULSE_STEPS = 1_000_000
 """The time-domain Gramian gives up (unstable) after this many steps."""
 
@@ -65,23 +69,10 @@ class Gramians:
 
 
 def _modal_gramians(state: StateSpace, hessian: np.ndarray, z: float) -> Gramians | None:
-    lam, V = np.linalg.eigh(hessian)
-    A = state.mode_matrices(lam) / np.sqrt(z)
-    beta, phi = state.beta[0], state.phi[0]
-    d = lam.size
-    X = np.broadcast_to(np.outer(beta, beta), (d, d, *A.shape[1:])).copy()
-    for _ in range(MAX_SQUARINGS):
-        size = np.max(np.abs(A))
-        if not size < 1e150:
-            return None
-        if size < 1e-10:
-            break
-        X = X + A[:, None] @ X @ A[None, :].transpose(0, 1, 3, 2)
-        A = A @ A
-    else:
+    found = modal_weights(state, hessian, z)
+    if found is None:
         return None
-    G = np.einsum("a,klab,b->kl", phi, X, phi) / z
-    W = X[:, :, 0, 0] / z
+    V, G, W = found
     VV = np.kron(V, V)
     return Gramians((VV * G.ravel()) @ VV.T, (VV * W.ravel()) @ VV.T)
 
@@ -119,10 +110,12 @@ def _impulse_gramians(state: StateSpace, hessian: np.ndarray, z: float) -> Grami
 
 
 def gramians(state: StateSpace, hessian: np.ndarray, z: float = 1.0) -> Gramians | None:
-    """𝒢_z, 𝒲_z (module doc): modal for uniform delays, time domain otherwise."""
+    """𝒢_z, 𝒲_z (module doc): modal for uniform delays, otherwise by the Stein equation
+    (`stability.noise.modal.SteinLoop`)."""
     if state.uniform:
         return _modal_gramians(state, hessian, z)
-    return _impulse_gramians(state, hessian, z)
+    loop = SteinLoop.of(state, hessian, z)
+    return None if loop is None else Gramians(*loop.dense())
 
 
 def mean_radius(state: StateSpace, hessian: np.ndarray) -> float:
@@ -144,17 +137,23 @@ def symmetric_basis(d: int) -> np.ndarray:
     return np.array(cols).T
 
 
-@dataclass(frozen=True, eq=False)
 class NoiseMap:
-    """N restricted to the symmetric matrices: Ñ = EᵀNE (module doc)."""
+    """N restricted to the symmetric matrices: Ñ = EᵀNE (module doc), formed on first use."""
 
-    basis: np.ndarray
-    matrix: np.ndarray
+    def __init__(self, moments: SampleMoments):
+        self.moments = moments
 
     @classmethod
     def of(cls, moments: SampleMoments) -> NoiseMap:
-        E = symmetric_basis(moments.dim)
-        return cls(E, E.T @ moments.noise_matrix() @ E)
+        return cls(moments)
+
+    @cached_property
+    def basis(self) -> np.ndarray:
+        return symmetric_basis(self.moments.dim)
+
+    @cached_property
+    def matrix(self) -> np.ndarray:
+        return self.basis.T @ self.moments.noise_matrix() @ self.basis
 
     def loop_radius(self, forward: np.ndarray) -> float:
         """ρ(𝒢N) on symmetric matrices, 𝒢 = ``forward`` (d², d²)."""
@@ -162,12 +161,29 @@ class NoiseMap:
         return float(np.max(np.abs(np.linalg.eigvals(M))))
 
 
-def ms_measure(state: StateSpace, moments: SampleMoments, noise: NoiseMap | None = None) -> float:
-    """ρ(𝒢₁∘N): < 1 (with ρ(Ā) < 1) ⇔ mean-square stable; inf if ρ(Ā) ≥ 1."""
-    g = gramians(state, moments.hessian, 1.0)
+def _free(state: StateSpace, moments, z: float) -> Loop | SteinLoop | None | bool:
+    """The matrix-free loop for many parameters (``None``: z ≤ ρ(Ā)²), or False (dense)."""
+    if moments.dim <= DENSE_LOOP_MAX_DIM:
+        return False
+    if state.uniform:
+        return Loop.modal(state, moments.hessian, z, moments)
+    return SteinLoop.of(state, moments.hessian, z, moments)
+
+
+def loop_radius(state: StateSpace, moments, z: float, noise: NoiseMap | None = None) -> float:
+    """ρ(𝒢_z∘N) on symmetric matrices; inf if z ≤ ρ(Ā)²."""
+    loop = _free(state, moments, z)
+    if loop is not False:
+        return float("inf") if loop is None else loop.loop_radius()
+    g = gramians(state, moments.hessian, z)
     if g is None:
         return float("inf")
     return (noise or NoiseMap.of(moments)).loop_radius(g.forward)
+
+
+def ms_measure(state: StateSpace, moments: SampleMoments, noise: NoiseMap | None = None) -> float:
+    """ρ(𝒢₁∘N): < 1 (with ρ(Ā) < 1) ⇔ mean-square stable; inf if ρ(Ā) ≥ 1."""
+    return loop_radius(state, moments, 1.0, noise)
 
 
 def ms_radius(
@@ -182,8 +198,7 @@ def ms_radius(
         return float("inf")
 
     def excess(z: float) -> float:
-        g = gramians(state, moments.hessian, z)
-        value = float("inf") if g is None else noise.loop_radius(g.forward)
+        value = loop_radius(state, moments, z, noise)
         return (value - 1) / (value + 1) if np.isfinite(value) else 1.0
 
     if excess(1.0) >= 0:
@@ -208,6 +223,12 @@ def stationary(
     state: StateSpace, moments: SampleMoments, noise: NoiseMap | None = None
 ) -> Stationary | None:
     """The fixed point of the recursion (module doc); ``None`` if not mean-square stable."""
+    loop = _free(state, moments, 1.0)
+    if loop is not False:
+        if loop is None or loop.loop_radius() >= 1:
+            return None
+        P, Sww = loop.stationary()
+        return Stationary(P, Sww, 0.5 * float(np.sum(moments.hessian * Sww)))
     g = gramians(state, moments.hessian, 1.0)
     noise = noise or NoiseMap.of(moments)
     if g is None or noise.loop_radius(g.forward) >= 1:
@@ -223,11 +244,13 @@ def stationary(
 
 
 __all__ = [
+    "DENSE_LOOP_MAX_DIM",
     "Gramians",
     "NoiseMap",
     "symmetric_basis",
     "Stationary",
     "gramians",
+    "loop_radius",
     "mean_radius",
     "ms_measure",
     "ms_radius",

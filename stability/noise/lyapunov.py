@@ -38,14 +38,17 @@ Z_SCORE = 2.0
 
 def lyapunov_exponents(
     states: list[StateSpace],
-    X: np.ndarray,
+    moments,
     batch: int,
     *,
     steps: int,
     runs: int,
     seed: int = 0,
 ) -> np.ndarray:
-    """γ̂ per run for each state space (one per lr): shape (L, runs), common random numbers."""
+    """γ̂ per run for each state space (one per lr): shape (L, runs), common random numbers.
+
+    ``moments``: the data's moments (`stability.noise.moments.SampleMoments` or
+    `stability.noise.persample.PerSampleMoments`), whose ``batch_apply`` gives H_B·u."""
     K = np.stack([s.K for s in states])  # (L, d, s, s)
     beta = np.stack([s.beta for s in states])[:, None]  # (L, 1, d, s)
     phi = np.stack([s.phi for s in states])  # (L, d, s)
@@ -53,7 +56,7 @@ def lyapunov_exponents(
     rng = np.random.default_rng([seed, 1])
     Z = np.broadcast_to(rng.standard_normal((runs, d, size)), (L, runs, d, size)).copy()
     Z /= np.linalg.norm(Z, axis=(2, 3), keepdims=True)
-    stream = BatchStreams(X.shape[0], batch, seed, "iid", runs)
+    stream = BatchStreams(moments.samples, batch, seed, "iid", runs)
     burn = steps // 5
     total = np.zeros((L, runs))
     chunk = max(1, min(256, (1 << 21) // (runs * batch)))
@@ -64,10 +67,8 @@ def lyapunov_exponents(
             indices = stream.take(min(chunk, steps - start))
             for k, idx in enumerate(indices):
                 t = start + k
-                Xb = X.take(idx.ravel(), axis=0).reshape(runs, batch, d)
                 u = (Z * phi_runs).sum(axis=-1)  # Φ̃ z per run: (L, runs, d)
-                Xu = (Xb @ u[..., None])[..., 0]  # X_B Φ̃ z: (L, runs, B)
-                g = (Xb.transpose(0, 2, 1) @ Xu[..., None])[..., 0] / batch  # H_B Φ̃ z
+                g = moments.batch_apply(idx, u)  # H_B Φ̃ z
                 KZ = np.matmul(Z.transpose(0, 2, 1, 3), KT).transpose(0, 2, 1, 3)
                 Z = KZ + beta * g[..., None]
                 if t % 4 == 3 or t == steps - 1:
@@ -115,7 +116,7 @@ def _crossing(lrs: np.ndarray, values: np.ndarray) -> float:
 
 def almost_sure_max_lr(
     builder: Builder,
-    X: np.ndarray,
+    moments,
     batch: int,
     low: float,
     high: float,
@@ -133,7 +134,7 @@ def almost_sure_max_lr(
 
     def evaluate(lrs):
         gam = lyapunov_exponents(
-            [builder(float(a)) for a in lrs], X, batch, steps=steps, runs=runs, seed=seed
+            [builder(float(a)) for a in lrs], moments, batch, steps=steps, runs=runs, seed=seed
         )
         finite = np.where(np.isfinite(gam), gam, np.nan)
         se = np.nanstd(finite, axis=1, ddof=1) / np.sqrt(runs)

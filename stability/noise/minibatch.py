@@ -187,11 +187,7 @@ def noise(
     mixture E[H_B ⊗ H_B] = H ⊗ H + p(E[xxᵀ ⊗ xxᵀ] − H ⊗ H) (Mulayoff & Michaeli 2023) and
     the threshold rules of PipeMare Sec. 3.1 (Lemma 1 at B = n).
     """
-    from stability.noise.gramian import NoiseMap, mean_radius, ms_radius, stationary
-    from stability.noise.lyapunov import almost_sure_max_lr
     from stability.noise.moments import SampleMoments
-    from stability.noise.second_moment import SecondMoments
-    from stability.noise.threshold import ms_max_lr
     from stability.trainer.engine import SAMPLING
 
     check_choice("sampling", sampling, SAMPLING)
@@ -222,32 +218,11 @@ def noise(
             f"{MAX_STATE} (docs/limits.md), got {d} × {state.size} = {d * state.size}"
         )
     moments = SampleMoments.of(problem, batch)
-    noise_map = NoiseMap.of(moments)
     fb = ctx.full_batch
-    ms = None if fb is None else ms_max_lr(ctx.builder, moments, fb)
-    recursion = SecondMoments(state, moments)
-    curve = recursion.expected_loss(-problem.minimizer, times)
-    rho_mean = mean_radius(state, moments.hessian)
-    rho2 = ms_radius(state, moments, noise_map)
-    fixed = stationary(state, moments, noise_map)
-    coupled = moments.p > 0 and np.any(moments.cross(np.ones(d)))
-    rate = None
-    if np.isfinite(rho2) and rho2 < 1:
-        rate = max(rho2, rho_mean) if coupled else rho2
-    if moments.p == 0 or fb is None or fb <= 0:  # fb = 0: a marginal root (momentum 1)
-        as_lr, bracket = fb, (None if fb is None else [fb, fb])
-    else:
-        found = almost_sure_max_lr(
-            ctx.builder,
-            problem.X,
-            batch,
-            0.5 * ms,
-            1.5 * fb,
-            steps=lyapunov_steps,
-            runs=lyapunov_runs,
-            seed=seed,
-        )
-        as_lr, bracket = found.max_lr, list(found.bracket)
+    ms, as_lr, bracket = thresholds(
+        ctx.builder, moments, fb, steps=lyapunov_steps, runs=lyapunov_runs, seed=seed
+    )
+    at_lr = predict_at(state, moments, -problem.minimizer, times)
     measured = None
     if measure:
         measured = _measure(ctx, lr, batch, times, runs, sampling, window, steps, seed, as_lr)
@@ -271,16 +246,61 @@ def noise(
         ms_max_lr=ms,
         as_max_lr=as_lr,
         as_bracket=bracket,
-        expected_loss=[[int(t), finite_or_none(v)] for t, v in zip(times, curve, strict=True)],
-        floor=None if fixed is None else fixed.floor,
-        rate=rate,
-        half_life=None if rate is None or rate == 0 else float(np.log(2) / -np.log(rate)),
-        ms_radius=finite_or_none(rho2),
-        mean_radius=rho_mean,
+        **at_lr,
         stages=ctx.stages,
         measured=measured,
         notes=notes,
     )
+
+
+def thresholds(
+    builder, moments, full_batch: float | None, *, steps: int, runs: int, seed: int
+) -> tuple[float | None, float | None, list | None]:
+    """(ms_max_lr, as_max_lr, as_bracket) for a state ``builder`` and the data's ``moments``
+    (`stability.noise.moments.SampleMoments` or `stability.noise.persample.PerSampleMoments`):
+    the mean-square threshold (`stability.noise.threshold.ms_max_lr`) and the almost-sure one
+    from ``runs`` paths of ``steps`` steps (`stability.noise.lyapunov`), between half the former
+    and 1.5 × ``full_batch``; both equal ``full_batch`` without noise (p = 0)."""
+    from stability.noise.lyapunov import almost_sure_max_lr
+    from stability.noise.threshold import ms_max_lr
+
+    if full_batch is None:
+        return None, None, None
+    ms = ms_max_lr(builder, moments, full_batch)
+    if moments.p == 0 or full_batch <= 0:  # 0: a marginal root (momentum 1), nothing to bracket
+        return ms, full_batch, [full_batch, full_batch]
+    found = almost_sure_max_lr(
+        builder, moments, moments.batch, 0.5 * ms, 1.5 * full_batch,
+        steps=steps, runs=runs, seed=seed,
+    )  # fmt: skip
+    return ms, found.max_lr, list(found.bracket)
+
+
+def predict_at(state, moments, e0: np.ndarray, times) -> dict[str, Any]:
+    """The predictions at one step size (the `Noise` fields ``expected_loss``, ``floor``,
+    ``rate``, ``half_life``, ``ms_radius``, ``mean_radius``) from w₀ − w* = ``e0``: the exact
+    recursion (`stability.noise.second_moment`), the stationary point and the rates
+    (`stability.noise.gramian`)."""
+    from stability.noise.gramian import NoiseMap, mean_radius, ms_radius, stationary
+    from stability.noise.second_moment import SecondMoments
+
+    noise_map = NoiseMap.of(moments)
+    curve = SecondMoments(state, moments).expected_loss(e0, times)
+    rho_mean = mean_radius(state, moments.hessian)
+    rho2 = ms_radius(state, moments, noise_map)
+    fixed = stationary(state, moments, noise_map)
+    coupled = moments.p > 0 and np.any(moments.cross(np.ones(moments.dim)))
+    rate = None
+    if np.isfinite(rho2) and rho2 < 1:
+        rate = max(rho2, rho_mean) if coupled else rho2
+    return {
+        "expected_loss": [[int(t), finite_or_none(v)] for t, v in zip(times, curve, strict=True)],
+        "floor": None if fixed is None else fixed.floor,
+        "rate": rate,
+        "half_life": None if rate is None or rate == 0 else float(np.log(2) / -np.log(rate)),
+        "ms_radius": finite_or_none(rho2),
+        "mean_radius": rho_mean,
+    }
 
 
 def _measure(ctx, lr, batch, times, runs, sampling, window, steps, seed, as_lr) -> dict:
@@ -320,4 +340,14 @@ def _measure(ctx, lr, batch, times, runs, sampling, window, steps, seed, as_lr) 
     return out
 
 
-__all__ = ["MAX_PARAMETERS", "MAX_STATE", "MAX_STEPS", "Noise", "default_times", "noise", "setup"]
+__all__ = [
+    "MAX_PARAMETERS",
+    "MAX_STATE",
+    "MAX_STEPS",
+    "Noise",
+    "default_times",
+    "noise",
+    "predict_at",
+    "setup",
+    "thresholds",
+]

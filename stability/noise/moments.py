@@ -112,5 +112,12 @@ class SampleMoments:
             fourth = self.fourth(np.eye(d * d).reshape(d * d, d, d)).reshape(d * d, d * d).T
         return self.p * (fourth - np.kron(self.hessian, self.hessian))
 
+    def batch_apply(self, index: np.ndarray, U: np.ndarray) -> np.ndarray:
+        """H_B·u = X_Bᵀ(X_B u)/B per run: ``index`` (runs, B) the batches, ``U`` (..., runs, d)."""
+        runs, batch = index.shape
+        Xb = self.X.take(index.ravel(), axis=0).reshape(runs, batch, self.dim)
+        Xu = (Xb @ U[..., None])[..., 0]  # X_B u: (..., runs, B)
+        return (Xb.transpose(0, 2, 1) @ Xu[..., None])[..., 0] / batch
+
 
 __all__ = ["SampleMoments", "sampling_factor"]

@@ -17,9 +17,9 @@ A point that fails (a `ValueError` naming a parameter, a rule that lacks a param
 ``rule`` axis, a numerical failure) yields its one-line error (`error_line`) instead of a
 result: it is recorded, never dropped.
 
-To add a command once its public function exists: one entry in `COMMANDS`, e.g.
-``SweepCommand("radius", radius, Radius, options=command("radius").options)`` (the option
-table of `stability.api.commands`, `stability.options.Option` values);
+The declared commands marked ``sweepable`` in `stability.api.commands` are sweepable as they
+are (their function, result type and option table); ``train`` adds its lockstep chunks.  To add
+a command: declare it there with ``sweepable=True``;
 the spec reader, the dataset layout and the CLI follow from it (docs/sweep.md).
 """
 
@@ -31,8 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stability.api.commands import command
-from stability.api.max_lr import MaxLr, max_lr
+from stability.api.commands import COMMANDS as DECLARED
 from stability.options import Option
 from stability.result import Result
 from stability.rules.spec import MODEL_PARAMS
@@ -90,11 +89,10 @@ class SweepCommand:
 COMMANDS: dict[str, SweepCommand] = {
     c.name: c
     for c in (
-        SweepCommand(
-            "max-lr",
-            max_lr,
-            MaxLr,
-            options=command("max-lr").options,
+        *(
+            SweepCommand(c.name, c.function, c.result, options=c.options)
+            for c in DECLARED.values()
+            if c.sweepable
         ),
         SweepCommand(
             "train",

@@ -26,7 +26,20 @@ def register(sub) -> None:
         "rate is minimised.",
         examples=EXAMPLES,
         report=report,
+        run=run,
     )
+
+
+def run(args):
+    from stability.cli.args import UsageError
+    from stability.cli.declared import call
+
+    if args.optimize is not None and (args.schedule or args.stage_delays):
+        raise UsageError(
+            f"--optimize-{args.optimize} applies to one rule: give a uniform delay, not a "
+            "pipeline (--schedule, --stage-delays)"
+        )
+    return call("halflife", args)
 
 
 def report(result) -> str:

@@ -53,6 +53,8 @@ SUBCOMMAND_EXAMPLES = {
     "max-lr": EXAMPLES[1],
     "train": "net train --problem examples/diabetes_linear.py:problem --rule sgd --stages 2 "
     "--tau 1 --lr 0.1 --steps 50",
+    "noise": "net noise --problem examples/diabetes_linear.py:problem --rule sgd --tau 1 "
+    "--batch 16 --k 4 --steps 100 --lyapunov-steps 400 --json",
 }
 MAX_STEPS = 1_000_000
 """Largest number of simulator steps accepted on the command line."""
@@ -90,7 +92,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _rule(p: argparse.ArgumentParser) -> None:
+def _rule(p: argparse.ArgumentParser, *, backward: bool = True) -> None:
     from stability.checks import MAX_DELAY
     from stability.pipeline import SCHEDULES
 
@@ -113,6 +115,8 @@ def _rule(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--tau", type=int_arg("--tau", 0, MAX_DELAY), default=None, help="uniform delay τ"
     )
+    if not backward:
+        return
     p.add_argument(
         "--backward",
         choices=("stashed", "current"),
@@ -148,7 +152,7 @@ def register(sub) -> None:
     p = add_command(
         sub,
         "net",
-        usage="curvature|max-lr|train --problem FILE.py:FUNC [options] [--json]",
+        usage="curvature|max-lr|train|noise --problem FILE.py:FUNC [options] [--json]",
         help="a PyTorch model: curvature per stage, predicted max lr, delayed-pipeline simulator",
         description="A user's PyTorch model split into pipeline stages: its top Hessian "
         "eigenvalues (curvature), the max stable lr of a rule with per-stage delays on that "
@@ -233,8 +237,15 @@ def register(sub) -> None:
         "default) or real Adam/AdamW as torch.optim.AdamW steps (from the --precond-from state, "
         "else a fresh one)",
     )
+    t.add_argument(
+        "--sampling",
+        choices=("reshuffle", "iid"),
+        default="reshuffle",
+        help="minibatches: reshuffled epochs (default) or B distinct indices drawn iid per step",
+    )
     add_output_arguments(t)
     t.set_defaults(run=run_train, report=report_train)
+    _register_noise(net)
 
 
 def _public():
@@ -315,6 +326,7 @@ def run_train(args):
         lr=args.lr,
         steps=args.steps,
         batch=args.batch,
+        sampling=args.sampling,
         seed=args.seed,
         divergence=args.divergence,
         curve_points=args.curve_points,
@@ -332,9 +344,11 @@ def report_curvature(result) -> str:
     """Every key; the stage eigenvalues one line per stage."""
     from stability.cli.report import aligned, rows, value
 
-    keys = [k for k in result.to_json() if k not in ("schema_version", "stage_eigenvalues")]
+    skip = ("schema_version", "stage_eigenvalues", "warnings")  # main prints the warnings
+    keys = [k for k in result.to_json() if k not in skip]
     pairs = rows(result, keys)
-    pairs[1:1] = [
+    after = keys.index("eigenvalues") + 1
+    pairs[after:after] = [
         (f"stage {i} eigenvalues", f"{value(v)} 1/lr")
         for i, v in enumerate(result.stage_eigenvalues, start=1)
     ]
@@ -374,4 +388,144 @@ def report_train(result) -> str:
         (first_step, first), (last_step, last) = result.loss_curve[0], result.loss_curve[-1]
         out.append(f"loss {number(first, 6)} at step {first_step} → {number(last, 6)} at step "
                    f"{last_step}")  # fmt: skip
+    return "\n".join(out)
+
+
+# -- net noise (minibatch theory near a minimum) ---------------------------------------------------
+
+
+def _register_noise(net) -> None:
+    from stability.cli.args import choice_arg, int_list
+
+    n = _subcommand(net, "noise", "minibatch theory near a minimum: thresholds, loss, floor")
+    _common(n)
+    _rule(n, backward=False)
+    n.add_argument("--batch", type=int_arg("--batch", 1), required=True, help="minibatch size B")
+    n.add_argument(
+        "--k", type=int_arg("--k", 1, 1000), default=10, help="Hessian eigenvectors (subspace)"
+    )
+    n.add_argument(
+        "--curvature",
+        type=choice_arg("--curvature", ("hessian", "ggn")),
+        default="hessian",
+        help="per-sample curvature: the Hessian (default) or its Gauss-Newton part",
+    )
+    n.add_argument(
+        "--lr", type=float_arg("--lr"), default=None, help="step size (default 0.25 × ms_max_lr)"
+    )
+    n.add_argument("--steps", type=int_arg("--steps", 1, MAX_STEPS), default=1000, help="horizon")
+    n.add_argument("--at", type=int_list("--at"), default=None, help="time points t1,t2,...")
+    n.add_argument(
+        "--perturbation",
+        type=float_arg("--perturbation"),
+        default=1e-3,
+        help="start w* + perturbation·√p·v1 (default 1e-3)",
+    )
+    n.add_argument(
+        "--sampling",
+        type=choice_arg("--sampling", ("iid", "reshuffle")),
+        default="iid",
+        help="minibatches of the measured runs: B rows drawn iid each step (what the theory "
+        "covers) or epochs of a reshuffled order",
+    )
+    n.add_argument(
+        "--seed", type=int_arg("--seed"), default=0, help="seed of the Lyapunov and measured runs"
+    )
+    n.add_argument(
+        "--lyapunov-steps",
+        type=int_arg("--lyapunov-steps", 100, MAX_STEPS),
+        default=4000,
+        help="steps per run of the almost-sure (top Lyapunov exponent) estimate",
+    )
+    n.add_argument(
+        "--lyapunov-runs",
+        type=int_arg("--lyapunov-runs", 2, 10_000),
+        default=32,
+        help="independent runs of the Lyapunov estimate (its confidence interval)",
+    )
+    m = n.add_argument_group("measurement (the simulator's seeded minibatch runs)")
+    m.add_argument("--measure", action="store_true", help="N seeded runs in lockstep")
+    m.add_argument(
+        "--runs",
+        type=int_arg("--runs", 2, 65_536),
+        default=256,
+        help="seeded minibatch runs of the simulator for the measured loss",
+    )
+    m.add_argument(
+        "--pairs",
+        type=int_arg("--pairs", 2, 4096),
+        default=32,
+        help="pairs of runs sharing their batches, for the measured almost-sure bracket",
+    )
+    m.add_argument(
+        "--pair-steps",
+        type=int_arg("--pair-steps", 100, MAX_STEPS),
+        default=4000,
+        help="steps of each pair of runs",
+    )
+    add_output_arguments(n)
+    n.set_defaults(run=run_noise, report=report_noise)
+
+
+def run_noise(args):
+    from stability.cli.args import rule_values
+
+    _public()
+    from stability.nets.noise_public import net_noise
+    from stability.nets.problem import load_problem
+    from stability.pipeline import Pipeline
+
+    net = load_problem(args.problem, stages=args.stages, **_precision(args))
+    profile = args.schedule or args.stage_delays is not None or args.tau is not None
+    pipe = Pipeline.from_options(
+        args.schedule,
+        stage_delays=args.stage_delays,
+        tau=args.tau,
+        stages=len(net.stage_sizes) if profile else None,
+        microbatches=args.microbatches,
+        backward="stashed",
+    )
+    return net_noise(
+        net,
+        args.rule,
+        batch=args.batch,
+        lr=args.lr,
+        pipeline=pipe,
+        k=args.k,
+        curvature=args.curvature,
+        steps=args.steps,
+        at=args.at,
+        perturbation=args.perturbation,
+        sampling=args.sampling,
+        measure=args.measure,
+        runs=args.runs,
+        pairs=args.pairs,
+        pair_steps=args.pair_steps,
+        seed=args.seed,
+        lyapunov_steps=args.lyapunov_steps,
+        lyapunov_runs=args.lyapunov_runs,
+        **rule_values(args),
+    )
+
+
+def report_noise(result) -> str:
+    from stability.cli.report import aligned, lines, number
+
+    out = lines(
+        result,
+        ["rule", "batch", "lr", "samples", "n_params", "k", "subspace", "curvature",
+         "sampling_factor", "full_batch_max_lr", "ms_max_lr", "as_max_lr", "as_bracket", "floor",
+         "rate", "half_life", "subspace_change", "schedule", "stage_taus"],
+    )  # fmt: skip
+    out.append("expected excess loss E f − f*:")
+    out += [f"  t = {t:<8}{number(v, 6)}" for t, v in result.expected_loss]
+    if result.measured is not None:
+        m = result.measured
+        out.append("measured (mean ± se):")
+        out += [f"  t = {t:<8}{number(a, 6)} ± {number(b, 2)}" for t, a, b in m["expected_loss"]]
+        out.append(f"  floor {number(m['floor'][0], 6)} ± {number(m['floor'][1], 2)}")
+        pairs = [(k, number(v, 6)) for k, v in m.items() if not isinstance(v, (list, dict))]
+        out += ["  " + line for line in aligned(pairs)]
+        if m.get("as_bracket"):
+            out.append(f"  as_bracket {m['as_bracket']}")
     return "\n".join(out)

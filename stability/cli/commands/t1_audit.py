@@ -9,13 +9,7 @@ problem.
 
 from __future__ import annotations
 
-from stability.cli.args import (
-    add_command,
-    add_output_arguments,
-    add_rule_arguments,
-    int_arg,
-    int_list,
-)
+from stability.cli.declared import register_declared
 
 API = "t1_audit"
 EXAMPLES = (
@@ -27,7 +21,7 @@ EXAMPLES = (
 
 
 def register(sub) -> None:
-    p = add_command(
+    register_declared(
         sub,
         "t1-audit",
         usage="RULE --lr-schedule S (--taus T1,... | --pipeline NAME:P[:N]) --anneal-steps K "
@@ -37,44 +31,7 @@ def register(sub) -> None:
         "(PipeMare eq. 4, p_k = 1 − min(k/K, 1)) below max-lr(RULE, λ, τ_i)?  Reports the "
         "unsafe windows (none when safe), the worst point and the margin 1 − max α/max-lr.",
         examples=EXAMPLES,
-    )
-    add_rule_arguments(p)
-    p.add_argument(
-        "--lr-schedule",
-        required=True,
-        metavar="S",
-        help="base schedule: constant:LR | step:LR:FACTOR:B1,B2,... | warmup:LR:W | cosine:LR:T",
-    )
-    p.add_argument("--taus", type=int_list("--taus"), metavar="T1,T2,...", help="stage delays τ_i")
-    p.add_argument(
-        "--pipeline",
-        metavar="NAME:P[:N]",
-        help="take τ_fwd,i of a pipeline schedule (pipemare, pipedream, pb, ...) with P stages "
-        "and N microbatches (default 1)",
-    )
-    p.add_argument(
-        "--anneal-steps", type=int_arg("--anneal-steps", 1), required=True, metavar="K",
-        help="T1's K",
-    )  # fmt: skip
-    p.add_argument(
-        "--steps", type=int_arg("--steps", 1), required=True, metavar="N", help="steps to audit"
-    )
-    add_output_arguments(p)
-    p.set_defaults(run=run, report=report)
-
-
-def run(args):
-    from stability.api.t1_audit import t1_audit
-    from stability.cli.args import rule_values
-
-    return t1_audit(
-        args.rule,
-        lr_schedule=args.lr_schedule,
-        anneal_steps=args.anneal_steps,
-        steps=args.steps,
-        taus=args.taus,
-        pipeline=args.pipeline,
-        **rule_values(args),
+        report=report,
     )
 
 

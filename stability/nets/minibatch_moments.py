@@ -1,0 +1,156 @@
+r"""A network's per-sample curvatures and gradients, projected onto a subspace (Galerkin).
+
+Near w* a minibatch gradient is g_B(w) = H_B·(w − w*) + ξ_B with H_B and ξ_B the batch means
+of the per-sample Hessians H_i = ∇²ℓ_i(w*) and gradients ∇ℓ_i(w*)
+(`stability.noise.persample`).  For p parameters E[H_i ⊗ H_i] has p⁴ entries; the minibatch
+analysis keeps the dynamics in an m-dimensional subspace with orthonormal basis Q (p × m) and
+uses the **Galerkin projection**
+
+    Ĥ_i = Qᵀ H_i Q   (m × m),       ĝ_i = Qᵀ ∇ℓ_i(w*)   (m),
+
+each column of H_i Q a per-sample Hessian-vector product (forward-over-reverse,
+``torch.func.jvp`` of ``grad``), all samples at once with ``torch.func.vmap``.  With
+``curvature="ggn"`` the Gauss–Newton part J_iᵀ ∇²_o L J_i (J_i the Jacobian of the model's
+output on sample i, ∇²_o L the loss's Hessian in the output) replaces H_i: Ĥ_i = (J_iQ)ᵀ∇²_o L
+(J_iQ), positive semidefinite when the loss is convex in the output (Martens 2020, Sec. 8).
+
+**The subspace** (`subspace_basis`).  Q spans the top-k eigenvectors V of H
+(`stability.nets.curvature`).  With one rule on every parameter (uniform delays), Q = V.  With
+per-stage rules the dynamics act per stage, and span(V) is not invariant under them; the basis
+is then block diagonal, Q = diag(Q_1, …, Q_P) with Q_i an orthonormal basis of stage i's rows of
+V (thin QR, r_i = min(p_i, k) columns) — the smallest subspace containing span(V) that every
+stage's rule maps to itself, so per-stage rules act on contiguous blocks of sizes r_i as in
+`stability.noise.state`.  k = p gives the whole parameter space (Q orthogonal): the projection
+is then exact.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch.func import grad, hessian, jvp, vmap
+
+from stability.nets.batches import call_model
+from stability.nets.problem import NetProblem
+from stability.noise.persample import PerSampleMoments
+
+CURVATURES = ("hessian", "ggn")
+CHUNK_FLOATS = 20_000_000
+"""Samples are processed in chunks of at most this many floats (chunk × p per vector)."""
+
+
+def subspace_basis(
+    eigenvectors: np.ndarray, stage_sizes: tuple[int, ...], per_stage: bool
+) -> tuple[np.ndarray, tuple[int, ...]]:
+    """(Q, sizes): the basis of module doc and the columns per stage (one block if uniform).
+
+    The QR of each stage's rows is nested (its first j columns span the first j columns of
+    V_i), so the basis of the first k' < k eigenvectors is `nested_columns` of this one.
+    """
+    V = np.asarray(eigenvectors, dtype=float)
+    if not per_stage:
+        return V, (V.shape[1],)
+    ends = np.cumsum((0, *stage_sizes))
+    bounds = zip(ends[:-1], ends[1:], strict=True)
+    blocks = [np.linalg.qr(V[a:b], mode="reduced")[0] for a, b in bounds]
+    Q = np.zeros((V.shape[0], sum(q.shape[1] for q in blocks)))
+    col = 0
+    for a, q in zip(ends[:-1], blocks, strict=True):
+        Q[a : a + q.shape[0], col : col + q.shape[1]] = q
+        col += q.shape[1]
+    return Q, tuple(q.shape[1] for q in blocks)
+
+
+def nested_columns(sizes: tuple[int, ...], stage_sizes: tuple[int, ...], k: int) -> np.ndarray:
+    """Column indices of the basis of the first ``k`` eigenvectors inside a `subspace_basis`
+    built from more: per stage block, its first min(p_i, k) columns."""
+    starts = np.cumsum((0, *sizes))[:-1]
+    if len(sizes) == 1:
+        return np.arange(min(k, sizes[0]))
+    return np.concatenate(
+        [s + np.arange(min(p, k, r)) for s, p, r in zip(starts, stage_sizes, sizes, strict=True)]
+    )
+
+
+def _chunks(problem: NetProblem, columns: int):
+    """(inputs, targets) of consecutive samples, at most `CHUNK_FLOATS` / (p·columns) at a time."""
+    X, Y = problem.inputs, problem.targets
+    size = max(1, CHUNK_FLOATS // max(1, problem.dim * max(1, columns)))
+    for a in range(0, problem.samples, size):
+        yield X[a : a + size], Y[a : a + size]
+
+
+def per_sample_gradients(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
+    """ĝ_i = Qᵀ∇ℓ_i(w*) (n, m)."""
+    w = problem.w_star.detach()
+
+    def one(x, y):
+        return grad(problem.batch_loss)(w, x[None], y[None])
+
+    return np.concatenate(
+        [(vmap(one)(x, y) @ Q).detach().cpu().numpy() for x, y in _chunks(problem, 1)]
+    )
+
+
+def _hessian_columns(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
+    w = problem.w_star.detach()
+
+    def hvp(x, y, v):
+        return problem.batch_hvp(w, v, x[None], y[None])
+
+    out = []
+    for x, y in _chunks(problem, 1):
+        cols = [vmap(hvp, in_dims=(0, 0, None))(x, y, Q[:, j]) @ Q for j in range(Q.shape[1])]
+        out.append(torch.stack(cols, dim=-1).detach().cpu().numpy())  # (chunk, m, m): [i, a, j]
+    return np.concatenate(out)
+
+
+def _ggn_blocks(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
+    w = problem.w_star.detach()
+
+    def one(x, y):
+        def output(u):
+            return call_model(problem.model, problem.params(u), x[None])
+
+        out = output(w)
+        JQ = vmap(lambda v: jvp(output, (w,), (v,))[1], in_dims=1)(Q)  # (m, 1, C...)
+        flat = JQ.reshape(JQ.shape[0], -1)
+
+        def loss_out(o):
+            return problem.loss_fn(o.reshape(out.shape), y[None])
+
+        H_out = hessian(loss_out)(out.reshape(-1))  # (C, C), reverse-over-reverse
+        return flat @ H_out @ flat.T
+
+    return np.concatenate(
+        [vmap(one)(x, y).detach().cpu().numpy() for x, y in _chunks(problem, Q.shape[1])]
+    )
+
+
+def projected_moments(
+    problem: NetProblem, Q: np.ndarray, batch: int, curvature: str = "hessian"
+) -> PerSampleMoments:
+    """`PerSampleMoments` of Ĥ_i, ĝ_i (module doc) for the basis ``Q`` (p, m)."""
+    from stability.checks import check_choice
+
+    check_choice("curvature", curvature, CURVATURES)
+    Qt = problem.vector(np.asarray(Q, dtype=float))
+    H = _hessian_columns(problem, Qt) if curvature == "hessian" else _ggn_blocks(problem, Qt)
+    H = 0.5 * (H + H.transpose(0, 2, 1))
+    return PerSampleMoments(H, per_sample_gradients(problem, Qt), int(batch))
+
+
+def restrict(moments: PerSampleMoments, columns: np.ndarray) -> PerSampleMoments:
+    """The moments on the sub-basis ``columns`` (Galerkin onto a subspace of the subspace)."""
+    c = np.asarray(columns)
+    return PerSampleMoments(moments.hessians[:, c][:, :, c], moments.gradients[:, c], moments.batch)
+
+
+__all__ = [
+    "CURVATURES",
+    "nested_columns",
+    "per_sample_gradients",
+    "projected_moments",
+    "restrict",
+    "subspace_basis",
+]

@@ -1,0 +1,390 @@
+r"""Seeded minibatch runs of the network simulator in lockstep, measured against the theory.
+
+The network side of `stability.noise.runs`: R runs of the stage rules (the simulator's ring
+buffer and tap readers, `stability.nets.simulator`), each with its **own** batch stream, advance
+together; the gradients of all runs are one ``torch.func.vmap`` over (weights, batch indices):
+
+    g_r = ∇f_{B_r,t}(u_r) − ∇f(w*)           (run r's forward weights u_r, its batch B_r,t),
+
+tilted by the full-batch gradient at w* as the full-batch protocol is
+(`stability.nets.bracket`): w* is then an exact stationary point of the mean gradient, the
+centring that `stability.noise.persample` assumes (ξ_B has mean zero).  Batches: B distinct
+indices per step from `stability.trainer.engine.BatchStreams` (``"iid"``, what the theory
+covers, or ``"reshuffle"``); stream s is the same at every step size (common random numbers).
+
+* `measure_loss` — R runs from w₀ = w* + ε·v₁ (ε = ``perturbation``·√p, constant history): the
+  excess loss f(w_t) − f(w*) (full batch) at the chosen steps as mean and standard error over the
+  runs, and each run's mean over a late window (every ``record_every`` steps), whose mean and
+  standard error over the runs is the measured floor.  A run whose ‖w − w*‖ exceeds
+  ``divergence`` × the start's (or becomes non-finite) is a blow-up: stopped and left out of the
+  means.  ``wander``: max ‖w_t − w*‖ over the runs and steps.
+* `pair_growth` / `measure_almost_sure` — P pairs per step size, the two runs of a pair sharing
+  their stream, one at w₀ and one kicked by 10⁻³·ε along ∇²f(w*)·r (r random: the kick lies in
+  the directions of curvature; the flat ones carry no threshold and would only add a constant
+  part to the gap); γ̂ = mean over pairs of ln(‖Δw_T‖/‖Δw_{T/5}‖)/(4T/5) (the first fifth is a
+  burn-in, as in `stability.noise.lyapunov`; a pair contracted below rounding counts as
+  contracting, one that blew up as growing), unstable if γ̂ > 0, bracketed by
+  `stability.trainer.measure.bisect_max_lr`.
+* `quadratic_radius` — the distance r₁₀ from w* along ±v₁ at which the curvature v₁ᵀ∇²f v₁
+  has changed by 10 %: the scale of the quadratic region the linearisation assumes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch.func import grad, vmap
+
+from stability.nets.problem import NetProblem
+from stability.nets.simulator import StageTaps, _assemble, _Ring
+from stability.rules.base import Rule, history_depth
+from stability.trainer.engine import BatchStreams
+from stability.trainer.measure import bisect_max_lr
+
+CHUNK_STEPS = 128
+"""Batch indices drawn per call of the streams."""
+KICK = 1e-3
+"""The second run of a pair starts ``KICK`` × ε away from the first."""
+
+
+@dataclass(frozen=True)
+class Lockstep:
+    """What `lockstep` recorded: losses (R, len(times)), window means (R,), blow-ups (R,),
+    each run's largest ‖w_t − w*‖ (R,; up to its blow-up) and final weights (R, p)."""
+
+    at: np.ndarray
+    window_mean: np.ndarray
+    blown: np.ndarray
+    wander: np.ndarray
+    final: np.ndarray
+    snapshot: np.ndarray | None
+
+
+def lockstep(
+    problem: NetProblem,
+    rules: Sequence[Rule],
+    lr: np.ndarray,
+    w0: torch.Tensor,
+    streams: np.ndarray,
+    *,
+    batch: int,
+    steps: int,
+    times: Sequence[int] = (),
+    window: tuple[int, int] | None = None,
+    record_every: int = 10,
+    sampling: str = "iid",
+    seed: int = 0,
+    divergence: float = 1e6,
+    snapshot: int | None = None,
+) -> Lockstep:
+    """R = len(lr) runs of the stage ``rules`` from ``w0`` (R, p), run r on stream
+    ``streams[r]`` (module doc); ``snapshot``: also keep the weights after that many steps."""
+    lr = np.asarray(lr, dtype=float)
+    R = lr.size
+    w_star = problem.w_star.detach()
+    f_star = float(problem.loss(w_star))
+    g_ref = problem.gradient(w_star).detach()
+    depth = max(history_depth(r) for r in rules)
+    variables = list(dict.fromkeys(v for r in rules for v in r.variables))
+    ring = _Ring(variables, depth, problem.vector(w0))
+    taps = [StageTaps(ring, b) for b in problem.blocks]
+    lr_t = problem.vector(lr)[:, None]
+    ids = np.asarray(streams)
+    source = BatchStreams(problem.samples, batch, seed, sampling, int(ids.max()) + 1)
+    X, Y = problem.inputs, problem.targets
+    gradients = vmap(grad(problem.batch_loss))
+    losses = vmap(problem.loss)
+    start = torch.linalg.vector_norm(w0 - w_star, dim=1)
+    limit = divergence * torch.clamp(start, min=1e-300)
+    times = sorted(int(t) for t in times)
+    at = np.full((R, len(times)), np.nan)
+    window_sum, window_count = np.zeros(R), 0
+    blown = np.zeros(R, dtype=bool)
+    wander = torch.zeros(R, dtype=w_star.dtype, device=w_star.device)
+    kept = None
+
+    def record(w: torch.Tensor, t: int) -> None:
+        nonlocal window_sum, window_count
+        inside = window is not None and window[0] <= t < window[1] and t % record_every == 0
+        if t not in times and not inside:
+            return
+        with torch.no_grad():
+            excess = (losses(w) - f_star).cpu().numpy()
+        if t in times:
+            at[:, times.index(t)] = excess
+        if inside:
+            window_sum = window_sum + excess
+            window_count += 1
+
+    record(ring.buffers["w"][ring.head], 0)
+    indices = None
+    for t in range(steps):
+        if t % CHUNK_STEPS == 0:
+            indices = torch.from_numpy(source.take(CHUNK_STEPS)[:, ids].astype(np.int64))
+        index = indices[t % CHUNK_STEPS]  # (R, B)
+        passes = [rule.passes(x, lr_t) for rule, x in zip(rules, taps, strict=True)]
+        u = _assemble(problem, problem.blocks, passes, "forward")
+        g = gradients(u, X[index], Y[index]).detach() - g_ref
+        news = [
+            rule.update(x, g[:, b], lr_t)
+            for rule, x, b in zip(rules, taps, problem.blocks, strict=True)
+        ]
+        ring.push(problem.blocks, news)
+        w = ring.buffers["w"][ring.head]
+        distance = torch.linalg.vector_norm(w - w_star, dim=1)
+        bad = ~torch.isfinite(distance) | (distance > limit)
+        if bool(bad.any()):
+            blown |= bad.cpu().numpy()
+            for var, buf in ring.buffers.items():
+                buf[:, bad] = w_star if var == "w" else 0.0
+            w = ring.buffers["w"][ring.head]
+            distance = torch.where(bad, 0.0, distance)
+        wander = torch.maximum(wander, distance)
+        if snapshot == t + 1:
+            kept = w.cpu().numpy().astype(float)
+        record(w, t + 1)
+    mean = window_sum / window_count if window_count else np.full(R, np.nan)
+    at[blown] = np.nan
+    mean[blown] = np.nan
+    final = ring.buffers["w"][ring.head].cpu().numpy().astype(float)
+    final[blown] = np.nan
+    if kept is not None:
+        kept[blown] = np.nan
+    return Lockstep(at, mean, blown, wander.cpu().numpy(), final, kept)
+
+
+def start_weights(problem: NetProblem, v1: np.ndarray, perturbation: float) -> torch.Tensor:
+    """w₀ = w* + ε·v₁, ε = ``perturbation``·√p (module doc)."""
+    v = problem.vector(np.asarray(v1, dtype=float))
+    return problem.w_star.detach() + perturbation * problem.dim**0.5 * v / v.norm()
+
+
+@dataclass(frozen=True)
+class LossRuns:
+    """Mean and standard error of f(w_t) − f(w*) over the runs that did not blow up."""
+
+    mean: np.ndarray
+    se: np.ndarray
+    floor: tuple[float, float]
+    blowups: int
+    wander: float
+
+
+def measure_loss(
+    problem: NetProblem,
+    rules: Sequence[Rule],
+    lr: float,
+    batch: int,
+    times: Sequence[int],
+    w0: torch.Tensor,
+    *,
+    runs: int,
+    window: tuple[int, int],
+    record_every: int = 10,
+    sampling: str = "iid",
+    seed: int = 0,
+) -> LossRuns:
+    """``runs`` seeded runs at ``lr`` (module doc)."""
+    steps = max(max(times), window[1])
+    res = lockstep(
+        problem,
+        rules,
+        np.full(runs, lr),
+        torch.broadcast_to(w0, (runs, problem.dim)),
+        np.arange(runs),
+        batch=batch,
+        steps=steps,
+        times=times,
+        window=window,
+        record_every=record_every,
+        sampling=sampling,
+        seed=seed,
+    )
+    keep = ~res.blown
+    n = int(keep.sum())
+    at, late = res.at[keep], res.window_mean[keep]
+    se = at.std(axis=0, ddof=1) / np.sqrt(n) if n > 1 else np.full(at.shape[1], np.nan)
+    floor_se = float(late.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
+    mean = at.mean(axis=0) if n else np.full(at.shape[1], np.nan)
+    floor = float(late.mean()) if n else float("nan")
+    wander = float(res.wander[keep].max()) if n else float("nan")
+    return LossRuns(mean, se, (floor, floor_se), int(res.blown.sum()), wander)
+
+
+def pair_growth(
+    problem: NetProblem,
+    rules: Sequence[Rule],
+    lrs,
+    batch: int,
+    w0: torch.Tensor,
+    *,
+    pairs: int,
+    steps: int,
+    sampling: str = "iid",
+    seed: int = 0,
+) -> tuple[np.ndarray, float]:
+    """(γ̂ per lr, wander per lr): mean over pairs of ln(‖Δw_T‖/‖Δw₀‖)/T (module doc), and
+    the largest ‖w_t − w*‖ of the lr's runs."""
+    lrs = np.asarray(lrs, dtype=float)
+    L, p = lrs.size, problem.dim
+    eps = float(torch.linalg.vector_norm(w0 - problem.w_star))
+    random = problem.vector(np.random.default_rng([seed, 2]).standard_normal((pairs, p)))
+    w_star = problem.w_star.detach()
+    kick = torch.stack([problem.hvp(w_star, r) for r in random]).detach()  # ∝ ∇²f·r
+    kick *= KICK * max(eps, 1e-12) / torch.linalg.vector_norm(kick, dim=1, keepdim=True)
+    start = torch.broadcast_to(w0, (L, pairs, 2, p)).clone()
+    start[:, :, 1] += kick
+    streams = np.broadcast_to(np.arange(pairs)[None, :, None], (L, pairs, 2)).ravel()
+    res = lockstep(
+        problem,
+        rules,
+        np.repeat(lrs, 2 * pairs),
+        start.reshape(-1, p),
+        streams,
+        batch=batch,
+        steps=steps,
+        sampling=sampling,
+        seed=seed,
+        divergence=1e12,
+        snapshot=steps // 5,
+    )
+
+    def gap(w: np.ndarray) -> np.ndarray:
+        w = w.reshape(L, pairs, 2, p)
+        delta = np.linalg.norm(w[:, :, 1] - w[:, :, 0], axis=-1)
+        return np.where(np.isfinite(delta), np.maximum(delta, np.finfo(float).tiny), np.inf)
+
+    with np.errstate(all="ignore"):
+        early = gap(res.snapshot)
+        growth = np.log(gap(res.final) / early) / (steps - steps // 5)
+        growth[~np.isfinite(early)] = np.inf
+    return growth.mean(axis=1), res.wander.reshape(L, -1).max(axis=1)
+
+
+def measure_almost_sure(
+    problem: NetProblem,
+    rules: Sequence[Rule],
+    guess: float,
+    batch: int,
+    w0: torch.Tensor,
+    *,
+    pairs: int = 32,
+    steps: int = 4000,
+    sampling: str = "iid",
+    seed: int = 0,
+    rel_tol: float = 0.01,
+    per_round: int = 8,
+) -> tuple[float | None, float | None, int, float]:
+    """(stable, unstable, runs, wander): the bracket where paired runs drift apart, and the
+    largest ‖w_t − w*‖ among the runs at step sizes judged stable."""
+    wander = [0.0]
+
+    def verdict(lrs):
+        growth, w = pair_growth(
+            problem, rules, lrs, batch, w0, pairs=pairs, steps=steps, sampling=sampling, seed=seed
+        )
+        stable = ~(growth > 0)
+        if stable.any():
+            wander[0] = max(wander[0], float(w[stable].max()))
+        return growth > 0
+
+    found = bisect_max_lr(verdict, guess, per_round=per_round, rel_tol=rel_tol, span=1.5)
+    return found.stable, found.unstable, found.runs * 2 * pairs, wander[0]
+
+
+def quadratic_radius(problem: NetProblem, v1: np.ndarray, change: float = 0.1) -> float:
+    """r₁₀: the smallest δ > 0 with |v₁ᵀ∇²f(w* ± δv₁)v₁ − λ₁| ≥ ``change``·|λ₁| (module doc);
+    doubling from 10⁻⁶·max(‖w*‖, 1), then 30 bisections; inf if no change up to 10³·‖w*‖."""
+    v = problem.vector(np.asarray(v1, dtype=float))
+    v = v / v.norm()
+    w = problem.w_star.detach()
+
+    def curvature(delta: float) -> float:
+        return float(v @ problem.hvp(w + delta * v, v))
+
+    lam = curvature(0.0)
+    scale = max(float(w.norm()), 1.0)
+
+    def moved(delta: float) -> bool:
+        return any(abs(curvature(s * delta) - lam) >= change * abs(lam) for s in (1.0, -1.0))
+
+    low, high = 0.0, 1e-6 * scale
+    while not moved(high):
+        low, high = high, 2 * high
+        if high > 1e3 * scale:
+            return float("inf")
+    for _ in range(30):
+        mid = 0.5 * (low + high)
+        low, high = (low, mid) if moved(mid) else (mid, high)
+    return high
+
+
+def measure_runs(
+    problem: NetProblem,
+    rules: Sequence[Rule],
+    lr: float,
+    batch: int,
+    times: Sequence[int],
+    w0: torch.Tensor,
+    as_lr: float | None,
+    *,
+    runs: int,
+    pairs: int,
+    pair_steps: int,
+    steps: int,
+    sampling: str = "iid",
+    seed: int = 0,
+) -> tuple[dict, float]:
+    """(``measured``, wander): the keys ``stability noise --measure`` prints — ``runs``,
+    ``expected_loss`` rows [t, mean, se], ``floor`` [mean, se] over the second half of the
+    steps, ``as_bracket`` (paired runs around ``as_lr``), ``pairs`` — and the largest
+    ‖w_t − w*‖ over the loss runs and the stable pairs."""
+    from stability.checks import finite_or_none as _finite
+
+    if isinstance(runs, bool) or int(runs) != runs or not 2 <= runs <= 1 << 16:
+        raise ValueError(f"runs must be an integer in [2, {1 << 16}], got {runs!r}")
+    window = (steps // 2, steps)
+    m = measure_loss(
+        problem, rules, lr, batch, times, w0,
+        runs=int(runs), window=window, sampling=sampling, seed=seed,
+        record_every=max(1, min(10, (window[1] - window[0]) // 20)),
+    )  # fmt: skip
+    out: dict[str, Any] = {
+        "runs": int(runs),
+        "expected_loss": [
+            [int(t), _finite(a), _finite(b)] for t, a, b in zip(times, m.mean, m.se, strict=True)
+        ],
+        "floor": [_finite(m.floor[0]), _finite(m.floor[1])],
+        "floor_window": list(window),
+        "blowup_fraction": m.blowups / runs,
+        "blowup_criterion": "‖w − w*‖ > 1e6 × its start, or non-finite",
+        "as_bracket": None,
+        "pairs": int(pairs),
+    }
+    wander = m.wander
+    if as_lr:
+        stable, unstable, _, w = measure_almost_sure(
+            problem, rules, as_lr, batch, w0,
+            pairs=pairs, steps=pair_steps, sampling=sampling, seed=seed,
+        )  # fmt: skip
+        out["as_bracket"] = [stable, unstable]
+        wander = max(wander, w)
+    return out, wander
+
+
+__all__ = [
+    "KICK",
+    "Lockstep",
+    "LossRuns",
+    "lockstep",
+    "measure_almost_sure",
+    "measure_loss",
+    "measure_runs",
+    "pair_growth",
+    "quadratic_radius",
+    "start_weights",
+]

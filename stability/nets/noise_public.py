@@ -1,0 +1,351 @@
+r"""``st.net_noise`` (``stability net noise``): minibatch training of a network near a minimum.
+
+Near w* the minibatch gradient is g_B(w) = H_B·(w − w*) + ξ_B (H_B, ξ_B the batch means of the
+per-sample Hessians and centred gradients at w*), the random linear system `stability.noise`
+solves exactly for least squares.  Here the dynamics are kept in the span of the top-k Hessian
+eigenvectors (per stage for per-stage delays) and the per-sample curvatures and gradients are
+Galerkin-projected onto it (`stability.nets.minibatch_moments`); the projected moments go into
+the same solvers as ``stability noise``:
+
+* ``full_batch_max_lr`` — the deterministic threshold of the projected system (PipeMare Sec. 3.1
+  per eigenvalue for uniform delays; the coupled per-stage analysis, `stability.coupled.scan`,
+  for a schedule);
+* ``ms_max_lr`` — ρ(𝒯) = 1 for the second-moment map with E[H_B ⊗ H_B] = H ⊗ H +
+  p(E_i[H_i ⊗ H_i] − H ⊗ H), p = (n − B)/(B(n − 1)) (`stability.noise.threshold`);
+* ``as_max_lr``, ``as_bracket`` — the top Lyapunov exponent = 0 (`stability.noise.lyapunov`);
+* ``expected_loss``, ``floor``, ``rate`` at ``lr`` from w₀ = w* + ε·v₁, ε = perturbation·√p
+  (`stability.noise.minibatch.predict_at`);
+* ``subspace_change`` — max relative change of ``ms_max_lr`` and ``floor`` from k to
+  min(2k, p) eigenvectors (0 when k = p).
+
+``measure=True`` adds ``measured``: ``runs`` seeded minibatch runs of the network simulator in
+lockstep from the same start (`stability.nets.minibatch_runs`), and ``protocol`` says how far
+they wandered from w* relative to r₁₀, the distance along v₁ at which the curvature changes by
+10 % (the quadratic region); a measurement beyond r₁₀ is flagged in ``warnings``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from stability.nets.minibatch_moments import (
+    nested_columns,
+    projected_moments,
+    restrict,
+    subspace_basis,
+)
+from stability.nets.problem import NetProblem
+from stability.pipeline import Pipeline
+from stability.result import Result, output
+
+DEFAULT_K = 10
+"""Default number of Hessian eigenvectors spanning the subspace."""
+MAX_SUBSPACE = 128
+"""Largest subspace dimension m (the per-sample curvatures take n·m² numbers, the mean-square
+problems are m(m+1)/2-dimensional)."""
+MAX_STAGED_SUBSPACE = 64
+"""Largest subspace with per-stage delays (its Gramians are dense m² × m² matrices)."""
+FLAT = 1e-9
+"""Eigen-directions with λ ≤ FLAT·λ_max are left out of the subspace (flat or saddle: no
+step size is stable along them, so they carry no threshold; reported as ``dropped``)."""
+
+
+@dataclass(frozen=True)
+class NetNoise(Result):
+    """Minibatch training of a network near a minimum: mean-square and almost-sure thresholds,
+    expected loss and noise floor on the Galerkin-projected per-sample moments, and with
+    ``measure`` the simulator's seeded runs (`stability.nets.noise_public`)."""
+
+    rule: str = output("the rule's registry name")
+    batch: int = output("minibatch size B")
+    lr: float = output("step size of the predictions", "lr")
+    sampling: str = output("sampling of the measured runs (the theory is for iid)")
+    samples: int = output("data rows n")
+    n_params: int = output("trainable parameters p")
+    k: int = output("Hessian eigenvectors spanning the subspace")
+    subspace: int = output("subspace dimension m (Σ per-stage ranks with per-stage delays)")
+    dropped: int = output("eigen-directions left out: λ ≤ 1e-9·λ_max (flat or negative)")
+    curvature: str = output("per-sample curvature: hessian or ggn (Gauss–Newton part)")
+    sampling_factor: float = output("p = (n − B)/(B(n − 1))")
+    full_batch_max_lr: float | None = output("deterministic (B = n) max stable lr", "lr")
+    ms_max_lr: float | None = output("mean-square max stable lr", "lr")
+    as_max_lr: float | None = output("almost-sure max stable lr (Lyapunov exponent 0)", "lr")
+    as_bracket: list | None = output("confidence interval of as_max_lr (≈95 %)", "lr")
+    expected_loss: list = output("[[t, E f(w_t) − f*], ...] from w* + perturbation", "loss")
+    floor: float | None = output("lim E f − f* (null if not mean-square stable)", "loss")
+    rate: float | None = output("per-step factor of E f − f* − floor (null if unstable)")
+    half_life: float | None = output("steps to halve E f − f* − floor: ln 2/−ln(rate)", "steps")
+    ms_radius: float | None = output("ρ(𝒯), spectral radius of the second-moment map")
+    mean_radius: float = output("ρ(Ā), spectral radius of the mean (full-batch) dynamics")
+    subspace_change: float = output(
+        "max relative change of ms_max_lr and floor from k to min(2k, p) eigenvectors"
+    )
+    eigenvalues: list = output("top Hessian eigenvalues used, descending", "1/lr")
+    schedule: str = output("pipemare, pipedream, pb, gpipe or uniform")
+    stage_taus: list = output("forward delay per stage (weight stashing)")
+    stage_sizes: list = output("parameters per stage")
+    measured: dict | None = output("the simulator's seeded minibatch runs (null without measure)")
+    protocol: dict = output("start, perturbation, the runs' distance from w* and r₁₀")
+    notes: list = output("what the numbers assume")
+    seconds: float = output("wall time", "s")
+
+
+@dataclass(frozen=True)
+class _Subspace:
+    """The projected problem at one k: basis size, moments, state builder, full-batch lr."""
+
+    moments: Any
+    builder: Any
+    full_batch: float | None
+    e0: np.ndarray
+
+
+def _subspace(moments, rules, sizes, e0, uniform: bool) -> _Subspace:
+    from stability.noise.state import state_space, uniform_state
+    from stability.noise.threshold import uniform_full_batch
+
+    m = moments.dim
+    if uniform:
+        rule = rules[0]
+        fb = uniform_full_batch(rule, np.linalg.eigvalsh(moments.hessian))
+        return _Subspace(moments, lambda lr: uniform_state(rule, lr, m), fb, e0)
+    from stability.coupled.system import CoupledSystem
+    from stability.nets.prediction import coupled_analysis
+
+    system = CoupledSystem(tuple(rules), tuple(sizes), {"forward": moments.hessian}, ())
+    fb = coupled_analysis(system).max_lr
+    return _Subspace(moments, lambda lr: state_space(rules, lr, sizes), fb, e0)
+
+
+def _pipeline(net: NetProblem, pipeline: Pipeline | None, tau: int | None) -> Pipeline:
+    """The stages' delays with weight stashing (the linearisation reads the forward weights):
+    ``pipeline``'s forward delays, or a uniform ``tau`` (default 0) on every stage."""
+    P = len(net.stage_sizes)
+    if pipeline is not None and tau is not None:
+        raise ValueError("give a uniform tau or a pipeline, not both")
+    if pipeline is None or (isinstance(pipeline, Pipeline) and pipeline.schedule == "uniform"):
+        uniform = tau if pipeline is None else int(pipeline.tau_fwd[0])
+        return Pipeline.from_options(tau=uniform or 0, stages=P, backward="stashed")
+    if not isinstance(pipeline, Pipeline):
+        raise ValueError(f"pipeline must be a stability.pipeline.Pipeline, got {pipeline!r}")
+    if pipeline.stages != P:
+        raise ValueError(f"stages: the pipeline has {pipeline.stages}, the problem {P}")
+    return dataclasses.replace(pipeline, tau_bkwd=None)
+
+
+def net_noise(
+    problem: str | NetProblem,
+    rule: str,
+    *,
+    batch: int,
+    lr: float | None = None,
+    pipeline: Pipeline | None = None,
+    tau: int | None = None,
+    stages: int | None = None,
+    k: int = DEFAULT_K,
+    curvature: str = "hessian",
+    steps: int = 1000,
+    at: Any = None,
+    perturbation: float = 1e-3,
+    sampling: str = "iid",
+    measure: bool = False,
+    runs: int = 256,
+    pairs: int = 32,
+    pair_steps: int = 4000,
+    seed: int = 0,
+    lyapunov_steps: int = 4000,
+    lyapunov_runs: int = 32,
+    **params: Any,
+) -> NetNoise:
+    """Mean-square and almost-sure thresholds, expected loss and floor of minibatch training of
+    a network near its minimum (module doc), optionally measured by the simulator.
+
+    ``pipeline``: per-stage delays (a `stability.pipeline.Pipeline`; the network runs weight
+    stashing), or ``tau``: a uniform delay (default 0); ``lr``: the step size of
+    ``expected_loss``/``floor``/``rate`` (default 0.25 × ``ms_max_lr``); ``at``: the steps of
+    ``expected_loss`` (default the 1-2-5 sequence up to ``steps``); ``perturbation``: the start
+    w* + perturbation·√p·v₁.  Implements the recursion of `stability.noise.second_moment` with
+    the per-sample moments of `stability.noise.persample` (Mulayoff & Michaeli 2023's mixture
+    form of E[H_B ⊗ H_B]) and the thresholds of PipeMare Sec. 3.1 at B = n.
+    """
+    from stability.checks import check_choice, check_integer, check_real
+    from stability.nets.curvature import curvature as top_curvature
+    from stability.nets.minibatch_runs import KICK, measure_runs, quadratic_radius, start_weights
+    from stability.nets.prediction import net_rules
+    from stability.nets.public import _problem, _rule_params
+    from stability.nets.simulator import INCONSISTENT_RULES
+    from stability.noise.minibatch import MAX_STEPS, default_times, predict_at, thresholds
+    from stability.trainer.engine import SAMPLING
+
+    started = time.perf_counter()
+    net = _problem(problem, stages)
+    check_choice("sampling", sampling, SAMPLING)
+    check_choice("curvature", curvature, ("hessian", "ggn"))
+    k = check_integer("k", k, low=1)
+    steps = check_integer("steps", steps, low=1, high=MAX_STEPS)
+    batch = check_integer("batch", batch, low=1, high=net.samples)
+    check_real("perturbation", perturbation, low=0.0, low_open=True)
+    times = (
+        default_times(steps)
+        if at is None
+        else sorted({check_integer("at", t, low=0, high=steps) for t in at})
+    )
+    if rule in INCONSISTENT_RULES:
+        raise ValueError(
+            f"rule {rule!r} models backward weights that differ from the forward ones; net noise "
+            "linearises the gradient at the forward weights (weight stashing)"
+        )
+    if rule == "adam" or params.get("optimizer") in ("adam", "adamw"):
+        raise ValueError(
+            "Adam needs the optimizer's preconditioner (net max-lr --precond-from); "
+            "net noise analyses preconditioner-free rules"
+        )
+    pipe = _pipeline(net, pipeline, tau)
+    rules = net_rules(rule, _rule_params(rule, params), pipe)
+    uniform = len(set(pipe.tau_fwd.tolist())) == 1
+    p = net.dim
+    k = min(k, p)
+    k2 = min(2 * k, p)
+    curv = top_curvature(net, k2, stage_k=1, negative_k=0)
+    lam = curv.eigenvalues
+    keep = lam > FLAT * max(float(lam[0]), 0.0)
+    if not keep[0]:
+        raise ValueError("the Hessian has no positive eigenvalue: not near a minimum")
+    V = curv.eigenvectors[:, keep]
+    k_kept = int(np.sum(keep[:k]))
+    Q, sizes2 = subspace_basis(V, net.stage_sizes, not uniform)
+    limit = MAX_SUBSPACE if uniform else MAX_STAGED_SUBSPACE
+    if Q.shape[1] > limit:
+        raise ValueError(
+            f"k: the subspace at min(2k, p) has {Q.shape[1]} dimensions, at most {limit} "
+            f"{'' if uniform else 'with per-stage delays '}are supported; lower k"
+        )
+    moments2 = projected_moments(net, Q, batch, curvature)
+    cols = nested_columns(sizes2, net.stage_sizes, k_kept)
+    moments = restrict(moments2, cols)
+    sizes = sizes2 if k_kept == V.shape[1] else _sizes(sizes2, net.stage_sizes, k_kept)
+    w0 = start_weights(net, curv.eigenvectors[:, 0], perturbation)
+    e_full = Q.T @ (w0 - net.w_star).cpu().numpy().astype(float)
+    small = _subspace(moments, rules, sizes, e_full[cols], uniform)
+    ms, as_lr, bracket = thresholds(
+        small.builder,
+        moments,
+        small.full_batch,
+        steps=lyapunov_steps,
+        runs=lyapunov_runs,
+        seed=seed,
+    )
+    if lr is None:
+        if not ms:
+            raise ValueError("lr: no mean-square threshold to take 0.25 × ms_max_lr of; give lr")
+        lr = 0.25 * ms
+    lr = check_real("lr", lr, low=0.0, low_open=True)
+    at_lr = predict_at(small.builder(lr), moments, small.e0, times)
+    change = 0.0
+    if len(cols) < Q.shape[1]:
+        big = _subspace(moments2, rules, sizes2, e_full, uniform)
+        change = _change(big, lr, ms, at_lr["floor"])
+    r10 = quadratic_radius(net, curv.eigenvectors[:, 0])
+    protocol: dict[str, Any] = {
+        "start": "w* + perturbation·√p·v1 (v1: unit top Hessian eigenvector), constant history",
+        "perturbation": perturbation,
+        "gradient": "minibatch gradient tilted by the full-batch one at w*: ∇f_B(u) − ∇f(w*)",
+        "quadratic_radius": r10,
+        "quadratic_radius_means": "distance from w* along ±v1 where v1ᵀ∇²f v1 changes by 10 %",
+        "gradient_norm_at_w_star": float(torch.linalg.vector_norm(net.gradient(net.w_star))),
+    }
+    from stability.nets.minimum import nearness
+
+    near = nearness(net, float(lam[0]), np.sort(lam[lam < 0]))
+    warnings: list[str] = [] if near.warning is None else [near.warning]
+    measured = None
+    if measure:
+        measured, wander = measure_runs(
+            net, rules, lr, batch, times, w0, as_lr,
+            runs=runs, pairs=pairs, pair_steps=pair_steps, steps=steps,
+            sampling=sampling, seed=seed,
+        )  # fmt: skip
+        ratio = wander / r10 if np.isfinite(r10) else 0.0
+        protocol.update(
+            runs_max_distance=wander,
+            runs_max_distance_ratio=ratio,
+            pair_steps=pair_steps,
+            pair_kick=f"{KICK:g} × the start's distance from w*, random direction",
+        )
+        if not ratio <= 1:
+            warnings.append(
+                f"the measured runs left the quadratic region: max ‖w − w*‖ = {ratio:.3g} × "
+                "the distance at which the curvature along v1 changes by 10 %; lower "
+                "perturbation or lr"
+            )
+    notes = [
+        "Galerkin: per-sample Hessians and gradients at w* projected onto the span of the top-k "
+        "Hessian eigenvectors" + ("" if uniform else ", per stage (block-diagonal basis)"),
+        "the theory is exact for iid sampling of the linearised gradient H_B(w − w*) + ξ_B; "
+        "reshuffled epochs are only measured",
+        "expected_loss and floor are E f − f* over the sampling from w* + perturbation·√p·v1",
+        f"as_bracket: ±2 standard errors of the Lyapunov exponent over {lyapunov_runs} paths of "
+        f"{lyapunov_steps} steps",
+    ]
+    return NetNoise(
+        rule=rule,
+        batch=batch,
+        lr=lr,
+        sampling=sampling,
+        samples=net.samples,
+        n_params=p,
+        k=k,
+        subspace=moments.dim,
+        dropped=int(k - k_kept),
+        curvature=curvature,
+        sampling_factor=moments.p,
+        full_batch_max_lr=small.full_batch,
+        ms_max_lr=ms,
+        as_max_lr=as_lr,
+        as_bracket=bracket,
+        **at_lr,
+        subspace_change=change,
+        eigenvalues=lam[:k].tolist(),
+        schedule=pipe.schedule,
+        stage_taus=pipe.tau_fwd.tolist(),
+        stage_sizes=list(net.stage_sizes),
+        measured=measured,
+        protocol=protocol,
+        warnings=tuple(warnings),
+        notes=notes,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _sizes(sizes2, stage_sizes, k) -> tuple[int, ...]:
+    """Per-stage columns of the k-basis inside the 2k one (`nested_columns`)."""
+    if len(sizes2) == 1:
+        return (min(k, sizes2[0]),)
+    return tuple(min(p, k, r) for p, r in zip(stage_sizes, sizes2, strict=True))
+
+
+def _change(big: _Subspace, lr: float, ms: float | None, floor: float | None) -> float:
+    """Max relative change of ms_max_lr and floor (at ``lr``) on the larger subspace."""
+    from stability.noise.gramian import stationary
+    from stability.noise.threshold import ms_max_lr
+
+    changes = []
+    if ms and big.full_batch:
+        ms2 = ms_max_lr(big.builder, big.moments, big.full_batch)
+        changes.append(abs(ms2 - ms) / ms2)
+    if floor:
+        fixed = stationary(big.builder(lr), big.moments)
+        if fixed is not None and fixed.floor > 0:
+            changes.append(abs(fixed.floor - floor) / fixed.floor)
+        else:
+            changes.append(float("inf"))
+    return max(changes, default=0.0)
+
+
+__all__ = ["DEFAULT_K", "NetNoise", "net_noise"]

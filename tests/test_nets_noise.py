@@ -1,0 +1,279 @@
+"""Minibatch theory of a network near a minimum (`st.net_noise`, ``stability net noise``).
+
+The oracles are independent of the code under test: dense per-sample Hessians by
+``torch.func.hessian`` and the full second-moment operator E[A(H_B) ⊗ A(H_B)] on symmetric
+matrices built from hand-written state matrices (the textbook recursions); the linearisation
+g_B(w) = H_B(w − w*) + ξ_B stepped by hand with the same batches as the simulator's runs.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import stability as st  # noqa: E402
+from stability.nets.problem import problem_from_dict  # noqa: E402
+
+LINEAR = "examples/diabetes_linear.py:problem"
+
+
+def _tiny(hidden: int = 2, n: int = 60, seed: int = 0):
+    """A 2 → hidden → 1 tanh network (9 parameters at hidden = 2, a strict minimum: λ ∈
+    [2.4e-4, 3.1]) fitted by L-BFGS."""
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, 2, generator=g, dtype=torch.float64)
+    noise = 0.2 * torch.randn(n, 1, generator=g, dtype=torch.float64)
+    y = torch.sin(X @ torch.tensor([[1.0], [-0.7]], dtype=torch.float64)) + noise
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(2, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, 1)
+    ).double()
+    loss = torch.nn.MSELoss()
+    opt = torch.optim.LBFGS(
+        model.parameters(),
+        max_iter=2000,
+        tolerance_grad=1e-13,
+        tolerance_change=1e-16,
+        history_size=50,
+        line_search_fn="strong_wolfe",
+    )
+
+    def closure():
+        opt.zero_grad()
+        value = loss(model(X), y)
+        value.backward()
+        return value
+
+    opt.step(closure)
+    return {"model": model, "loss": loss, "inputs": X, "targets": y}
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    torch.set_num_threads(1)
+    return problem_from_dict(_tiny(), stages=2)
+
+
+def _per_sample(net):
+    """Dense per-sample Hessians (n, p, p) by torch.func.hessian, one sample at a time."""
+    w = net.w_star.detach()
+    return np.stack(
+        [
+            torch.func.hessian(lambda u, i=i: net.loss(u, torch.tensor([i])))(w).numpy()
+            for i in range(net.samples)
+        ]
+    )
+
+
+def _sgd(H, lr, taus):
+    """Delayed SGD, per-parameter delays: w_{t+1} = w_t − lr·H·u_t, u_t[c] = w_{t−τ_c}[c];
+    state (w_t, …, w_{t−τmax})."""
+    p, s = H.shape[0], max(taus) + 1
+    A = np.zeros((p * s, p * s))
+    A[:p, :p] = np.eye(p)
+    U = np.zeros((p, p * s))  # u = U z
+    for c, tau in enumerate(taus):
+        U[c, tau * p + c] = 1.0
+    A[:p] -= lr * H @ U
+    for lag in range(1, s):
+        A[lag * p : (lag + 1) * p, (lag - 1) * p : lag * p] = np.eye(p)
+    return A
+
+
+def _momentum(H, lr, m):
+    """Heavy ball at delay 1: v_{t+1} = m·v_t + H·w_{t−1}, w_{t+1} = w_t − lr·v_{t+1};
+    state (w_t, w_{t−1}, v_t)."""
+    p = H.shape[0]
+    I, Z = np.eye(p), np.zeros((p, p))
+    return np.block(
+        [[I, -lr * H, -lr * m * I], [I, Z, Z], [Z, H, m * I]]
+    )  # fmt: skip
+
+
+def _ms_radius(Hs, batch, build):
+    """ρ of E[A(H_B) ⊗ A(H_B)] on symmetric matrices, the finite-population mixture with
+    p = (n − B)/(B(n − 1)) (A affine in H, so A(H_B) is the batch mean of A(H_i))."""
+    n = Hs.shape[0]
+    p = (n - batch) / (batch * (n - 1))
+    A = [build(H) for H in Hs]
+    Abar = sum(A) / n
+    mix = (1 - p) * np.kron(Abar, Abar) + p * sum(np.kron(a, a) for a in A) / n
+    N = Abar.shape[0]
+    cols = []
+    for a in range(N):
+        for b in range(a, N):
+            e = np.zeros((N, N))
+            e[a, b] = e[b, a] = 1.0
+            cols.append(e.ravel() / np.linalg.norm(e))
+    E = np.array(cols).T
+    return float(np.max(np.abs(np.linalg.eigvals(E.T @ mix @ E))))
+
+
+def _crosses_at(radius, lr, rel=1e-6):
+    """The dense operator is mean-square stable just below ``lr`` and unstable just above."""
+    return radius(lr * (1 - rel)) < 1 < radius(lr * (1 + rel))
+
+
+FAST = {"lyapunov_steps": 300, "lyapunov_runs": 4, "steps": 20}
+
+
+def test_ms_max_lr_equals_the_dense_kronecker_operator_with_k_equal_p(tiny):
+    Hs = _per_sample(tiny)
+    p = tiny.dim
+    cases = [
+        ("sgd", {"tau": 0}, lambda H, lr: _sgd(H, lr, [0] * p)),
+        ("sgd", {"tau": 2}, lambda H, lr: _sgd(H, lr, [2] * p)),
+        ("momentum", {"tau": 1, "momentum": 0.5}, lambda H, lr: _momentum(H, lr, 0.5)),
+    ]
+    for rule, params, build in cases:
+        r = st.net_noise(tiny, rule, batch=8, k=p, **params, **FAST)
+        assert r.subspace == p and r.subspace_change == 0.0
+        dense = lambda lr, build=build: _ms_radius(Hs, 8, lambda H: build(H, lr))  # noqa: E731
+        assert _crosses_at(dense, r.ms_max_lr), rule
+        assert r.ms_max_lr < r.full_batch_max_lr
+
+
+def test_ms_max_lr_with_per_stage_delays_equals_the_dense_operator(tiny):
+    Hs = _per_sample(tiny)
+    from stability.pipeline import pipeline
+
+    pipe = pipeline("pipedream", 2)  # τ = (3, 1) per stage, stashed
+    taus = np.repeat(pipe.tau_fwd, tiny.stage_sizes).tolist()
+    r = st.net_noise(tiny, "sgd", batch=5, k=tiny.dim, pipeline=pipe, **FAST)
+    assert r.stage_taus == [3, 1] and r.subspace == tiny.dim
+    assert _crosses_at(lambda lr: _ms_radius(Hs, 5, lambda H: _sgd(H, lr, taus)), r.ms_max_lr)
+
+
+def test_simulator_runs_follow_the_linearisation_with_the_same_batches(tiny):
+    """lockstep = w_{t+1} − w* = e_t − lr·(H_B e_t + ξ_B) to second order in the distance."""
+    from stability.nets.minibatch_runs import CHUNK_STEPS, lockstep
+    from stability.nets.prediction import net_rules
+    from stability.pipeline import Pipeline
+    from stability.trainer.engine import BatchStreams
+
+    Hs = _per_sample(tiny)
+    w = tiny.w_star.detach()
+    grads = np.stack([tiny.gradient(w, torch.tensor([i])).numpy() for i in range(tiny.samples)])
+    xi = grads - tiny.gradient(w).numpy()  # tilted offsets
+    rules = net_rules("sgd", {}, Pipeline.from_options(tau=0, stages=2, backward="stashed"))
+    lr, steps, batch, R = 0.01, 15, 4, 3
+    e0 = 1e-4 * np.random.default_rng(1).standard_normal((R, tiny.dim))
+    res = lockstep(tiny, rules, np.full(R, lr), w + torch.as_tensor(e0), np.array([0, 1, 2]),
+                   batch=batch, steps=steps, seed=7)  # fmt: skip
+    idx = BatchStreams(tiny.samples, batch, 7, "iid", 3).take(CHUNK_STEPS)  # as the runs draw
+    e = e0.copy()
+    for t in range(steps):
+        for r in range(R):
+            b = idx[t, r]
+            e[r] = e[r] - lr * (Hs[b].mean(0) @ e[r] + xi[b].mean(0))
+    got = res.final - w.numpy()
+    assert np.max(np.abs(got - e)) < 2e-3 * np.max(np.abs(e))  # second order in ‖e‖ ≈ 1e-2
+    assert not np.allclose(got[0], got[1])  # each run its own stream
+
+
+def test_measured_runs_agree_with_the_prediction_on_a_linear_model():
+    r = st.net_noise(LINEAR, "sgd", batch=16, k=11, tau=1, steps=100, at=[0, 10, 50, 100],
+                     measure=True, runs=64, pairs=6, pair_steps=800, lyapunov_steps=1000,
+                     lyapunov_runs=8)  # fmt: skip
+    m = r.measured
+    assert set(m) >= {"runs", "expected_loss", "floor", "as_bracket", "pairs"}
+    for (t, value), (t2, mean, se) in zip(r.expected_loss[1:], m["expected_loss"][1:], strict=True):
+        assert t == t2 and abs(mean - value) <= max(0.05 * value, 3 * se), t
+    assert abs(m["floor"][0] - r.floor) <= max(0.05 * r.floor, 3 * m["floor"][1])
+    lo, hi = m["as_bracket"]
+    assert 0.95 * lo <= r.as_max_lr <= 1.05 * hi
+    assert r.protocol["runs_max_distance_ratio"] < 1 and not r.warnings
+
+
+def test_hessian_and_ggn_agree_on_a_linear_model_and_k_is_clamped_to_p():
+    a = st.net_noise(LINEAR, "sgd", batch=32, k=4, **FAST)
+    b = st.net_noise(LINEAR, "sgd", batch=32, k=4, curvature="ggn", **FAST)
+    assert a.ms_max_lr == pytest.approx(b.ms_max_lr, rel=1e-9)
+    assert a.floor == pytest.approx(b.floor, rel=1e-9)
+    assert 0 < a.subspace_change  # k = 4 of 11: the answer moves with the subspace
+    c = st.net_noise(LINEAR, "sgd", batch=32, k=50, **FAST)  # k > p: the whole space
+    assert c.k == 11 and c.subspace_change == 0.0
+
+
+def test_per_sample_moments_reproduce_the_least_squares_ones():
+    from stability.noise.moments import SampleMoments
+    from stability.noise.persample import PerSampleMoments
+
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((30, 4)), rng.standard_normal(30)
+    w = np.linalg.lstsq(X, y, rcond=None)[0]
+    r = X @ w - y
+    a = SampleMoments(X, r, 6)
+    b = PerSampleMoments(np.einsum("ia,ib->iab", X, X), r[:, None] * X, 6)
+    P = rng.standard_normal((4, 4))
+    P = P + P.T
+    u = rng.standard_normal(4)
+    np.testing.assert_allclose(b.hessian, a.hessian, atol=1e-12)
+    np.testing.assert_allclose(b.fourth(P), a.fourth(P), atol=1e-11)
+    np.testing.assert_allclose(b.cross(u), a.cross(u), atol=1e-11)
+    np.testing.assert_allclose(b.offset_covariance, a.offset_covariance, atol=1e-12)
+    np.testing.assert_allclose(b.noise_matrix(), a.noise_matrix(), atol=1e-11)
+    idx = rng.integers(0, 30, (5, 6))
+    U = rng.standard_normal((2, 5, 4))
+    np.testing.assert_allclose(b.batch_apply(idx, U), a.batch_apply(idx, U), atol=1e-11)
+
+
+def test_matrix_free_modal_loop_equals_the_dense_gramians():
+    from stability.api.resolve import resolve
+    from stability.noise import gramian as gr
+    from stability.noise.modal import Loop
+    from stability.noise.persample import PerSampleMoments
+    from stability.noise.state import uniform_state
+
+    rng = np.random.default_rng(3)
+    n, d = 50, 5
+    J = rng.standard_normal((n, 2, d))
+    mo = PerSampleMoments(np.einsum("iya,iyb->iab", J, J), rng.standard_normal((n, d)), 7)
+    rule = resolve("momentum", tau=1, momentum=0.5).rule
+    state = uniform_state(rule, 0.05, d)
+    loop = Loop.modal(state, mo.hessian, 1.0, mo)
+    dense = gr.NoiseMap.of(mo).loop_radius(gr.gramians(state, mo.hessian).forward)
+    assert loop.loop_radius() == pytest.approx(dense, rel=1e-9)
+    fixed = gr.stationary(state, mo)
+    assert 0.5 * np.sum(mo.hessian * loop.stationary()[1]) == pytest.approx(fixed.floor, rel=1e-8)
+
+
+def test_cli_json_and_one_line_errors(capsys):
+    from stability.cli.main import main
+
+    argv = ["net", "noise", "--problem", LINEAR, "--rule", "sgd", "--tau", "1", "--batch",
+            "16", "--k", "3", "--steps", "10", "--lyapunov-steps", "300", "--lyapunov-runs", "4",
+            "--json"]  # fmt: skip
+    assert main(argv) in (0, None)
+    out = json.loads(capsys.readouterr().out)
+    for key in ("full_batch_max_lr", "ms_max_lr", "as_max_lr", "as_bracket", "expected_loss",
+                "floor", "rate", "subspace_change", "protocol"):  # fmt: skip
+        assert key in out
+    assert [row[0] for row in out["expected_loss"]] == [0, 1, 2, 5, 10]
+    assert 0 < out["ms_max_lr"] <= out["full_batch_max_lr"]
+    for bad, word in (
+        (["--batch", "1000"], "batch"),
+        (["--batch", "16", "--tau", "1", "--schedule", "pipemare"], "tau"),
+        (["--batch", "16", "--curvature", "fisher"], "curvature"),
+        (["--batch", "16", "--lr", "-1"], "lr"),
+    ):
+        try:
+            code = main(["net", "noise", "--problem", LINEAR, "--rule", "sgd", *bad])
+        except SystemExit as err:  # argparse's own checks
+            code = err.code
+        assert code == 2
+        text = capsys.readouterr().err.strip()
+        assert len(text.splitlines()) == 1 and word in text
+
+
+def test_net_train_draws_iid_minibatches():
+    a = st.net_train(LINEAR, "sgd", lr=0.1, steps=30, batch=8, sampling="iid")
+    b = st.net_train(LINEAR, "sgd", lr=0.1, steps=30, batch=8)
+    assert a.protocol["sampling"] == "iid" and b.protocol["sampling"] == "reshuffle"
+    assert a.final_loss != b.final_loss
+    with pytest.raises(ValueError, match="sampling"):
+        st.net_train(LINEAR, "sgd", lr=0.1, steps=3, batch=8, sampling="poisson")
