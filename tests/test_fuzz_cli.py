@@ -120,6 +120,27 @@ def _bases(csv: str, tmp: Path) -> dict[str, tuple[list[str], int]]:
             ["net", "max-lr", "--problem", NET, "--rule", "sgd", "--tau", "1", "--k", "2"],
             1,
         ),  # fmt: skip
+        "net noise": (
+            [
+                "net",
+                "noise",
+                "--problem",
+                NET,
+                "--rule",
+                "sgd",
+                "--tau",
+                "1",
+                "--batch",
+                "16",
+                "--k",
+                "2",
+                "--steps",
+                "20",
+                "--lyapunov-steps",
+                "100",
+            ],
+            1,
+        ),  # fmt: skip
         "net train": (
             [
                 "net",
