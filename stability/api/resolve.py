@@ -89,6 +89,7 @@ def staged(rule: Any, pipeline: Any, params: dict[str, Any]) -> tuple[str, dict[
         )
     name = rule_name(rule)
     values = {k: v for k, v in params.items() if v is not None}
-    setter = f"the pipeline ({pipeline.schedule}): each stage's delays"
+    given = "--stage-delays" if pipeline.schedule == "custom" else f"--schedule {pipeline.schedule}"
+    setter = f"the pipeline ({given}): each stage's delays"
     check_params([name], values, set_by=dict.fromkeys(DELAY_NAMES, setter))
     return name, values
