@@ -181,7 +181,7 @@ def markdown(agreement, truncation) -> str:
     lines = [
         "| network | p | rule | delays | predicted max lr | measured bracket | measured/"
         "predicted | ρ predicted | ρ measured | ln ρ measured/predicted at 0.5× | rate mode "
-        "(|ω|, stage, λ) |",
+        "(modulus, stage, λ) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in agreement:

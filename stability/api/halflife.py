@@ -70,7 +70,10 @@ def halflife(
     check_options(command("halflife").options, {"kappa": kappa, "optimize": optimize})
     if pipeline is not None:
         if optimize is not None:
-            raise ValueError("optimize applies to one rule: give a uniform delay, not a pipeline")
+            raise ValueError(
+                "schedule: --optimize-momentum / --optimize-horizon apply to one rule: give a "
+                "uniform delay, not a pipeline"
+            )
         return _pipeline_half_life(rule, pipeline, float(kappa), params)
 
     spec = get_spec(rule_name(rule))

@@ -275,7 +275,7 @@ def thresholds(
     if full_batch is None:
         return None, None, None
     ms = ms_max_lr(builder, moments, full_batch)
-    if moments.p == 0:
+    if moments.p == 0 or full_batch <= 0:  # 0: a marginal root (momentum 1), nothing to bracket
         return ms, full_batch, [full_batch, full_batch]
     found = almost_sure_max_lr(
         builder, moments, moments.batch, 0.5 * ms, 1.5 * full_batch,

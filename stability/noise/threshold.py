@@ -33,8 +33,8 @@ def ms_max_lr(
     """The mean-square max stable lr (module doc), ≤ ``full_batch``."""
     from scipy.optimize import brentq
 
-    if moments.p == 0:
-        return full_batch
+    if moments.p == 0 or not full_batch or full_batch <= 0:
+        return full_batch  # ≤ full_batch: none stable at full batch (a marginal root), none here
     noise = NoiseMap.of(moments)
 
     def measure(lr: float) -> float:
