@@ -26,7 +26,8 @@ covers, or ``"reshuffle"``); stream s is the same at every step size (common ran
   contracting, one that blew up as growing), unstable if the median over pairs γ̂ > 0,
   bracketed by `stability.trainer.measure.bisect_max_lr`.  A pair one of whose runs goes
   further than r₁₀ (below) along v₁ counts as growing: it left the quadratic region the way a
-  linear instability does — without this a network's runs escape along v₁ to flatter ground
+  linear instability does, and so does a pair whose runs drift off together further than
+  10³·r₁₀ in any direction — without this a network's runs escape along v₁ to flatter ground
   (the catapult) and two runs sharing their batches then converge together, which would read
   as stable at several times the linear threshold.
 * `quadratic_radius` — the distance r₁₀ from w* along ±v₁ at which the curvature v₁ᵀ∇²f v₁
@@ -51,6 +52,9 @@ from stability.trainer.measure import bisect_max_lr
 
 CHUNK_STEPS = 128
 """Batch indices drawn per call of the streams."""
+FAR = 1e3
+"""`pair_growth`: a pair whose runs went further than FAR × ``escape`` from w* (in any
+direction) counts as diverging, even if its gap did not grow."""
 KICK = 1e-3
 """The second run of a pair starts ``KICK`` × ε away from the first."""
 
@@ -280,6 +284,8 @@ def pair_growth(
         growth[~np.isfinite(early)] = np.inf
         if res.along is not None:
             growth[res.along.reshape(L, pairs, 2).max(axis=2) > escape] = np.inf
+        # runs that drift off together (the gap stays small) far beyond the region: diverged
+        growth[res.wander.reshape(L, pairs, 2).max(axis=2) > FAR * escape] = np.inf
     return np.median(growth, axis=1), res.wander.reshape(L, -1).max(axis=1)
 
 
@@ -402,6 +408,7 @@ def measure_runs(
 
 
 __all__ = [
+    "FAR",
     "KICK",
     "Lockstep",
     "LossRuns",
