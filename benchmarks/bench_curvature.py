@@ -27,9 +27,10 @@ Table 2: what float32 costs: ``net curvature --k 5 --dtype float32`` against ``-
 on the same problems (the float64 values the reference; relative differences of the top 5).
 
 Table 3 (not with ``--quick``): the shipped 1.07·10⁶-parameter examples/tiny_transformer.py
-(float32, 8 stages, a DataLoader of 128 sequences): ``net curvature --k 5`` (a process, two
-threads; issue 24's bar: ≤ 120 s on two cores) and ``st.net_max_lr`` at rank 5 (PipeMare
-schedule over the 8 stages, momentum 0.9 and lwp+sc; without the negative-eigenvalue search).
+(float32, 8 stages, a DataLoader of 16 sequences in batches of 8): ``net curvature --k 5`` (a
+process, two threads; issue 24's bar: ≤ 120 s on two cores) and ``st.net_max_lr`` at rank 5
+(PipeMare schedule over the 8 stages, momentum 0.9 and lwp+sc; without the negative-eigenvalue
+search).
 
 Run: ``.venv/bin/python benchmarks/bench_curvature.py [--quick] [--pyhessian]``.
 """

@@ -20,7 +20,7 @@ weights are cached (`stability.nets.fitting.cache_folder`, keyed by everything t
 them), so only the first call trains (minutes for ``problem`` on one core).
 
 **The problem** hands the analysis the model as it is (float32) and the same ``DataLoader``
-type over the analysis set (the first 128 sequences, batches of 64, not shuffled).  The small
+type over the analysis set (the first 16 sequences, batches of 8, not shuffled).  The small
 variant, where the simulator's bracket is checked, is first brought near a minimum of its 16
 analysis sequences (label smoothing 0.1, float64 L-BFGS: `problem_small`) — after 400 AdamW
 steps its Hessian has eigenvalues down to −0.35·λ₁, and the simulator's runs escape along
@@ -42,7 +42,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 VOCAB, LENGTH, SEQUENCES, STEPS = 64, 24, 1024, 400
-ANALYSIS = {"large": 128, "small": 16}
+ANALYSIS = {"large": 16, "small": 16}
 MINIMUM_ITERATIONS = 300
 """Sequences the analysis sees (the small variant's few keep the simulator's bracket cheap)."""
 SIZES = {
@@ -150,7 +150,7 @@ def stages(model: TinyTransformer) -> list[list[str]]:
 def problem(size: str = "large"):
     model = train(size)
     analysis = torch.utils.data.Subset(sequences(), range(ANALYSIS[size]))
-    data = DataLoader(analysis, batch_size=64, shuffle=False)
+    data = DataLoader(analysis, batch_size=8, shuffle=False)
     return {"model": model, "loss": token_loss, "data": data, "stages": stages(model)}
 
 
