@@ -6,6 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
+BENCH_STAMP := $(VENV)/.installed-bench
 
 .PHONY: install run test docs bench validation-tables figures lint format clean
 
@@ -27,6 +28,11 @@ $(DEV_STAMP): pyproject.toml constraints.txt | $(VENV)/bin/python
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,docs,sweep,torch]'
 	touch $(RUN_STAMP) $(DEV_STAMP)
 
+# the curvature libraries the benchmarks time `net curvature` against (curvlinops, PyHessian)
+$(BENCH_STAMP): pyproject.toml constraints.txt | $(DEV_STAMP)
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,docs,sweep,torch,bench]'
+	touch $(BENCH_STAMP)
+
 install: $(DEV_STAMP)
 
 # the main job on its embedded defaults, offline; writes out/run/ (git-ignored) only
@@ -43,7 +49,7 @@ docs: $(DEV_STAMP)
 	$(VENV)/bin/mkdocs build --strict
 
 # benchmark tables: printed, and written to docs/generated/bench_*.md for the docs
-bench: $(DEV_STAMP)
+bench: $(BENCH_STAMP)
 	$(PY) benchmarks/run_all.py --write docs/generated
 
 # theory-vs-trainer tables (stability validate / coupled on cpusmall) for the docs
