@@ -27,10 +27,12 @@ well inside both; small classifiers after 100-1,000 Adam steps from their initia
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from stability.nets.problem import NetProblem
+from stability.result import output
 
 GRADIENT_TOL = 1e-5
 """‖∇f‖/(λ₁‖w‖) above which the weights are not at a minimum (module doc)."""
@@ -55,6 +57,21 @@ class Nearness:
     gradient_scale: float | None
     negative_ratio: float | None
     warning: str | None
+
+
+NEARNESS_DOCS = {
+    "gradient_norm": "‖∇f(w)‖ at the weights analysed (full batch; docs/nets.md, not at a minimum)",
+    "gradient_scale": "‖∇f‖/(λ₁·‖w‖): the distance to the local model's minimum (≥ ‖∇f‖/λ₁) as a "
+    "fraction of ‖w‖; > 1e-5: not at a minimum (stability.nets.minimum)",
+    "negative_ratio": "λ_min/λ₁ of the most negative eigenvalue found (0: none); < −1e-4: a saddle",
+}
+"""The meaning of each field of `Nearness` in the results that report it."""
+
+
+def nearness_output(name: str) -> Any:
+    """The result field ``name`` of `Nearness` (`NEARNESS_DOCS`), declared once for every
+    network result that reports how near a minimum its weights are."""
+    return output(NEARNESS_DOCS[name], default=None)
 
 
 def nearness(

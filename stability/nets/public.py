@@ -21,7 +21,7 @@ import numpy as np
 from stability.checks import check_integer
 from stability.nets.bracket import NetProtocol, measure_log_rate, measure_max_lr
 from stability.nets.curvature import curvature
-from stability.nets.minimum import nearness
+from stability.nets.minimum import nearness, nearness_output
 from stability.nets.prediction import (
     DEFAULT_SCHEDULE,
     net_rules,
@@ -108,18 +108,9 @@ class NetCurvature(Result):
     hvps: int = output("Hessian-vector products used")
     seconds: float = output("wall time of the eigen-solves", "s")
     method: str = output("how the eigenvalues were computed")
-    gradient_norm: float | None = output(
-        "‖∇f(w)‖ at the weights analysed (full batch; docs/nets.md, not at a minimum)", default=None
-    )
-    gradient_scale: float | None = output(
-        "‖∇f‖/(λ₁·‖w‖): the distance to the local model's minimum (≥ ‖∇f‖/λ₁) as a fraction of "
-        "‖w‖; > 1e-5: not at a minimum (stability.nets.minimum)",
-        default=None,
-    )
-    negative_ratio: float | None = output(
-        "λ_min/λ₁ of the most negative eigenvalue found (0: none); < −1e-4: a saddle",
-        default=None,
-    )
+    gradient_norm: float | None = nearness_output("gradient_norm")
+    gradient_scale: float | None = nearness_output("gradient_scale")
+    negative_ratio: float | None = nearness_output("negative_ratio")
     preconditioned_eigenvalues: list | None = output(
         "--precond-from: top-k eigenvalues of P^1/2 ∇²f P^1/2 (descending)", "1/lr", default=None
     )
@@ -246,18 +237,9 @@ class NetMaxLr(Result):
         "network; docs/nets.md says where it misses and why",
         default=None,
     )
-    gradient_norm: float | None = output(
-        "‖∇f(w)‖ at the weights analysed (full batch; docs/nets.md, not at a minimum)", default=None
-    )
-    gradient_scale: float | None = output(
-        "‖∇f‖/(λ₁·‖w‖): the distance to the local model's minimum (≥ ‖∇f‖/λ₁) as a fraction of "
-        "‖w‖; > 1e-5: not at a minimum (stability.nets.minimum)",
-        default=None,
-    )
-    negative_ratio: float | None = output(
-        "λ_min/λ₁ of the most negative eigenvalue found (0: none); < −1e-4: a saddle",
-        default=None,
-    )
+    gradient_norm: float | None = nearness_output("gradient_norm")
+    gradient_scale: float | None = nearness_output("gradient_scale")
+    negative_ratio: float | None = nearness_output("negative_ratio")
     preconditioned_eigenvalues: list | None = output(
         "adaptive rules: top eigenvalues of P^1/2 H P^1/2 (= eigenvalues)", "1/lr", default=None
     )
