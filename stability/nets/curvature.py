@@ -231,7 +231,14 @@ def top_eigenpair(
 ) -> tuple[float, np.ndarray, int]:
     """(λ₁, v₁, HVPs): the largest algebraic eigenvalue of ∇²f(w) by Lanczos, warm-started
     from ``v0`` (the previous eigenvector along a trajectory), to relative residual ``tol``."""
-    op = HessianOperator(problem, w=w)
+    return operator_top_eigenpair(HessianOperator(problem, w=w), v0, tol)
+
+
+def operator_top_eigenpair(
+    op: HessianOperator, v0: np.ndarray | None = None, tol: float = 1e-4
+) -> tuple[float, np.ndarray, int]:
+    """(λ₁, v₁, HVPs) of a symmetric operator ``op`` (`top_eigenpair`; also a preconditioned
+    one): dense below `DENSE_BLOCK` rows, else ARPACK's Lanczos warm-started from ``v0``."""
     n = op.shape[0]
     if n <= DENSE_BLOCK:
         pairs = lanczos(op, 1)

@@ -31,9 +31,14 @@ import time
 
 import numpy as np
 import torch
-from scipy.sparse.linalg import LinearOperator, eigsh
+from scipy.sparse.linalg import LinearOperator
 
-from stability.nets.curvature import DENSE_BLOCK, Curvature, HessianOperator, lanczos
+from stability.nets.curvature import (
+    Curvature,
+    HessianOperator,
+    lanczos,
+    operator_top_eigenpair,
+)
 from stability.nets.problem import NetProblem
 
 
@@ -111,14 +116,7 @@ def top_preconditioned_eigenpair(
     """(λ₁, x₁, HVPs): the largest eigenvalue of s∇²f(w)s (= λ₁(P·∇²f(w))) by Lanczos,
     warm-started from ``v0``, to relative residual ``tol`` (`stability.nets.curvature.top_eigenpair`
     on the preconditioned operator)."""
-    op = PreconditionedOperator(problem, scale, w=w)
-    n = op.shape[0]
-    if n <= DENSE_BLOCK:
-        pairs = lanczos(op, 1)
-        return float(pairs.values[0]), pairs.vectors[:, 0], pairs.hvps
-    start = np.random.default_rng(0).standard_normal(n) if v0 is None else np.asarray(v0)
-    lam, vec = eigsh(op, k=1, which="LA", tol=tol, v0=start, ncv=min(n, 12))
-    return float(lam[0]), vec[:, 0], op.hvps
+    return operator_top_eigenpair(PreconditionedOperator(problem, scale, w=w), v0, tol)
 
 
 def weight_direction(scale: torch.Tensor, x: np.ndarray) -> np.ndarray:
