@@ -232,6 +232,18 @@ def test_schedule_with_equal_delays_is_the_uniform_rule():
     assert a == pytest.approx(b, rel=1e-9)
 
 
+def test_uniform_schedule_takes_the_rules_delay_as_train_does():
+    """``schedule="uniform"`` with the rule's ``tau``: every stage at that delay, the same
+    thresholds as the single uniform delay (consistent weights: the one-delay model)."""
+    problem = tiny(n=40, d=3, seed=10)
+    kw = dict(batch=4, lr=0.05, data=problem, steps=10, lyapunov_steps=200, lyapunov_runs=4)
+    staged = noise("momentum", tau=2, momentum=0.5, schedule="uniform", stages=2, **kw)
+    single = noise("momentum", tau=2, momentum=0.5, **kw)
+    assert staged.stages == [2, 2]
+    assert staged.full_batch_max_lr == pytest.approx(single.full_batch_max_lr, rel=1e-9)
+    assert staged.ms_max_lr == pytest.approx(single.ms_max_lr, rel=1e-6)
+
+
 def test_almost_sure_threshold_lies_between(tmp_path):
     problem = tiny(n=40, d=3, seed=10, tails=True)
     r = noise("sgd", tau=1, batch=4, lr=0.05, data=problem, steps=10, lyapunov_steps=1500,

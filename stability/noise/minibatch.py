@@ -151,17 +151,28 @@ def setup(rule: Any, problem, pipe: Pipeline | None, params) -> RuleOnData:
     )
 
 
-def _pipeline(pipeline: Any, params: dict[str, Any]) -> Pipeline | None:
+def _pipeline(pipeline: Any, params: dict[str, Any], rule: Any) -> Pipeline | None:
     """The pipeline given whole or by its keywords among ``params`` (removed from it;
-    `stability.api.setup.pipeline_of`); ``uniform`` without delays at PipeMare's largest."""
+    `stability.api.setup.pipeline_of`); ``uniform`` at the rule's own delay where it is given
+    (removed from ``params``, as `stability.api.setup.trainer_inputs` does for ``train``),
+    else at PipeMare's largest."""
     from stability.api.commands import PIPELINE_OPTIONS
+    from stability.api.resolve import rule_name
     from stability.api.setup import pipeline_of
+    from stability.rules.registry import get_spec
+    from stability.rules.spec import RuleSpec
 
     given = {o.name: params.pop(o.name) for o in PIPELINE_OPTIONS if o.name in params}
     given = {k: v for k, v in given.items() if v is not None}
     tau = None
     if "stage_delays" not in given:
-        tau = worst_delay(given.get("schedule"), given.get("stages"), given.get("microbatches"))
+        key = (
+            get_spec(rule_name(rule)).delay_parameter if isinstance(rule, (str, RuleSpec)) else None
+        )
+        if given.get("schedule") == "uniform" and key and params.get(key) is not None:
+            tau = params.pop(key)
+        else:
+            tau = worst_delay(given.get("schedule"), given.get("stages"), given.get("microbatches"))
     return pipeline_of(pipeline, given, tau=tau)
 
 
@@ -217,7 +228,7 @@ def noise(
         if at is None
         else sorted({check_integer("at", t, low=0, high=steps) for t in at})
     )
-    pipe = _pipeline(pipeline, params)
+    pipe = _pipeline(pipeline, params, rule)
     ctx = setup(rule, problem, pipe, params)
     state = ctx.builder(lr)
     if d * state.size > MAX_STATE:
