@@ -147,9 +147,10 @@ def test_functions_named_like_subpackages_stay_functions():
 def test_version_has_one_source():
     from importlib.metadata import version
 
+    from stability.extras import DISTRIBUTION
     from stability.version import __version__
 
-    assert st.__version__ == __version__ == version("stability")
+    assert st.__version__ == __version__ == version(DISTRIBUTION)  # delay-stability
 
 
 def test_max_lr_is_lemma_1_and_the_rule_is_given_by_name_or_value():
