@@ -347,6 +347,34 @@ def option_values(args: argparse.Namespace, options) -> dict[str, Any]:
     return {o.name: getattr(args, o.name) for o in options if getattr(args, o.name) is not None}
 
 
+def add_minibatch_arguments(group: Any, max_steps: int) -> None:
+    """The minibatch options of ``noise`` and ``net noise``: how the measured runs draw their
+    batches (``--sampling``), their seed, and the almost-sure threshold's Lyapunov estimate
+    (``--lyapunov-steps`` ≤ ``max_steps``, ``--lyapunov-runs``)."""
+    group.add_argument(
+        "--sampling",
+        type=choice_arg("--sampling", ("iid", "reshuffle")),
+        default="iid",
+        help="minibatches of the measured runs: B rows drawn iid each step (what the theory "
+        "covers) or epochs of a reshuffled order",
+    )
+    group.add_argument(
+        "--seed", type=int_arg("--seed"), default=0, help="seed of the Lyapunov and measured runs"
+    )
+    group.add_argument(
+        "--lyapunov-steps",
+        type=int_arg("--lyapunov-steps", 100, max_steps),
+        default=4000,
+        help="steps per run of the almost-sure (top Lyapunov exponent) estimate",
+    )
+    group.add_argument(
+        "--lyapunov-runs",
+        type=int_arg("--lyapunov-runs", 2, 10_000),
+        default=32,
+        help="independent runs of the Lyapunov estimate (its confidence interval)",
+    )
+
+
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 

@@ -397,7 +397,7 @@ def report_train(result) -> str:
 
 
 def _register_noise(net) -> None:
-    from stability.cli.args import choice_arg, int_list
+    from stability.cli.args import add_minibatch_arguments, choice_arg, int_list
 
     n = _subcommand(net, "noise", "minibatch theory near a minimum: thresholds, loss, floor")
     _common(n)
@@ -423,28 +423,7 @@ def _register_noise(net) -> None:
         default=1e-3,
         help="start w* + perturbation·√p·v1 (default 1e-3)",
     )
-    n.add_argument(
-        "--sampling",
-        type=choice_arg("--sampling", ("iid", "reshuffle")),
-        default="iid",
-        help="minibatches of the measured runs: B rows drawn iid each step (what the theory "
-        "covers) or epochs of a reshuffled order",
-    )
-    n.add_argument(
-        "--seed", type=int_arg("--seed"), default=0, help="seed of the Lyapunov and measured runs"
-    )
-    n.add_argument(
-        "--lyapunov-steps",
-        type=int_arg("--lyapunov-steps", 100, MAX_STEPS),
-        default=4000,
-        help="steps per run of the almost-sure (top Lyapunov exponent) estimate",
-    )
-    n.add_argument(
-        "--lyapunov-runs",
-        type=int_arg("--lyapunov-runs", 2, 10_000),
-        default=32,
-        help="independent runs of the Lyapunov estimate (its confidence interval)",
-    )
+    add_minibatch_arguments(n, MAX_STEPS)
     m = n.add_argument_group("measurement (the simulator's seeded minibatch runs)")
     m.add_argument("--measure", action="store_true", help="N seeded runs in lockstep")
     m.add_argument(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from stability.cli.args import (
     add_command,
+    add_minibatch_arguments,
     add_output_arguments,
     add_rule_arguments,
     choice_arg,
@@ -86,28 +87,7 @@ def register(sub) -> None:
         default=None,
         help="time points t1,t2,... of the curve (default: 0, 1, 2, 5, 10, …, steps)",
     )
-    g.add_argument(
-        "--sampling",
-        type=choice_arg("--sampling", ("iid", "reshuffle")),
-        default="iid",
-        help="minibatches of the measured runs: B rows drawn iid each step (what the theory "
-        "covers) or epochs of a reshuffled order",
-    )
-    g.add_argument(
-        "--seed", type=int_arg("--seed"), default=0, help="seed of the Lyapunov and measured runs"
-    )
-    g.add_argument(
-        "--lyapunov-steps",
-        type=int_arg("--lyapunov-steps", 100, MAX_STEPS),
-        default=4000,
-        help="steps per run of the almost-sure (top Lyapunov exponent) estimate",
-    )
-    g.add_argument(
-        "--lyapunov-runs",
-        type=int_arg("--lyapunov-runs", 2, 10_000),
-        default=32,
-        help="independent runs of the Lyapunov estimate (its confidence interval)",
-    )
+    add_minibatch_arguments(g, MAX_STEPS)
     m = p.add_argument_group("measurement")
     m.add_argument("--measure", action="store_true", help="independent trainer runs")
     m.add_argument(
