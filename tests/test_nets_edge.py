@@ -110,3 +110,29 @@ def test_one_stage_inconsistent_edge_is_the_scalar_lemma_2_edge(rule):
     # the tracker's v₁ has Ritz residual 1e-4·λ₁, the reference's 1e-12·λ₁
     assert ratio == pytest.approx(float(-(v @ J @ v)) / lam, rel=1e-3)
     assert abs(ratio) > 1e-4  # not negligible here: the point is far from a minimum
+
+
+def test_multi_stage_inconsistent_edge_is_the_coupled_edge_when_backward_weights_do_not_matter():
+    """A single linear layer backpropagates to no earlier layer: H_b = 0 exactly, so with
+    per-stage delays (weight and bias as two PipeMare stages) the inconsistent edge is the
+    stashed coupled edge along the same v₁, and Δ₁ = 0."""
+    from stability.nets.prediction import net_rules
+    from stability.nets.sharpness import coupled_edge, inconsistent_edge
+    from stability.pipeline import Pipeline
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    X = torch.randn(30, 4, generator=g, dtype=torch.float64)
+    Y = torch.randn(30, 3, generator=g, dtype=torch.float64)
+    net = problem_from_dict({"model": nn.Linear(4, 3), "loss": lambda o, y: ((o - y) ** 2).mean(),
+                             "inputs": X, "targets": Y}, stages=2)  # fmt: skip
+    w = net.w_star + 0.3
+    lam, v, _ = top_eigenpair(net, w, tol=1e-12)
+    pipe = Pipeline.from_options("pipemare", stages=2, backward="current")
+    edge, delta = inconsistent_edge(net, net_rules("t2", {}, pipe), w, lam, v, 0.1)
+    stashed = Pipeline.from_options("pipemare", stages=2, backward="stashed")
+    assert abs(delta) < 1e-10  # central differences of a gradient that ignores u_bkwd
+    assert edge == pytest.approx(coupled_edge(net_rules("sgd", {}, stashed), v, (12, 3), 0.1),
+                                 rel=1e-7)  # fmt: skip
+    assert edge != pytest.approx(coupled_edge(net_rules("sgd", {}, Pipeline.from_options(
+        "uniform", tau=0, stages=2, backward="stashed")), v, (12, 3), 0.1), rel=1e-3)  # fmt: skip
