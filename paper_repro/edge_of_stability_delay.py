@@ -65,8 +65,8 @@ FULL = (
     ("lwp+sc τ=2", "lwp+sc", {"tau": 2}, None, 6000, 50, {"momentum": 0.9}),
     ("sc τ=2", "sc", {"tau": 2}, None, 6000, 50, {"momentum": 0.9}),
     ("pipemare P=4", "sgd", PIPEMARE, 0.02, 19000, 50, {}),
-    ("discrepancy P=4", "discrepancy", NO_STASH, 0.03, 6000, 50, {}),
-    ("t2 P=4", "t2", NO_STASH, 0.03, 6000, 50, {}),
+    ("discrepancy P=4", "discrepancy", NO_STASH, 0.03, 12000, 50, {}),
+    ("t2 P=4", "t2", NO_STASH, 0.03, 12000, 50, {}),
 )
 QUICK = (
     ("sgd τ=0", "sgd", {"tau": 0}, 0.17, 400, 20, {}),
