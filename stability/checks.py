@@ -110,6 +110,15 @@ def check_integer(name: str, value: Any, *, low: int = 0, high: int | None = Non
     return int(value)
 
 
+def check_step_sizes(lr: Any) -> np.ndarray:
+    """The step sizes of R runs trained side by side as an (R,) float array: at least one,
+    every one finite and > 0."""
+    lr = np.asarray(lr, dtype=float).reshape(-1)
+    if lr.size == 0 or not np.all(np.isfinite(lr)) or np.any(lr <= 0):
+        raise ValueError("lr must be a non-empty array of finite numbers > 0")
+    return lr
+
+
 def check_order(name_small: str, small: Any, name_large: str, large: Any) -> None:
     """``small ≤ large`` elementwise (delays), e.g. τ_bkwd ≤ τ_fwd."""
     if np.any(np.asarray(small) > np.asarray(large)):
