@@ -45,7 +45,7 @@ PASSES = ("forward", "backward", "recompute")
 """The three weights a gradient is computed from (PipeMare Sec. 2, App. D.1)."""
 
 
-class _Probe:
+class _UnitTap:
     """Tap reader: 1 at one ``(var, lag)`` (or nowhere, ``tap=None``), 0 elsewhere."""
 
     def __init__(self, tap: tuple[str, int] | None, t: int = 0):
@@ -162,14 +162,14 @@ def stage_transfer(rule: Rule) -> StageTransfer:
     rows = {name: [SparsePoly({}, {}) for _ in range(n)] for name in PASSES}
     for var, lag in taps:
         j = variables.index(var)
-        probe = _Probe((var, lag))
+        probe = _UnitTap((var, lag))
         new = rule.update(probe, 0, LR)
         for i, name in enumerate(variables):
             Z[i][j] = Z[i][j] - SparsePoly.monomial(top - 1 - lag, new[name])
         p = rule.passes(probe, LR)
         for name, value in zip(PASSES, (p.forward, p.backward, p.recompute), strict=True):
             rows[name][j] = rows[name][j] + SparsePoly.monomial(depth - lag, value)
-    b_new = rule.update(_Probe(None), 1, LR)
+    b_new = rule.update(_UnitTap(None), 1, LR)
     b = [SparsePoly.monomial(0, b_new[name]) for name in variables]
 
     d = polynomial_determinant(Z)
