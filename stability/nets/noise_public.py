@@ -41,8 +41,9 @@ from stability.nets.minibatch_moments import (
     subspace_basis,
 )
 from stability.nets.problem import NetProblem
+from stability.noise.minibatch import MinibatchPrediction
 from stability.pipeline import Pipeline
-from stability.result import Result, output
+from stability.result import output
 
 DEFAULT_K = 10
 """Default number of Hessian eigenvectors spanning the subspace."""
@@ -62,32 +63,16 @@ step size is stable along them, so they carry no threshold; reported as ``droppe
 
 
 @dataclass(frozen=True)
-class NetNoise(Result):
+class NetNoise(MinibatchPrediction):
     """Minibatch training of a network near a minimum: mean-square and almost-sure thresholds,
     expected loss and noise floor on the Galerkin-projected per-sample moments, and with
     ``measure`` the simulator's seeded runs (`stability.nets.noise_public`)."""
 
-    rule: str = output("the rule's registry name")
-    batch: int = output("minibatch size B")
-    lr: float = output("step size of the predictions", "lr")
-    sampling: str = output("sampling of the measured runs (the theory is for iid)")
-    samples: int = output("data rows n")
     n_params: int = output("trainable parameters p")
     k: int = output("Hessian eigenvectors spanning the subspace")
     subspace: int = output("subspace dimension m (Σ per-stage ranks with per-stage delays)")
     dropped: int = output("eigen-directions left out: λ ≤ 1e-9·λ_max (flat or negative)")
     curvature: str = output("per-sample curvature: hessian or ggn (Gauss–Newton part)")
-    sampling_factor: float = output("p = (n − B)/(B(n − 1))")
-    full_batch_max_lr: float | None = output("deterministic (B = n) max stable lr", "lr")
-    ms_max_lr: float | None = output("mean-square max stable lr", "lr")
-    as_max_lr: float | None = output("almost-sure max stable lr (Lyapunov exponent 0)", "lr")
-    as_bracket: list | None = output("confidence interval of as_max_lr (≈95 %)", "lr")
-    expected_loss: list = output("[[t, E f(w_t) − f*], ...] from w* + perturbation", "loss")
-    floor: float | None = output("lim E f − f* (null if not mean-square stable)", "loss")
-    rate: float | None = output("per-step factor of E f − f* − floor (null if unstable)")
-    half_life: float | None = output("steps to halve E f − f* − floor: ln 2/−ln(rate)", "steps")
-    ms_radius: float | None = output("ρ(𝒯), spectral radius of the second-moment map")
-    mean_radius: float = output("ρ(Ā), spectral radius of the mean (full-batch) dynamics")
     subspace_change: float = output(
         "max relative change of ms_max_lr and floor from k to min(2k, p) eigenvectors"
     )
@@ -240,7 +225,7 @@ def net_noise(
     w0 = start_weights(net, curv.eigenvectors[:, 0], perturbation)
     e_full = Q.T @ (w0 - net.w_star).cpu().numpy().astype(float)
     small = _subspace(moments, rules, sizes, e_full[cols], uniform)
-    ms, as_lr, bracket = thresholds(
+    limits = thresholds(
         small.builder,
         moments,
         small.full_batch,
@@ -248,6 +233,7 @@ def net_noise(
         runs=lyapunov_runs,
         seed=seed,
     )
+    ms, as_lr = limits["ms_max_lr"], limits["as_max_lr"]
     if lr is None:
         if not ms:
             raise ValueError("lr: no mean-square threshold to take 0.25 × ms_max_lr of; give lr")
@@ -306,17 +292,13 @@ def net_noise(
         lr=lr,
         sampling=sampling,
         samples=net.samples,
+        **limits,
+        **at_lr,
         n_params=p,
         k=k,
         subspace=moments.dim,
         dropped=int(k - k_kept),
         curvature=curvature,
-        sampling_factor=moments.p,
-        full_batch_max_lr=small.full_batch,
-        ms_max_lr=ms,
-        as_max_lr=as_lr,
-        as_bracket=bracket,
-        **at_lr,
         subspace_change=change,
         eigenvalues=lam[:k].tolist(),
         schedule=pipe.schedule,
