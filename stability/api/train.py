@@ -96,7 +96,6 @@ def train(
     from stability.analysis.modes import modes_of, predict_modes
     from stability.rules.registry import get_spec
     from stability.trainer import measure
-    from stability.trainer.engine import train as run_trainer
     from stability.trainer.schedules import pipeline_rule, plan, synchronous_rule
 
     name = rule_name(rule)
@@ -132,19 +131,15 @@ def train(
         warmup=synchronous_rule(name, values, trained) if warmup_steps else None,
         warmup_steps=warmup_steps,
     )
-    w0, loss_offset = setup.start(start)
     deterministic = batch is None
-    res = run_trainer(
-        model,
+    res = setup.run(
         phases,
         [lr],
+        start=start,
         steps=steps,
         batch=batch,
         seed=seed,
-        w0=w0,
-        w_star=setup.w_star,
         divergence=divergence,
-        loss_offset=loss_offset,
         record_every=max(1, steps // (curve_points - 1)),
         track=("error",) if deterministic else (),
         progress=None if progress is None else (lambda done: progress(done, steps)),
@@ -162,16 +157,7 @@ def train(
     meas_log, rate_steps = None, None
     if deterministic and setup.exact:
         rates = measure.converged_log_rate(
-            lambda T: run_trainer(
-                setup.rate_problem,
-                phases,
-                [lr],
-                steps=T,
-                w0=setup.rate_w0,
-                w_star=setup.rate_w_star,
-                divergence=divergence,
-                track=("error",),
-            ),
+            lambda T: setup.rate_run(phases, [lr], steps=T, divergence=divergence),
             steps,
             decades=None,
             max_doublings=3,
