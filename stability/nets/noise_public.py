@@ -173,9 +173,12 @@ def net_noise(
     stashing), or ``tau``: a uniform delay (default 0); ``lr``: the step size of
     ``expected_loss``/``floor``/``rate`` (default 0.25 × ``ms_max_lr``); ``at``: the steps of
     ``expected_loss`` (default the 1-2-5 sequence up to ``steps``); ``perturbation``: the start
-    w* + perturbation·√p·v₁.  Implements the recursion of `stability.noise.second_moment` with
-    the per-sample moments of `stability.noise.persample` (Mulayoff & Michaeli 2023's mixture
-    form of E[H_B ⊗ H_B]) and the thresholds of PipeMare Sec. 3.1 at B = n.
+    w* + perturbation·√p·v₁; ``runs``: the loss runs of ``measure``; ``pairs``, ``pair_steps``:
+    the offset-free runs per step size of the measured almost-sure bracket and their length
+    (`stability.nets.minibatch_lyapunov`).  Implements the recursion of
+    `stability.noise.second_moment` with the per-sample moments of `stability.noise.persample`
+    (Mulayoff & Michaeli 2023's mixture form of E[H_B ⊗ H_B]) and the thresholds of PipeMare
+    Sec. 3.1 at B = n.
     """
     from stability.checks import check_choice, check_integer, check_real
     from stability.nets.curvature import curvature as top_curvature
