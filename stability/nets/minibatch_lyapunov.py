@@ -51,13 +51,11 @@ import numpy as np
 import torch
 from torch.func import grad, vmap
 
+from stability.nets.lockstep import LockstepRuns
 from stability.nets.problem import NetProblem
-from stability.nets.simulator import StageTaps, _assemble, _Ring
+from stability.nets.simulator import StageTaps, _Ring
 from stability.rules.base import Rule, history_depth
-from stability.trainer.engine import BatchStreams
 
-CHUNK_STEPS = 128
-"""Batch indices drawn per call of the streams."""
 EVERY = 4
 """Steps between renormalisations of the deviation."""
 SEPARATION = 1e-3
@@ -134,32 +132,17 @@ def exponents(
     d0 = torch.stack([problem.hvp(w_star, r) for r in z]).detach()  # ∝ ∇²f(w*)·z
     d0 = separation * d0 / torch.linalg.vector_norm(d0, dim=1, keepdim=True)
     d0 = d0.repeat(L, 1)  # run (l, r) starts at the same deviation for every l
-    variables = list(dict.fromkeys(v for r in rules for v in r.variables))
-    ring = _Ring(variables, max(history_depth(r) for r in rules), w_star + d0)
+    runner = LockstepRuns(problem, rules, np.repeat(lrs, runs), w_star + d0,
+                          np.tile(np.arange(runs), L), batch=batch, sampling=sampling, seed=seed,
+                          tilt=lambda index: per_sample[index].mean(dim=1))  # fmt: skip
+    ring = runner.ring
     rest = _rest(ring, w_star)
-    taps = [StageTaps(ring, b) for b in problem.blocks]
-    lr_t = problem.vector(np.repeat(lrs, runs))[:, None]
-    streams = np.tile(np.arange(runs), L)
-    source = BatchStreams(problem.samples, batch, seed, sampling, runs)
-    gradients = vmap(grad(problem.batch_loss))
     burn = steps // 5
     total = torch.zeros(R, dtype=w_star.dtype)
     grown = torch.zeros(R, dtype=torch.bool)
     wander = torch.zeros(R, dtype=w_star.dtype)
-    indices = None
     for t in range(steps):
-        if t % CHUNK_STEPS == 0:
-            indices = torch.from_numpy(source.take(CHUNK_STEPS)[:, streams].astype(np.int64))
-        index = indices[t % CHUNK_STEPS]  # (R, B)
-        passes = [rule.passes(x, lr_t) for rule, x in zip(rules, taps, strict=True)]
-        u = _assemble(problem, problem.blocks, passes, "forward")
-        g = gradients(u, X[index], Y[index]).detach() - per_sample[index].mean(dim=1)
-        news = [
-            rule.update(x, g[:, b], lr_t)
-            for rule, x, b in zip(rules, taps, problem.blocks, strict=True)
-        ]
-        ring.push(problem.blocks, news)
-        w = ring.buffers["w"][ring.head]
+        w = runner.step()
         distance = torch.linalg.vector_norm(w - w_star, dim=1)
         wander = torch.maximum(wander, torch.nan_to_num(distance, nan=torch.inf))
         if t % EVERY == EVERY - 1 or t == steps - 1:

@@ -33,15 +33,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.func import grad, vmap
+from torch.func import vmap
 
+from stability.nets.lockstep import CHUNK_STEPS, LockstepRuns
 from stability.nets.problem import NetProblem
-from stability.nets.simulator import StageTaps, _assemble, _Ring
-from stability.rules.base import Rule, history_depth
-from stability.trainer.engine import BatchStreams
-
-CHUNK_STEPS = 128
-"""Batch indices drawn per call of the streams."""
+from stability.rules.base import Rule
 
 
 @dataclass(frozen=True)
@@ -79,15 +75,9 @@ def lockstep(
     w_star = problem.w_star.detach()
     f_star = float(problem.loss(w_star))
     g_ref = problem.gradient(w_star).detach()
-    depth = max(history_depth(r) for r in rules)
-    variables = list(dict.fromkeys(v for r in rules for v in r.variables))
-    ring = _Ring(variables, depth, problem.vector(w0))
-    taps = [StageTaps(ring, b) for b in problem.blocks]
-    lr_t = problem.vector(lr)[:, None]
-    ids = np.asarray(streams)
-    source = BatchStreams(problem.samples, batch, seed, sampling, int(ids.max()) + 1)
-    X, Y = problem.inputs, problem.targets
-    gradients = vmap(grad(problem.batch_loss))
+    runner = LockstepRuns(problem, rules, lr, w0, streams, batch=batch, sampling=sampling,
+                          seed=seed, tilt=lambda index: g_ref)  # fmt: skip
+    ring = runner.ring
     losses = vmap(problem.loss)
     start = torch.linalg.vector_norm(w0 - w_star, dim=1)
     limit = divergence * torch.clamp(start, min=1e-300)
@@ -110,21 +100,9 @@ def lockstep(
             window_sum = window_sum + excess
             window_count += 1
 
-    record(ring.buffers["w"][ring.head], 0)
-    indices = None
+    record(runner.w, 0)
     for t in range(steps):
-        if t % CHUNK_STEPS == 0:
-            indices = torch.from_numpy(source.take(CHUNK_STEPS)[:, ids].astype(np.int64))
-        index = indices[t % CHUNK_STEPS]  # (R, B)
-        passes = [rule.passes(x, lr_t) for rule, x in zip(rules, taps, strict=True)]
-        u = _assemble(problem, problem.blocks, passes, "forward")
-        g = gradients(u, X[index], Y[index]).detach() - g_ref
-        news = [
-            rule.update(x, g[:, b], lr_t)
-            for rule, x, b in zip(rules, taps, problem.blocks, strict=True)
-        ]
-        ring.push(problem.blocks, news)
-        w = ring.buffers["w"][ring.head]
+        w = runner.step()
         distance = torch.linalg.vector_norm(w - w_star, dim=1)
         bad = ~torch.isfinite(distance) | (distance > limit)
         if bool(bad.any()):
@@ -287,6 +265,7 @@ def measure_runs(
 
 
 __all__ = [
+    "CHUNK_STEPS",
     "Lockstep",
     "LossRuns",
     "lockstep",
