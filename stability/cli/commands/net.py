@@ -436,13 +436,14 @@ def _register_noise(net) -> None:
         "--pairs",
         type=int_arg("--pairs", 2, 4096),
         default=32,
-        help="pairs of runs sharing their batches, for the measured almost-sure bracket",
+        help="runs per step size for the measured almost-sure bracket (offsets removed; "
+        "each run paired with the rest point w*, sharing its batches)",
     )
     m.add_argument(
         "--pair-steps",
         type=int_arg("--pair-steps", 100, MAX_STEPS),
         default=4000,
-        help="steps of each pair of runs",
+        help="steps of each almost-sure run (the first fifth is burn-in)",
     )
     add_output_arguments(n)
     n.set_defaults(run=run_noise, report=report_noise)
