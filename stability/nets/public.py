@@ -136,7 +136,7 @@ def net_curvature(
     """Top-``k`` eigenvalues of ∇²f at the model's weights; per stage with ``stage_blocks``,
     the negative end with ``negative`` (each an extra eigen-solve: off by default).
 
-    Lanczos (ARPACK) on Hessian-vector products by forward-over-reverse differentiation
+    Lanczos (ARPACK) on Hessian-vector products by reverse-over-reverse differentiation
     (`stability.nets.curvature`), in the model's dtype on its device unless ``dtype``
     (``"float32"``/``"float64"``) or ``device`` say otherwise.  ``precond_from``: also the
     top-k of P^{1/2}∇²f P^{1/2} (and each stage's block) with an Adam/AdamW optimizer's P
