@@ -149,7 +149,9 @@ class NetProblem:
     ``names``/``shapes``: the trainable parameters in flat order (stage by stage);
     ``stage_names``: the names per stage; ``w_star``: the model's weights as a flat tensor
     (the problem's dtype, on its device) — the point the analysis linearizes at (near a
-    minimum); ``source``: where it came from (``FILE.py:FUNCTION`` or ``""``).
+    minimum); ``source``: where it came from (``FILE.py:FUNCTION`` or ``""``);
+    ``granularity``: the units of backpropagation with other backward weights (``"layer"`` or
+    ``"stage"``: `stability.nets.inconsistent`); ``hvp_mode``: how products are made (module doc).
     """
 
     model: torch.nn.Module
@@ -161,6 +163,7 @@ class NetProblem:
     w_star: torch.Tensor
     source: str = ""
     hvp_mode: str = REVERSE_OVER_REVERSE
+    granularity: str = "layer"
 
     @cached_property
     def sizes(self) -> tuple[int, ...]:
