@@ -256,11 +256,12 @@ def dense_hessian(problem: NetProblem) -> np.ndarray:
     """∇²f(w*) formed by ``torch.autograd.functional.hessian`` (the reference for small
     models: classic autograd, p reverse passes over the gradient's graph).
 
-    Not ``torch.func.hessian``: in torch 2.13 its batched double backward of ``layer_norm`` is
-    wrong when the normalised input and the affine weight both depend on w (any LayerNorm after
-    a layer with parameters): a product on a LayerNorm block is 1.6e-2 off central differences
-    of the gradient, which agree with ``torch.autograd`` and with the unbatched products here
-    to 1e-9 (benchmarks/bench_curvature.py, table 0; docs/your_model.md).
+    Not ``torch.func.hessian``: in torch 2.13 it is wrong when a ``layer_norm``'s input and
+    affine weight both depend on w (any LayerNorm after a layer with parameters) — the (γ, W)
+    block, 21 % of the largest entry on a 20-parameter example, because it differentiates a
+    vmapped first backward (``jacrev``); ``torch.autograd.functional.hessian`` and the
+    one-vector-at-a-time products here agree with central differences of the gradient to
+    5e-11 (benchmarks/bench_layernorm_hessian.py; docs/your_model.md).
     """
     if problem.dim > DENSE_HESSIAN_MAX:
         raise ValueError(
