@@ -126,6 +126,13 @@ def _rule(p: argparse.ArgumentParser, *, backward: bool = True) -> None:
         help="stashed: each stage's backward pass uses its forward weights (default); current: "
         "no stashing, input-gradients with the current (backward) weights",
     )
+    p.add_argument(
+        "--granularity",
+        choices=("layer", "stage"),
+        default="layer",
+        help="with --backward current, the units the backward pass differentiates at their "
+        "forward inputs: each layer (default) or as much of each stage as one module is",
+    )
 
 
 def _precond_from(p: argparse.ArgumentParser) -> None:
@@ -276,6 +283,7 @@ def _split(args) -> tuple[dict, dict]:
     values = rule_values(args)
     backward = {
         "backward": args.backward,
+        "granularity": args.granularity,
         "tau_bkwd": values.pop("tau_bkwd", None),
         "tau_recomp": values.pop("tau_recomp", None),
     }
