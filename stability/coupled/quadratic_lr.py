@@ -46,7 +46,7 @@ from stability.coupled.system import (
     DENSE_MAX_STATES,
     CoupledMaxLr,
     CoupledSystem,
-    spectral_radius,
+    Unstable,
 )
 
 GRID = 12
@@ -99,50 +99,35 @@ def quadratic_max_lr(system: CoupledSystem, *, rtol: float = 1e-12) -> CoupledMa
 
 def _decide(system: CoupledSystem, root: float, at: CoupledMaxLr, solves: int, rtol: float):
     """Certify the candidate ``root`` on the true spectral radius, or bisect (module doc)."""
-    checks = 1
-
-    def unstable(lr: float) -> bool:
-        nonlocal checks
-        checks += 1
-        return spectral_radius(system, lr) > 1 + _UNSTABLE
-
-    lo = 0.0
+    unstable = Unstable(system)
+    lo, hi = 0.0, None
     for k in range(1, CHECKS):
-        lr = root * k / CHECKS
-        if unstable(lr):
-            return _bisect(unstable, lo, lr, rtol, solves + checks)
-        lo = lr
-    if not unstable(root * (1 - 1e-6)) and unstable(root * (1 + 1e-6)):
+        if unstable(root * k / CHECKS):
+            hi = root * k / CHECKS
+            break
+        lo = root * k / CHECKS
+    if hi is None and not unstable(root * (1 - 1e-6)) and unstable(root * (1 + 1e-6)):
         return CoupledMaxLr(
-            root,
-            at.crossing_angle,
-            at.critical_stage,
-            at.stage_shares,
-            _METHOD,
-            solves + checks,
-            True,
-        )
-    lo = root * (1 - 1e-6)
-    for _ in range(_MARCH):
-        hi = lo * (1 + 1 / CHECKS)
-        if unstable(hi):
-            return _bisect(unstable, lo, hi, rtol, solves + checks)
-        lo = hi
-    return CoupledMaxLr(None, None, None, (), _METHOD, solves + checks, False)
-
-
-def _bisect(unstable, lo: float, hi: float, rtol: float, solves: int) -> CoupledMaxLr:
-    while hi - lo > max(rtol, 1e-13) * hi:
-        mid = 0.5 * (lo + hi)
-        lo, hi = (lo, mid) if unstable(mid) else (mid, hi)
+            root, at.crossing_angle, at.critical_stage, at.stage_shares, _METHOD,
+            solves + unstable.count, True,
+        )  # fmt: skip
+    if hi is None:  # stable just above the candidate: march on to the first unstable lr
+        lo = root * (1 - 1e-6)
+        for _ in range(_MARCH):
+            if unstable(lo * (1 + 1 / CHECKS)):
+                hi = lo * (1 + 1 / CHECKS)
+                break
+            lo *= 1 + 1 / CHECKS
+        else:
+            return CoupledMaxLr(None, None, None, (), _METHOD, solves + unstable.count, False)
+    found = unstable.bisect(lo, hi, max(rtol, 1e-13))
     method = "block state matrix bisection (the frozen-lr² candidate was not a crossing)"
-    return CoupledMaxLr(hi, None, None, (), method, solves, True)
+    return CoupledMaxLr(found, None, None, (), method, solves + unstable.count, True)
 
 
 _METHOD = "frequency scan, lr² part frozen at the root of lr = L(lr) (Brent)"
 CHECKS = 32
 """Points of (0, r) where the true spectral radius is checked; 1/CHECKS the march's step."""
 _MARCH = 2000  # geometric steps above r before the system counts as stable for every lr
-_UNSTABLE = 1e-10  # as `stability.coupled.system`: flat modes sit at radius 1
 
 __all__ = ["CHECKS", "GRID", "quadratic_max_lr"]

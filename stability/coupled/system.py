@@ -444,27 +444,36 @@ def dense_max_lr(system: CoupledSystem, *, rtol: float = 1e-11) -> CoupledMaxLr:
     """
     scale = float(np.linalg.norm(system.hessian, 2)) or 1.0
     grid = np.logspace(-6, 4, 41) / scale
-    count = 0
-
-    def unstable(lr: float) -> bool:
-        nonlocal count
-        count += 1
-        return spectral_radius(system, lr) > 1 + _UNSTABLE
-
+    unstable = Unstable(system)
     previous = 0.0
     for lr in grid:
         if unstable(lr):
             break
         previous = lr
     else:
-        return _dense_result(None, count)
+        return _dense_result(None, unstable.count)
     if previous == 0.0:
-        return _dense_result(0.0, count)
-    lo, hi = previous, lr
-    while hi - lo > rtol * hi:
-        mid = 0.5 * (lo + hi)
-        lo, hi = (lo, mid) if unstable(mid) else (mid, hi)
-    return _dense_result(hi, count)
+        return _dense_result(0.0, unstable.count)
+    return _dense_result(unstable.bisect(previous, lr, rtol), unstable.count)
+
+
+class Unstable:
+    """``unstable(lr)``: the block state matrix's spectral radius exceeds 1 (flat modes, at
+    exactly 1, count as stable); ``count`` the evaluations so far."""
+
+    def __init__(self, system: CoupledSystem):
+        self.system, self.count = system, 0
+
+    def __call__(self, lr: float) -> bool:
+        self.count += 1
+        return spectral_radius(self.system, lr) > 1 + _UNSTABLE
+
+    def bisect(self, lo: float, hi: float, rtol: float) -> float:
+        """The crossing in (lo, hi] (lo stable, hi unstable) to relative width ``rtol``."""
+        while hi - lo > rtol * hi:
+            mid = 0.5 * (lo + hi)
+            lo, hi = (lo, mid) if self(mid) else (mid, hi)
+        return hi
 
 
 def _dense_result(lr: float | None, evaluations: int) -> CoupledMaxLr:
@@ -475,6 +484,7 @@ __all__ = [
     "DENSE_MAX_STATES",
     "CoupledSystem",
     "CoupledMaxLr",
+    "Unstable",
     "composed_step",
     "coupled_system",
     "dense_max_lr",
