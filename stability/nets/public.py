@@ -435,6 +435,17 @@ class NetTrain(Result):
         "adaptive rules with --precond-from: source, step t, β2, ε, min/median/max of P",
         default=None,
     )
+    edge_delta: float | None = output(
+        "Δ₁/λ₁ = −v₁ᵀH_bv₁/λ₁ at the last sharpness sample (--backward current; it enters "
+        "predicted_edge)",
+        default=None,
+    )
+    edge_without_delta: float | None = output(
+        "the coupled edge along v₁ with H_b left out (--backward current): predicted_edge if "
+        "the backward weights did not matter",
+        "1/lr",
+        default=None,
+    )
 
 
 def net_train(
@@ -535,14 +546,21 @@ def net_train(
     if batch is None and not diverged:
         value = float(log_rate(res.energies["increment"], 1)[0])
         rate = math.exp(value) if math.isfinite(value) else None
-    edge = None
+    edge, edge_delta, without_delta = None, None, None
     if tracker is not None:
         v1 = tracker.vector
         if v1 is None:  # no sample (a fresh Adam stopped before step K): the uniform direction
             v1 = np.full(net.dim, net.dim**-0.5)
-        reading = edge_summary(
-            tracker.samples, coupled_edge(rules, v1, net.stage_sizes, float(lr)), steps, diverged
-        )
+        if backward == "current" and adaptive is None and tracker.point is not None:
+            from stability.nets.sharpness import inconsistent_edge
+
+            predicted, edge_delta = inconsistent_edge(
+                net, rules, tracker.point, tracker.samples[-1][1], v1, float(lr)
+            )
+            without_delta = coupled_edge(rules, v1, net.stage_sizes, float(lr))
+        else:
+            predicted = coupled_edge(rules, v1, net.stage_sizes, float(lr))
+        reading = edge_summary(tracker.samples, predicted, steps, diverged)
         edge = {
             "sharpness": reading.sharpness,
             "predicted_edge": reading.predicted_edge,
@@ -570,9 +588,11 @@ def net_train(
         protocol.update(adaptive.protocol())
     if tracker is not None:
         protocol["sharpness"] = (
-            f"λ₁ by Lanczos (ARPACK, tol 1e-4, warm-started) every {sharpness_every} steps; "
-            "plateau: median over the last quarter of the steps; reached: some λ₁ ≥ 0.9 × "
-            "predicted_edge; predicted_edge from the last eigenvector's stage shares"
+            f"λ₁ by Lanczos (from the previous eigenvector, stopped at Ritz residual 1e-4·λ₁) "
+            f"every {sharpness_every} steps; plateau: median over the last quarter of the "
+            "steps; reached: some λ₁ ≥ 0.9 × predicted_edge; predicted_edge from the last "
+            "eigenvector's stage shares"
+            + ("" if backward == "stashed" else " and H_b at the last sample (edge_delta)")
             + (
                 ""
                 if adaptive is None
@@ -604,6 +624,8 @@ def net_train(
         if tracker is None
         else ("hessian" if adaptive is None else "preconditioned"),
         preconditioner=None if adaptive is None else adaptive.describe(),
+        edge_delta=edge_delta,
+        edge_without_delta=without_delta,
     )
 
 
