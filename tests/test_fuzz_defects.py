@@ -6,14 +6,22 @@
   against dense eigenvalues of the monodromy matrix.
 * A coupled system without delays: closed form ω = 1 − lr·κ against the block-state-matrix
   bisection (`dense_max_lr`).
+
+The second fuzz (an outsider's, `benchmarks/fuzz_outsider.py`, issue 25 item 3): each defect's
+call now ends in a result or in one stderr line naming a flag of the line, with no internal
+message, and the cause is fixed (not only the message).
 """
 
 from __future__ import annotations
+
+import contextlib
+import io
 
 import numpy as np
 import pytest
 
 from stability.analysis.boundary import max_lr
+from stability.cli.main import main
 from stability.coupled.scan import scan_max_lr
 from stability.coupled.system import coupled_system, dense_max_lr, spectral_radius
 from stability.dynamics.monodromy import monodromy
@@ -86,3 +94,56 @@ def test_api_results_carry_the_warnings_the_cli_prints():
         warnings.warn("overflow encountered in exp", RuntimeWarning, stacklevel=1)
     [line] = warning_lines(caught)
     assert line.startswith("RuntimeWarning: overflow") and "lost accuracy" in line
+
+
+def _call(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _refused_naming(argv: list[str], flag: str) -> str:
+    code, out, err = _call(argv)
+    assert code == 2, (code, out, err)
+    assert len(err.strip().splitlines()) == 1 and flag in err, err
+    assert "internal error" not in err
+    return err
+
+
+NOISE = ["noise", "lwp+sc", "--momentum", "0.5", "--batch", "8", "--lr", "0.01", "--samples", "64"]
+
+
+def test_noise_per_stage_work_beyond_the_documented_limit_is_refused_naming_stages():
+    """`noise --schedule pipemare` took 35 s (P = 4) to 93 s (P = 6) of CPU in the per-stage
+    Gramians: now the Stein solves keep only the slots the stages read (`tests/test_noise.py`
+    checks them against the time-domain sums) and a cost beyond the documented limit is
+    refused up front, naming --stages."""
+    err = _refused_naming([*NOISE, "--schedule", "pipemare", "--stages", "8"], "--stages")
+    assert "docs/limits.md" in err and "148³" in err
+
+
+def test_noise_help_states_the_limits_the_code_enforces():
+    """`noise --help` said "a state of 4000 entries" where the limit is 400."""
+    from stability.limits import NOISE_MAX_STAGED_WORK, NOISE_MAX_STATE
+
+    code, out, _ = _call(["noise", "--help"])
+    text = " ".join(out.split())
+    assert code == 0 and f"state of {NOISE_MAX_STATE} entries" in text
+    assert "4000 entries" not in text
+    assert f"{NOISE_MAX_STAGED_WORK:.1e}" in text
+
+
+def test_stein_loop_drops_only_the_slots_nothing_reads():
+    """The kept slots of a two-stage sgd state (delays 3 and 1): the first stage's parameter
+    keeps w_t … w_{t−3}, the second's w_t, w_{t−1}: 4 + 2·2 of the union's 3 × 5 slots (the
+    rule's velocity v, which sgd does not read, is dropped too)."""
+    from stability.noise.modal import staged_work
+    from stability.noise.state import state_space
+    from stability.rules.registry import build_rule
+
+    rules = [build_rule("sgd", tau=3)[0], build_rule("sgd", tau=1)[0]]
+    st = state_space(rules, 0.1, [1, 2])
+    H = np.array([[2.0, 0.3, 0.1], [0.3, 1.0, 0.2], [0.1, 0.2, 0.5]])
+    n, work = staged_work(st, H)
+    assert (st.dim * st.size, n) == (15, 8) and work == pytest.approx(6 * 8**3)
