@@ -95,13 +95,22 @@ def _run_inprocess(argv: list[str], limit: int) -> tuple[int, str, str]:
 
 
 def _run_subprocess(argv: list[str], limit: int) -> tuple[int, str, str]:
+    import resource
+
+    cpu = int(CPU_LIMIT[0]) + 1
+
+    def cap():  # the child is killed (SIGXCPU) past the CPU limit
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+
     try:
         p = subprocess.run(
             [PY, "-m", "stability.cli.main", *argv], capture_output=True, text=True,
-            timeout=limit, env={**os.environ, "PYTHONPATH": str(ROOT)},
+            timeout=limit, env={**os.environ, "PYTHONPATH": str(ROOT)}, preexec_fn=cap,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
         raise Hang() from None
+    if p.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
+        raise Hang()
     return p.returncode, p.stdout, p.stderr
 
 
@@ -664,6 +673,9 @@ def run(seed, calls, limit, hang, tmp: Path, log, subprocess_share=0.05, verbose
             code, out, err = (_run_subprocess if sub else _run_inprocess)(argv, hang)
         except Hang:
             cpu, wall = time.process_time() - cpu0, time.perf_counter() - start
+            if sub:
+                c1 = os.times()
+                cpu = c1.children_user - c0.children_user + c1.children_system - c0.children_system
             slow.append((cpu, wall, valid, argv))
             print(f"HANG {cpu:.0f}s cpu {wall:.0f}s wall {'valid' if valid else 'invalid'}: "
                   f"{shlex.join(argv)}", file=log, flush=True)  # fmt: skip

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -147,3 +148,81 @@ def test_stein_loop_drops_only_the_slots_nothing_reads():
     H = np.array([[2.0, 0.3, 0.1], [0.3, 1.0, 0.2], [0.1, 0.2, 0.5]])
     n, work = staged_work(st, H)
     assert (st.dim * st.size, n) == (15, 8) and work == pytest.approx(6 * 8**3)
+
+
+@pytest.mark.parametrize("lam", [1.0, 10.0])
+def test_smith_doubling_of_a_diverging_mode_gives_up_before_overflowing(lam):
+    """`noise momentum --tau 31 --lr 0.01` printed "RuntimeWarning: invalid value encountered
+    in matmul (modal.py)": a mode with ρ(A) ≈ 1.015 whose squarings stayed below the 1e150
+    guard while the partial sum overflowed to inf·0.  Now the sum is guarded too: no warning,
+    and the mode counts as unstable (its ρ(A_k) from dense eigenvalues is > 1)."""
+    import warnings
+
+    from stability.noise.modal import modal_weights
+    from stability.noise.state import uniform_state
+    from stability.rules.registry import build_rule
+
+    rule = build_rule("momentum", tau=31, momentum=0.9)[0]
+    st = uniform_state(rule, 0.01, 2)
+    assert np.max(np.abs(np.linalg.eigvals(st.mode_matrices(np.array([lam]))[0]))) > 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert modal_weights(st, np.diag([lam, 0.06]), 1.0) is None
+
+
+@pytest.mark.parametrize(
+    "schedule, text",
+    [("step:0.1:2:5", "factor"), ("cosine:0.1", "written"), ("warmup:0.1:0", "length"),
+     ("step:0.1:0.5:a", "boundary")],
+)  # fmt: skip
+def test_a_bad_part_of_the_lr_schedule_is_refused_naming_the_flag(schedule, text):
+    """`t1-audit … --lr-schedule step:0.1:2:5` said "factor must be … in [0, 1]" without
+    naming --lr-schedule (factor is no flag)."""
+    argv = ["t1-audit", "sgd", "--lam", "4", "--anneal-steps", "10", "--steps", "20",
+            "--taus", "1,2", "--lr-schedule", schedule]  # fmt: skip
+    assert text in _refused_naming(argv, "--lr-schedule")
+
+
+NET_FILE = """
+import torch
+def _data():
+    x = torch.linspace(-1, 1, 24, dtype=torch.float64).reshape(8, 3)
+    return x, x[:, :1]
+def nan_inputs():
+    x, y = _data()
+    x[2, 1] = float("nan")
+    return {"model": torch.nn.Linear(3, 1).double(), "inputs": x, "targets": y,
+            "loss": lambda o, t: ((o - t) ** 2).mean()}
+def no_parameters():
+    x, y = _data()
+    return {"model": torch.nn.Identity(), "inputs": x, "targets": y,
+            "loss": lambda o, t: ((o[:, :1] - t) ** 2).mean()}
+def targets_not_a_tensor():
+    x, y = _data()
+    return {"model": torch.nn.Linear(3, 1).double(), "inputs": x, "targets": [1.0],
+            "loss": lambda o, t: ((o - t) ** 2).mean()}
+"""
+
+
+@pytest.mark.parametrize(
+    "func, text",
+    [("nan_inputs", "not finite"), ("no_parameters", "no trainable parameters"),
+     ("targets_not_a_tensor", "targets must be a torch.Tensor")],
+)  # fmt: skip
+def test_what_is_wrong_with_a_net_problem_is_refused_naming_problem(tmp_path, func, text):
+    """`net curvature --problem FILE:nan_inputs` said "the loss at the model's weights is not
+    finite (nan)" naming no flag; every check of the problem's dict now names --problem."""
+    pytest.importorskip("torch")
+    path = tmp_path / "problems.py"
+    path.write_text(NET_FILE)
+    err = _refused_naming(["net", "curvature", "--problem", f"{path}:{func}", "--k", "2"],
+                          "--problem")  # fmt: skip
+    assert text in err
+
+
+def test_a_device_without_values_is_refused_naming_device():
+    """`net curvature … --device meta` ended in "internal error: RuntimeError: Tensor.item()
+    cannot be called on meta tensors"."""
+    pytest.importorskip("torch")
+    problem = f"{Path(__file__).resolve().parents[1] / 'examples' / 'diabetes_linear.py'}:problem"
+    _refused_naming(["net", "curvature", "--problem", problem, "--device", "meta"], "--device")

@@ -43,6 +43,8 @@ DENSE_BATCH = 4_000_000
 """`SteinLoop.dense` solves at most this many matrix entries (K·N²) per batch."""
 STEIN_BLOCK = 32
 """Columns per block of `SteinLoop.stein` (the finished columns enter a block at once)."""
+HUGE = 1e150
+"""Smith doubling gives up (the Gramian diverges) once Â or the partial sum passes this."""
 MAX_SQUARINGS = 64
 """Smith doubling stops after 2^64 terms: a mode that has not decayed by then counts as
 unstable (ρ(A)/√z within ~1e-19 of 1)."""
@@ -51,7 +53,9 @@ unstable (ρ(A)/√z within ~1e-19 of 1)."""
 def modal_weights(
     state: StateSpace, hessian: np.ndarray, z: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(V, G, W) of module doc (``None``: some mode has ρ(A_k)² ≥ z)."""
+    """(V, G, W) of module doc (``None``: some mode has ρ(A_k)² ≥ z, or a partial sum passed
+    `HUGE` — a Gramian that large makes the loop diverge as surely, and its next doubling
+    would overflow to inf·0 = nan)."""
     lam, V = np.linalg.eigh(hessian)
     A = state.mode_matrices(lam) / np.sqrt(z)
     beta, phi = state.beta[0], state.phi[0]
@@ -59,12 +63,13 @@ def modal_weights(
     X = np.broadcast_to(np.outer(beta, beta), (d, d, *A.shape[1:])).copy()
     for _ in range(MAX_SQUARINGS):
         size = np.max(np.abs(A))
-        if not size < 1e150:
+        if not (size < HUGE and np.max(np.abs(X)) < HUGE):
             return None
         if size < 1e-10:
             break
-        X = X + A[:, None] @ X @ A[None, :].transpose(0, 1, 3, 2)
-        A = A @ A
+        with np.errstate(over="ignore", invalid="ignore"):  # checked above on the next pass
+            X = X + A[:, None] @ X @ A[None, :].transpose(0, 1, 3, 2)
+            A = A @ A
     else:
         return None
     G = np.einsum("a,klab,b->kl", phi, X, phi) / z
