@@ -172,7 +172,15 @@ def net_noise(
     from stability.nets.prediction import net_rules
     from stability.nets.public import _problem, _rule_params
     from stability.nets.simulator import INCONSISTENT_RULES
-    from stability.noise.minibatch import MAX_STEPS, default_times, predict_at, thresholds
+    from stability.noise.gramian import DENSE_LOOP_MAX_DIM
+    from stability.noise.minibatch import (
+        MAX_STEPS,
+        check_staged_work,
+        default_times,
+        predict_at,
+        thresholds,
+    )
+    from stability.noise.state import state_space
     from stability.trainer.engine import SAMPLING
 
     started = time.perf_counter()
@@ -223,6 +231,8 @@ def net_noise(
             f"{'' if uniform else 'with per-stage delays '}are supported; lower k"
         )
     moments2 = projected_moments(net, Q, batch, curvature)
+    if not uniform and Q.shape[1] <= DENSE_LOOP_MAX_DIM:  # the dense Gramians' cost
+        check_staged_work(state_space(rules, 1.0, sizes2), moments2.hessian, "k")
     cols = nested_columns(sizes2, net.stage_sizes, k_kept)
     moments = restrict(moments2, cols)
     sizes = sizes2 if k_kept == V.shape[1] else _sizes(sizes2, net.stage_sizes, k_kept)

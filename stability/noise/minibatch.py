@@ -248,6 +248,7 @@ def noise(
             f"tau: the minibatch analysis's state (parameters × state size) must be ≤ "
             f"{MAX_STATE} (docs/limits.md), got {d} × {state.size} = {d * state.size}"
         )
+    check_staged_work(state, problem.hessian, "stages")
     moments = SampleMoments.of(problem, batch)
     limits = thresholds(
         ctx.builder, moments, ctx.full_batch, steps=lyapunov_steps, runs=lyapunov_runs, seed=seed
@@ -278,6 +279,25 @@ def noise(
         measured=measured,
         notes=notes,
     )
+
+
+def check_staged_work(state, hessian: np.ndarray, name: str) -> None:
+    """Refuse, naming ``name``, per-stage delays whose Gramians cost more than
+    `stability.limits.NOISE_MAX_STAGED_WORK` (uniform delays use the cheap modal form)."""
+    from stability.limits import NOISE_MAX_STAGED_WORK
+    from stability.noise.modal import staged_work
+
+    if state.uniform:
+        return
+    n, work = staged_work(state, hessian)
+    if work > NOISE_MAX_STAGED_WORK:
+        d = state.dim
+        raise ValueError(
+            f"{name}: the per-stage minibatch analysis costs d(d+1)/2 × (state slots read)³ = "
+            f"{d * (d + 1) // 2} × {n}³ = {work:.2e} per Gramian, at most "
+            f"{NOISE_MAX_STAGED_WORK:.1e} (docs/limits.md): fewer stages or shorter stage "
+            "delays (more microbatches), or fewer parameters"
+        )
 
 
 def thresholds(
