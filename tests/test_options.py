@@ -33,7 +33,12 @@ def test_the_function_takes_its_table_with_the_table_defaults(name):
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_every_option_is_a_flag_with_its_help_and_default(capsys, name):
-    argv = [name, "--help"] if name in ("train", "validate", "coupled") else [name, "sgd", "--help"]
+    words = name.split()  # "net max-lr": a subcommand
+    argv = (
+        [*words, "--help"]
+        if name in ("train", "validate", "coupled")
+        else [*words, "sgd", "--help"]
+    )
     assert main(argv) == 0
     text = " ".join(capsys.readouterr().out.split())
     spec = COMMANDS[name]

@@ -11,10 +11,11 @@ import numpy as np
 
 from stability.analysis.radius_grid import STEP_AXES, Axis, Heatmap, parse_axis
 from stability.api.resolve import rule_name
+from stability.api.tables import HEATMAP_METRICS
 from stability.checks import check_delay, check_real
 from stability.rules.registry import get_spec
 
-METRICS = ("radius", "half-life", "stable")
+METRICS = HEATMAP_METRICS
 
 
 def heatmap(
@@ -27,6 +28,7 @@ def heatmap(
     metric: str = "radius",
     bounds: bool = False,
     max_lr_curve: bool = True,
+    lr: float | None = None,
     progress: Callable[[int, int], None] | None = None,
     **params: Any,
 ) -> Heatmap:
@@ -52,7 +54,7 @@ def heatmap(
     x, y = (a if isinstance(a, Axis) else parse_axis(a, flag) for a, flag in ((x, "x"), (y, "y")))
     for label, axis in (("x", x), ("y", y)):
         _check_axis(spec, axis, label)
-    values = {k: v for k, v in params.items() if v is not None}
+    values = {k: v for k, v in {**params, "lr": lr}.items() if v is not None}
     if "lr" in values:
         check_real("lr", values["lr"], low=0.0, low_open=True)
     hm = grid(spec.name, x, y, progress=progress, **values)

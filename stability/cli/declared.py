@@ -1,10 +1,12 @@
 """The command line of a declared command (`stability.api.commands`): its parser, flags and
-call generated from the registry entry; the command's module adds its words and its report.
+call generated from the registry entry; the command's module adds its words and its report
+(and a ``run`` where the call needs more than the values, e.g. a progress bar).
 
-Flags: the rule's parameters (`add_rule_arguments`), the command's options and, for a command
-that takes a pipeline, the pipeline's (`stability.api.commands.PIPELINE_OPTIONS`), which build
-one `stability.pipeline.Pipeline` (``--schedule uniform`` takes the rule's delay).  A rule
-whose own parameters are named ``stages``/``microbatches`` (``gpipe``) keeps them.
+Flags: the rule's parameters (`add_rule_arguments`, as the command names its rule), the
+command's positional arguments, options and keyword tables and, for a command that takes a
+pipeline, the pipeline's (`stability.api.commands.PIPELINE_OPTIONS`), which build one
+`stability.pipeline.Pipeline` (``--schedule uniform`` takes the rule's delay).  A rule whose
+own parameters are named ``stages``/``microbatches`` (``gpipe``) keeps them.
 """
 
 from __future__ import annotations
@@ -22,8 +24,6 @@ from stability.cli.args import (
     rule_values,
 )
 
-PIPELINE_GROUP = "pipeline (per-stage delays, PipeMare Table 1)"
-
 
 def register_declared(
     sub,
@@ -31,32 +31,65 @@ def register_declared(
     *,
     report: Callable[[Any], str],
     run: Callable[[argparse.Namespace], Any] | None = None,
+    title: str | None = None,
+    progress: str | Callable[[argparse.Namespace], str] | None = None,
     **words: Any,
 ) -> argparse.ArgumentParser:
-    """The parser of declared command ``name`` (module doc): ``words`` are `add_command`'s
-    (usage, help, description, examples); ``run`` defaults to `call`."""
-    from stability.api.commands import PIPELINE_OPTIONS, command
-
-    spec = command(name)
+    """The parser of declared command ``name`` (module doc; ``net max-lr``: the subcommand
+    max-lr of ``sub``): ``words`` are `add_command`'s (usage, help, description, examples);
+    ``title``: the ``--help`` section of the command's own options; ``run`` defaults to
+    `call`, with a progress bar on stderr labelled ``progress`` (a text, or a function of
+    the values) when given."""
     p = add_command(sub, name, **words)
-    exclude = tuple(o.name for o in PIPELINE_OPTIONS) if spec.pipeline else ()
-    add_rule_arguments(p, exclude=exclude)
-    add_options(p, spec.options)
-    if spec.pipeline:
-        add_options(p, PIPELINE_OPTIONS, title=PIPELINE_GROUP)
-    add_output_arguments(p)
+    add_declared_arguments(p, name, title=title)
+    if run is None and progress is not None:
+        run = _with_progress(name, progress)
     p.set_defaults(run=run or (lambda args: call(name, args)), report=report)
     return p
 
 
-def keywords(name: str, args: argparse.Namespace) -> dict[str, Any]:
-    """The public function's keywords from the command line: options, ``pipeline``, rule
-    parameters."""
+def _with_progress(name: str, label: str | Callable[[argparse.Namespace], str]):
+    """`call` with the ``progress`` callback of a progress bar labelled ``label``."""
+
+    def run(args: argparse.Namespace) -> Any:
+        from stability.cli.progress import progress_bar
+
+        text = label(args) if callable(label) else label
+        with progress_bar(text, json=args.json) as progress:
+            return call(name, args, progress=progress)
+
+    return run
+
+
+def add_declared_arguments(
+    parser: argparse.ArgumentParser, name: str, *, title: str | None = None
+) -> None:
+    """The flags of declared command ``name``: the rule's (as the command names its rule),
+    its positional arguments, its options, its keyword tables, the pipeline's, ``--json``."""
     from stability.api.commands import PIPELINE_OPTIONS, command
 
     spec = command(name)
-    values = rule_values(args)
-    out = option_values(args, spec.options)
+    if spec.rule is not None:
+        exclude = spec.rule_exclude
+        if spec.pipeline:
+            exclude += tuple(o.name for o in PIPELINE_OPTIONS)
+        add_rule_arguments(parser, rule=spec.rule, exclude=exclude)
+    add_options(parser, spec.arguments)
+    add_options(parser, spec.options, title=title)
+    add_options(parser, spec.keywords)
+    if spec.pipeline:
+        add_options(parser, PIPELINE_OPTIONS)
+    add_output_arguments(parser)
+
+
+def keywords(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The public function's keywords from the command line: options and keyword tables given,
+    ``pipeline`` (built from the pipeline's flags), rule parameters."""
+    from stability.api.commands import PIPELINE_OPTIONS, command
+
+    spec = command(name)
+    values = rule_values(args) if spec.rule is not None else {}
+    out = option_values(args, spec.options + spec.keywords)
     if spec.pipeline:
         from stability.pipeline import Pipeline
         from stability.rules.registry import get_spec
@@ -76,10 +109,16 @@ def keywords(name: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def call(name: str, args: argparse.Namespace, **extra: Any) -> Any:
-    """The declared command's public function on the command line's values."""
+    """The declared command's public function on the command line's values: the positional
+    arguments, the rule (keyword ``rule``, or ``rules``), the keywords."""
     from stability.api.commands import command
 
-    return command(name).function(args.rule, **keywords(name, args), **extra)
+    spec = command(name)
+    values = [v for o in spec.arguments for v in getattr(args, o.name) or ()]
+    if spec.rule is not None:
+        which = "rules" if spec.rule == "--rules" else "rule"
+        extra = {which: getattr(args, which), **extra}
+    return spec.function(*values, **keywords(name, args), **extra)
 
 
 def stage_lines(result, columns: Sequence[str]) -> list[str]:
@@ -101,4 +140,10 @@ def stage_lines(result, columns: Sequence[str]) -> list[str]:
     return out
 
 
-__all__ = ["call", "keywords", "register_declared", "stage_lines"]
+__all__ = [
+    "add_declared_arguments",
+    "call",
+    "keywords",
+    "register_declared",
+    "stage_lines",
+]

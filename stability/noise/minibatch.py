@@ -82,7 +82,7 @@ class Noise(Result):
     notes: list = output("what the numbers assume")
 
 
-NOISE_PROBLEM_KEYS = ("standardize", "bias", "samples")
+NOISE_PROBLEM_KEYS = ("problem", "standardize", "bias", "samples")
 """The problem keywords of the minibatch commands (linear regression: `PROBLEM_OPTIONS`' data
 preprocessing), given among a function's keywords."""
 
@@ -96,6 +96,7 @@ def _problem(data: Any, params: dict[str, Any]):
     from stability.trainer.problems import build_problem
 
     given = {k: params.pop(k) for k in NOISE_PROBLEM_KEYS if k in params}
+    check_choice("problem", given.pop("problem", "linreg"), ("linreg",))
     if isinstance(data, LinearRegression):
         return data
     if isinstance(data, Dataset):

@@ -1,0 +1,557 @@
+"""The option tables of the commands beside the scalar and trainer ones (`stability.api.commands`
+holds those and the registry): ``heatmap``, ``claims``, ``repro``, ``rules``, ``sweep``,
+``noise``, ``tradeoff`` and the ``net`` subcommands.  Each option is declared once here
+(`stability.options.option`) and serves the public function's keyword, the command line's
+flag with its help and default, and the docs.  Imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from stability.checks import MAX_DELAY
+from stability.options import Option, option
+from stability.pipeline import SCHEDULES
+from stability.trainer.data import STANDARDIZE
+
+MAX_STEPS = 1_000_000
+"""Most steps of a minibatch analysis or a simulator run (`stability.noise.minibatch`)."""
+HEATMAP_METRICS = ("radius", "half-life", "stable")
+"""What the heatmap's colours show."""
+REPRO_DIR = Path("paper_repro")
+"""The reproduction scripts, in the source checkout of the working directory."""
+REPRO_OUT_DIR = Path("out") / "repro"
+"""Where ``repro`` writes unless told otherwise (``figures/``: the committed ones)."""
+SWEEP_MAX_WORKERS = 256
+"""Largest local sweep cluster."""
+
+PIPELINE_GROUP = "pipeline (per-stage delays, PipeMare Table 1)"
+PIPELINE_OPTIONS: tuple[Option, ...] = (
+    option(
+        "schedule",
+        "per-stage delays of this schedule over --stages P, --microbatches N (PipeMare Table 1); "
+        "uniform: every stage at the rule's delay",
+        "str",
+        default=None,
+        choices=SCHEDULES,
+        group=PIPELINE_GROUP,
+    ),
+    option(
+        "stage_delays",
+        "explicit forward delay of each stage, stage 1 first (e.g. 7,5,3,1): the delay profile "
+        "itself; with --schedule it overrides that schedule's forward delays",
+        "ints",
+        "steps",
+        default=None,
+        metavar="T1,T2,...",
+        group=PIPELINE_GROUP,
+    ),
+    option(
+        "stages",
+        "pipeline stages P (2 with a schedule)",
+        "int",
+        default=None,
+        low=1,
+        high=MAX_DELAY,
+        group=PIPELINE_GROUP,
+    ),
+    option(
+        "microbatches",
+        "microbatches N per update (1)",
+        "int",
+        default=None,
+        low=1,
+        high=MAX_DELAY,
+        metavar="N",
+        group=PIPELINE_GROUP,
+    ),
+)
+"""The pipeline's inputs, wherever a command takes a pipeline."""
+
+# -- the analysis-side commands ------------------------------------------------------------------
+
+HEATMAP_OPTIONS: tuple[Option, ...] = (
+    option("x", "horizontal axis", "str", metavar="P:lo:hi:n[:log]"),
+    option("y", "vertical axis", "str", metavar="P:lo:hi:n[:log]"),
+    option("lr", "step size, when no axis is lr", "real", default=None, low=0.0, low_open=True),
+    option("metric", "colour of the PNG", "str", default="radius", choices=HEATMAP_METRICS),
+    option(
+        "out",
+        "write the figure here (missing directories are created)",
+        "path",
+        default=None,
+        metavar="F.png",
+        path="write-file",
+    ),
+    option(
+        "csv",
+        "write the grid here (missing directories are created)",
+        "path",
+        default=None,
+        metavar="F.csv",
+        path="write-file",
+    ),
+    option("bounds", "overlay PipeMare Lemma 1/3 bounds (sgd, momentum)", "bool", default=False),
+    option(
+        "max_lr_curve",
+        "overlay the exact max-lr curve (--no-max-lr: do not)",
+        "bool",
+        default=True,
+        flag="--no-max-lr",
+    ),
+)
+"""``heatmap``'s options (`stability.api.heatmap.heatmap`)."""
+
+CLAIMS_OPTIONS: tuple[Option, ...] = (
+    option(
+        "ids",
+        "check only this claim (repeatable); default: all",
+        "strs",
+        default=None,
+        flag="--claim",
+        repeat=True,
+        metavar="ID",
+    ),
+    option("quick", "coarser grids (same statements)", "bool", default=False),
+)
+"""``claims``' options (`stability.api.claims.claims`)."""
+
+REPRO_OPTIONS: tuple[Option, ...] = (
+    option("names", "scripts to run", "strs", default=(), positional=True, metavar="NAME"),
+    option("all", "run every script", "bool", default=False),
+    option("list_only", "list the scripts and exit", "bool", default=False, flag="--list"),
+    option("quick", "coarse grids (seconds per script)", "bool", default=False),
+    option(
+        "out_dir",
+        "directory written (the committed figures: --out-dir figures)",
+        "path",
+        default=REPRO_OUT_DIR,
+        path="write-dir",
+    ),
+    option("repro_dir", "the scripts (of the working directory)", "path", default=REPRO_DIR),
+)
+"""``repro``'s options (`stability.api.repro.repro`)."""
+
+RULES_ARGUMENTS: tuple[Option, ...] = (
+    option(
+        "names",
+        "rules to describe (default: all)",
+        "strs",
+        default=(),
+        positional=True,
+        metavar="RULE",
+    ),
+)
+"""``rules``' positional names (`stability.api.rules.rules`, which takes them as ``*names``)."""
+
+SWEEP_OPTIONS: tuple[Option, ...] = (
+    option(
+        "spec", "the sweep spec (TOML)", "path", default=None, positional=True, metavar="SPEC.toml"
+    ),
+    option(
+        "out", "directory of the results", "path", default=None, metavar="DIR", path="write-dir"
+    ),
+    option(
+        "scheduler",
+        "a running dask scheduler, e.g. tcp://host:8786 (default: a local cluster)",
+        "str",
+        default=None,
+        metavar="ADDRESS",
+    ),
+    option(
+        "workers",
+        "local cluster worker processes, one thread each (default: the CPUs)",
+        "int",
+        default=None,
+        low=1,
+        high=SWEEP_MAX_WORKERS,
+        metavar="N",
+    ),
+    option(
+        "status",
+        "the progress of the sweep in DIR",
+        "path",
+        default=None,
+        metavar="DIR",
+        path="read-dir",
+    ),
+)
+"""``sweep``'s options (`stability.sweep.runner.sweep`)."""
+
+# -- minibatch least squares (noise, tradeoff) ---------------------------------------------------
+
+LSQ_GROUP = "problem and data (least squares)"
+NOISE_DATA_OPTIONS: tuple[Option, ...] = (
+    option(
+        "data",
+        "CSV or LIBSVM file (cpusmall)",
+        "str",
+        default=None,
+        metavar="PATH",
+        group=LSQ_GROUP,
+    ),
+    option("batch", "minibatch size B", "int", low=1, metavar="B", group=LSQ_GROUP),
+)
+"""The data and the batch of the least-squares minibatch commands."""
+NOISE_PROBLEM_OPTIONS: tuple[Option, ...] = (
+    option(
+        "problem",
+        "least squares (the only problem with exact second moments)",
+        "str",
+        default="linreg",
+        choices=("linreg",),
+        group=LSQ_GROUP,
+    ),
+    option(
+        "standardize",
+        "none: as stored; features: z-score features, centre the target; all: also scale the "
+        "target",
+        "str",
+        default="features",
+        choices=STANDARDIZE,
+        group=LSQ_GROUP,
+    ),
+    option("bias", "append an intercept column", "bool", default=False, group=LSQ_GROUP),
+    option(
+        "samples",
+        "use a seeded random subset of N rows (default: every row)",
+        "int",
+        default=None,
+        low=1,
+        metavar="N",
+        group=LSQ_GROUP,
+    ),
+)
+"""The problem keywords of ``noise`` and ``tradeoff`` (`stability.noise.minibatch`'s
+``NOISE_PROBLEM_KEYS``, taken through their keywords)."""
+
+
+def minibatch_options(group: str | None, sampling: str = "iid") -> tuple[Option, ...]:
+    """How the measured runs draw their batches, their seed, and the almost-sure threshold's
+    Lyapunov estimate: shared by ``noise`` and ``net noise``."""
+    return (
+        option(
+            "sampling",
+            "minibatches of the measured runs: B rows drawn iid each step (what the theory "
+            "covers) or epochs of a reshuffled order",
+            "str",
+            default=sampling,
+            choices=("iid", "reshuffle"),
+            group=group,
+        ),
+        option(
+            "seed", "seed of the Lyapunov and measured runs", "int", default=0, low=0, group=group
+        ),
+        option(
+            "lyapunov_steps",
+            "steps per run of the almost-sure (top Lyapunov exponent) estimate",
+            "int",
+            default=4000,
+            low=100,
+            high=MAX_STEPS,
+            metavar="LYAPUNOV_STEPS",
+            group=group,
+        ),
+        option(
+            "lyapunov_runs",
+            "independent runs of the Lyapunov estimate (its confidence interval)",
+            "int",
+            default=32,
+            low=2,
+            high=10_000,
+            metavar="LYAPUNOV_RUNS",
+            group=group,
+        ),
+    )
+
+
+def _horizon(group: str | None, doc: str) -> tuple[Option, ...]:
+    return (
+        option("steps", doc, "int", default=1000, low=1, high=MAX_STEPS, group=group),
+        option(
+            "at",
+            "time points t1,t2,... of the curve (default: 0, 1, 2, 5, 10, …, steps)",
+            "ints",
+            default=None,
+            group=group,
+        ),
+    )
+
+
+NOISE_OPTIONS: tuple[Option, ...] = (
+    *NOISE_DATA_OPTIONS,
+    option("lr", "step size", "real", low=0.0, low_open=True, group="prediction"),
+    *_horizon("prediction", "horizon of the expected-loss curve"),
+    *minibatch_options("prediction"),
+    option("measure", "independent trainer runs", "bool", default=False, group="measurement"),
+    option(
+        "runs",
+        "independently seeded trainer runs of --measure",
+        "int",
+        default=256,
+        low=2,
+        high=100_000,
+        group="measurement",
+    ),
+)
+"""``noise``'s options (`stability.noise.minibatch.noise`)."""
+
+TRADEOFF_OPTIONS: tuple[Option, ...] = (
+    *NOISE_DATA_OPTIONS,
+    option("tau", "delay τ", "int", "steps", low=0, high=MAX_DELAY),
+    option(
+        "rules", "rule names", "rules", default=("sgd", "momentum", "lwp+sc"), metavar="R1,R2,..."
+    ),
+    option("target", "excess loss > 0", "real", default=None, low=0.0, low_open=True),
+    option("out", "figure", "path", default=None, metavar="F.png", path="write-file"),
+)
+"""``tradeoff``'s options (`stability.noise.tradeoff.tradeoff`)."""
+
+# -- networks (net curvature, max-lr, train, noise) ----------------------------------------------
+
+NET_PROBLEM = option(
+    "problem",
+    "a Python file and the function in it that returns the problem dict",
+    "str",
+    metavar="FILE.py:FUNC",
+)
+NET_STAGES = option(
+    "stages",
+    "pipeline stages P (default: the problem's, else 1)",
+    "int",
+    default=None,
+    low=1,
+    high=MAX_DELAY,
+)
+NET_PRECISION: tuple[Option, ...] = (
+    option(
+        "dtype",
+        "evaluate in this precision (default: the model's, promoted to the data's)",
+        "str",
+        default=None,
+        choices=("float32", "float64"),
+    ),
+    option(
+        "device",
+        "evaluate on this torch device, e.g. cpu or cuda:0 (default: the model's)",
+        "str",
+        default=None,
+        metavar="DEVICE",
+    ),
+)
+"""Where and in which precision a network is evaluated."""
+
+NET_DELAYS = "per-stage delays (weight stashing)"
+NET_PIPELINE_OPTIONS: tuple[Option, ...] = (
+    option(
+        "schedule",
+        "per-stage delays of this schedule over --stages P, --microbatches N (default "
+        "pipemare); or a uniform --tau",
+        "str",
+        default=None,
+        choices=SCHEDULES,
+        group=NET_DELAYS,
+    ),
+    *(
+        dataclasses.replace(o, group=NET_DELAYS)
+        for o in PIPELINE_OPTIONS
+        if o.name in ("stage_delays", "microbatches")
+    ),
+    option("tau", "uniform delay τ", "int", default=None, low=0, high=MAX_DELAY, group=NET_DELAYS),
+)
+"""A network's pipeline keywords (`stability.nets.public.PIPELINE_KEYWORDS`; the stages are the
+network's own split, ``--stages``)."""
+
+NET_BACKWARD = option(
+    "backward",
+    "stashed: each stage's backward pass uses its forward weights; current: no stashing, "
+    "input-gradients with the current (backward) weights",
+    "str",
+    default="stashed",
+    choices=("stashed", "current"),
+)
+NET_PRECOND_FROM = option(
+    "precond_from",
+    "Adam/AdamW's preconditioner P = 1/(√v̂ + ε): a torch.save(opt.state_dict()) file of "
+    "torch.optim.Adam/AdamW over model.parameters(), or warmup:N:LR (N full-batch AdamW steps at "
+    "LR first; the weights are then those after it); see docs/adam.md",
+    "str",
+    default=None,
+    metavar="STATE|warmup:N:LR",
+)
+
+NET_CURVATURE_OPTIONS: tuple[Option, ...] = (
+    NET_PROBLEM,
+    NET_STAGES,
+    *NET_PRECISION,
+    option("k", "eigenvalues", "int", default=10, low=1, high=1000, metavar="K"),
+    option(
+        "stage_blocks",
+        "also the top eigenvalues of each stage's diagonal block (one eigen-solve a stage)",
+        "bool",
+        default=False,
+    ),
+    option(
+        "negative",
+        "also search the bottom of the spectrum for negative eigenvalues (saddles)",
+        "bool",
+        default=False,
+    ),
+    NET_PRECOND_FROM,
+)
+"""``net curvature``'s options (`stability.nets.public.net_curvature`)."""
+
+NET_MAX_LR_OPTIONS: tuple[Option, ...] = (
+    NET_PROBLEM,
+    NET_STAGES,
+    *NET_PRECISION,
+    NET_BACKWARD,
+    option("k", "rank of the curvature", "int", default=20, low=1, high=1000, metavar="K"),
+    option("measure", "bracket the max lr by simulation", "bool", default=False),
+    option(
+        "measure_steps",
+        "steps per simulator run (default 2000)",
+        "int",
+        default=None,
+        low=100,
+        high=MAX_STEPS,
+    ),
+    NET_PRECOND_FROM,
+)
+"""``net max-lr``'s options (`stability.nets.public.net_max_lr`)."""
+
+NET_TRAIN_OPTIONS: tuple[Option, ...] = (
+    NET_PROBLEM,
+    NET_STAGES,
+    *NET_PRECISION,
+    NET_BACKWARD,
+    option("lr", "step size", "real", low=0.0, low_open=True),
+    option("steps", "simulator steps", "int", low=1, high=MAX_STEPS),
+    option("batch", "minibatch size (default: full batch)", "int", default=None, low=1),
+    option("seed", "minibatch stream seed", "int", default=0, low=0),
+    option(
+        "divergence",
+        "a run diverged once its loss is non-finite or exceeds this × its initial loss",
+        "real",
+        default=1e6,
+    ),
+    option(
+        "curve_points",
+        "points of the reported loss curve (subsampled)",
+        "int",
+        default=200,
+        low=2,
+        high=100_000,
+    ),
+    option(
+        "sharpness_every",
+        "record the top Hessian eigenvalue every K steps and read the edge of stability",
+        "int",
+        default=None,
+        low=1,
+        high=MAX_STEPS,
+        metavar="K",
+    ),
+    NET_PRECOND_FROM,
+    option(
+        "update",
+        "adam, pipeoptim adam|adamw: the frozen-P rule as analysed (needs --precond-from) or "
+        "real Adam/AdamW as torch.optim.AdamW steps (from the --precond-from state, else a "
+        "fresh one)",
+        "str",
+        default="analysed",
+        choices=("analysed", "real"),
+    ),
+    option(
+        "sampling",
+        "minibatches: reshuffled epochs or B distinct indices drawn iid per step",
+        "str",
+        default="reshuffle",
+        choices=("reshuffle", "iid"),
+    ),
+)
+"""``net train``'s options (`stability.nets.public.net_train`)."""
+
+NET_MEASURE = "measurement (the simulator's seeded minibatch runs)"
+NET_NOISE_OPTIONS: tuple[Option, ...] = (
+    NET_PROBLEM,
+    NET_STAGES,
+    option("batch", "minibatch size B", "int", low=1, metavar="B"),
+    option(
+        "k", "Hessian eigenvectors (subspace)", "int", default=10, low=1, high=1000, metavar="K"
+    ),
+    option(
+        "curvature",
+        "per-sample curvature: the Hessian or its Gauss-Newton part",
+        "str",
+        default="hessian",
+        choices=("hessian", "ggn"),
+    ),
+    option(
+        "lr", "step size (default 0.25 × ms_max_lr)", "real", default=None, low=0.0, low_open=True
+    ),
+    *_horizon(None, "horizon"),
+    option(
+        "perturbation",
+        "start w* + perturbation·√p·v1",
+        "real",
+        default=1e-3,
+        low=0.0,
+        low_open=True,
+    ),
+    *minibatch_options(None),
+    option("measure", "N seeded runs in lockstep", "bool", default=False, group=NET_MEASURE),
+    option(
+        "runs",
+        "seeded minibatch runs of the simulator for the measured loss",
+        "int",
+        default=256,
+        low=2,
+        high=65_536,
+        group=NET_MEASURE,
+    ),
+    option(
+        "pairs",
+        "pairs of runs sharing their batches, for the measured almost-sure bracket",
+        "int",
+        default=32,
+        low=2,
+        high=4096,
+        group=NET_MEASURE,
+    ),
+    option(
+        "pair_steps",
+        "steps of each pair of runs",
+        "int",
+        default=4000,
+        low=100,
+        high=MAX_STEPS,
+        group=NET_MEASURE,
+    ),
+)
+"""``net noise``'s options (`stability.nets.noise_public.net_noise`); its delays come from
+`NET_PIPELINE_OPTIONS` (without ``--backward``: weight stashing) and ``tau``."""
+
+NET_NOT_RULE_FLAGS = ("tau", "stages", "microbatches", "lam")
+"""Rule parameters a network sets itself: the delays come from the pipeline flags, the
+curvature from the model (so ``--lam`` is not a flag there)."""
+
+__all__ = [
+    "PIPELINE_GROUP",
+    "PIPELINE_OPTIONS",
+    "CLAIMS_OPTIONS",
+    "HEATMAP_OPTIONS",
+    "NET_CURVATURE_OPTIONS",
+    "NET_MAX_LR_OPTIONS",
+    "NET_NOISE_OPTIONS",
+    "NET_PIPELINE_OPTIONS",
+    "NET_PRECISION",
+    "NET_TRAIN_OPTIONS",
+    "NOISE_OPTIONS",
+    "NOISE_PROBLEM_OPTIONS",
+    "REPRO_OPTIONS",
+    "RULES_ARGUMENTS",
+    "SWEEP_OPTIONS",
+    "TRADEOFF_OPTIONS",
+]
