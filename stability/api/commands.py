@@ -22,81 +22,15 @@ in `stability.api.tables`.  How to add a command: docs/development.md.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from stability.api import tables as t
-from stability.api.tables import PIPELINE_OPTIONS
+from stability.api.tables import PIPELINE_OPTIONS, PROBLEM_OPTIONS
 from stability.limits import TRAIN_MAX_STEPS
 from stability.options import Option, option
-from stability.trainer.data import STANDARDIZE
-from stability.trainer.mlp import ACTIVATIONS, TASKS
-from stability.trainer.problems import PROBLEMS
-
-PROBLEM_GROUP = "problem and data"
-PROBLEM_OPTIONS: tuple[Option, ...] = tuple(
-    dataclasses.replace(o, group=PROBLEM_GROUP)
-    for o in (
-        option(
-            "problem",
-            "linreg: least squares on the data; mlp: a small MLP fitted to it",
-            "str",
-            default="linreg",
-            choices=PROBLEMS,
-        ),
-        option(
-            "data",
-            "CSV (target in column 0) or LIBSVM file; default: cpusmall",
-            "str",
-            default=None,
-            metavar="PATH",
-        ),
-        option(
-            "standardize",
-            "none: as stored; features: z-score features, centre the target; all: also scale the "
-            "target (default: features for linreg, all for mlp)",
-            "str",
-            default=None,
-            choices=STANDARDIZE,
-        ),
-        option("bias", "append an intercept column", "bool", default=False),
-        option(
-            "samples",
-            "train on a seeded random subset of this many rows (mlp default: at most 128)",
-            "int",
-            default=None,
-            low=1,
-        ),
-        option(
-            "hidden",
-            "MLP hidden widths (4,4: with one hidden layer the backward weights do not enter the "
-            "gradient's linearization at a minimum)",
-            "ints",
-            default=(4, 4),
-            low=1,
-        ),
-        option("activation", "MLP activation", "str", default="tanh", choices=ACTIVATIONS),
-        option(
-            "task",
-            "MLP loss: squared error, or softmax cross-entropy on integer labels 0 … C−1",
-            "str",
-            default="regression",
-            choices=TASKS,
-        ),
-        option(
-            "l2",
-            "MLP loss regularization l2/2·‖w‖² (a strict minimum)",
-            "real",
-            default=0.1,
-            low=0.0,
-        ),
-    )
-)
-"""The trainer's problem and its data (`stability.api.setup.problem_options` builds the
-`stability.trainer.problems.ProblemOptions` from them)."""
 
 
 @dataclass(frozen=True)
@@ -292,6 +226,20 @@ T1_AUDIT_OPTIONS: tuple[Option, ...] = (
 """``t1-audit``'s options: the stage delays come from ``taus`` or ``pipeline``."""
 
 
+def _net(name: str, module: str, result: str, options: tuple[Option, ...], precision=()) -> Command:
+    """``net NAME`` with a rule (``--rule``): its pipeline keywords are the network's."""
+    return Command(
+        f"net {name}",
+        module,
+        "net_" + name.replace("-", "_"),
+        result,
+        options,
+        keywords=precision + t.NET_PIPELINE_OPTIONS,
+        rule="--rule",
+        rule_exclude=t.NET_NOT_RULE_FLAGS,
+    )
+
+
 COMMANDS: dict[str, Command] = {
     c.name: c
     for c in (
@@ -429,35 +377,14 @@ COMMANDS: dict[str, Command] = {
             t.NET_CURVATURE_OPTIONS,
             rule=None,
         ),
-        Command(
-            "net max-lr",
-            "stability.nets.public",
-            "net_max_lr",
-            "NetMaxLr",
-            t.NET_MAX_LR_OPTIONS,
-            keywords=t.NET_PIPELINE_OPTIONS,
-            rule="--rule",
-            rule_exclude=t.NET_NOT_RULE_FLAGS,
-        ),
-        Command(
-            "net train",
-            "stability.nets.public",
-            "net_train",
-            "NetTrain",
-            t.NET_TRAIN_OPTIONS,
-            keywords=t.NET_PIPELINE_OPTIONS,
-            rule="--rule",
-            rule_exclude=t.NET_NOT_RULE_FLAGS,
-        ),
-        Command(
-            "net noise",
+        _net("max-lr", "stability.nets.public", "NetMaxLr", t.NET_MAX_LR_OPTIONS),
+        _net("train", "stability.nets.public", "NetTrain", t.NET_TRAIN_OPTIONS),
+        _net(
+            "noise",
             "stability.nets.noise_public",
-            "net_noise",
             "NetNoise",
             t.NET_NOISE_OPTIONS,
-            keywords=t.NET_PRECISION + t.NET_PIPELINE_OPTIONS,
-            rule="--rule",
-            rule_exclude=t.NET_NOT_RULE_FLAGS,
+            t.NET_PRECISION,
         ),
     )
 }

@@ -14,6 +14,8 @@ from stability.checks import MAX_DELAY
 from stability.options import Option, option
 from stability.pipeline import SCHEDULES
 from stability.trainer.data import STANDARDIZE
+from stability.trainer.mlp import ACTIVATIONS, TASKS
+from stability.trainer.problems import PROBLEMS
 
 MAX_STEPS = 1_000_000
 """Most steps of a minibatch analysis or a simulator run (`stability.noise.minibatch`)."""
@@ -68,6 +70,68 @@ PIPELINE_OPTIONS: tuple[Option, ...] = (
     ),
 )
 """The pipeline's inputs, wherever a command takes a pipeline."""
+
+PROBLEM_GROUP = "problem and data"
+PROBLEM_OPTIONS: tuple[Option, ...] = tuple(
+    dataclasses.replace(o, group=PROBLEM_GROUP)
+    for o in (
+        option(
+            "problem",
+            "linreg: least squares on the data; mlp: a small MLP fitted to it",
+            "str",
+            default="linreg",
+            choices=PROBLEMS,
+        ),
+        option(
+            "data",
+            "CSV (target in column 0) or LIBSVM file; default: cpusmall",
+            "str",
+            default=None,
+            metavar="PATH",
+        ),
+        option(
+            "standardize",
+            "none: as stored; features: z-score features, centre the target; all: also scale the "
+            "target (default: features for linreg, all for mlp)",
+            "str",
+            default=None,
+            choices=STANDARDIZE,
+        ),
+        option("bias", "append an intercept column", "bool", default=False),
+        option(
+            "samples",
+            "train on a seeded random subset of this many rows (mlp default: at most 128)",
+            "int",
+            default=None,
+            low=1,
+        ),
+        option(
+            "hidden",
+            "MLP hidden widths (4,4: with one hidden layer the backward weights do not enter the "
+            "gradient's linearization at a minimum)",
+            "ints",
+            default=(4, 4),
+            low=1,
+        ),
+        option("activation", "MLP activation", "str", default="tanh", choices=ACTIVATIONS),
+        option(
+            "task",
+            "MLP loss: squared error, or softmax cross-entropy on integer labels 0 … C−1",
+            "str",
+            default="regression",
+            choices=TASKS,
+        ),
+        option(
+            "l2",
+            "MLP loss regularization l2/2·‖w‖² (a strict minimum)",
+            "real",
+            default=0.1,
+            low=0.0,
+        ),
+    )
+)
+"""The trainer's problem and its data (`stability.api.setup.problem_options` builds the
+`stability.trainer.problems.ProblemOptions` from them)."""
 
 # -- the analysis-side commands ------------------------------------------------------------------
 
@@ -182,49 +246,33 @@ SWEEP_OPTIONS: tuple[Option, ...] = (
 # -- minibatch least squares (noise, tradeoff) ---------------------------------------------------
 
 LSQ_GROUP = "problem and data (least squares)"
+_TRAINER_PROBLEM = {o.name: dataclasses.replace(o, group=LSQ_GROUP) for o in PROBLEM_OPTIONS}
 NOISE_DATA_OPTIONS: tuple[Option, ...] = (
-    option(
-        "data",
-        "CSV or LIBSVM file (cpusmall)",
-        "str",
-        default=None,
-        metavar="PATH",
-        group=LSQ_GROUP,
-    ),
+    dataclasses.replace(_TRAINER_PROBLEM["data"], doc="CSV or LIBSVM file (cpusmall)"),
     option("batch", "minibatch size B", "int", low=1, metavar="B", group=LSQ_GROUP),
 )
 """The data and the batch of the least-squares minibatch commands."""
 NOISE_PROBLEM_OPTIONS: tuple[Option, ...] = (
-    option(
-        "problem",
-        "least squares (the only problem with exact second moments)",
-        "str",
-        default="linreg",
+    dataclasses.replace(
+        _TRAINER_PROBLEM["problem"],
+        doc="least squares (the only problem with exact second moments)",
         choices=("linreg",),
-        group=LSQ_GROUP,
     ),
-    option(
-        "standardize",
-        "none: as stored; features: z-score features, centre the target; all: also scale the "
-        "target",
-        "str",
+    dataclasses.replace(
+        _TRAINER_PROBLEM["standardize"],
+        doc="none: as stored; features: z-score features, centre the target; all: also scale "
+        "the target",
         default="features",
-        choices=STANDARDIZE,
-        group=LSQ_GROUP,
     ),
-    option("bias", "append an intercept column", "bool", default=False, group=LSQ_GROUP),
-    option(
-        "samples",
-        "use a seeded random subset of N rows (default: every row)",
-        "int",
-        default=None,
-        low=1,
+    _TRAINER_PROBLEM["bias"],
+    dataclasses.replace(
+        _TRAINER_PROBLEM["samples"],
+        doc="use a seeded random subset of N rows (default: every row)",
         metavar="N",
-        group=LSQ_GROUP,
     ),
 )
-"""The problem keywords of ``noise`` and ``tradeoff`` (`stability.noise.minibatch`'s
-``NOISE_PROBLEM_KEYS``, taken through their keywords)."""
+"""The problem keywords of ``noise`` and ``tradeoff`` (`PROBLEM_OPTIONS`' least-squares ones,
+`stability.noise.minibatch`'s ``NOISE_PROBLEM_KEYS``, taken through their keywords)."""
 
 
 def minibatch_options(group: str | None, sampling: str = "iid") -> tuple[Option, ...]:
@@ -381,10 +429,11 @@ NET_PRECOND_FROM = option(
     metavar="STATE|warmup:N:LR",
 )
 
+NET_COMMON: tuple[Option, ...] = (NET_PROBLEM, NET_STAGES, *NET_PRECISION)
+"""What every ``net`` subcommand (but ``noise``, which loads its problem itself) takes first."""
+
 NET_CURVATURE_OPTIONS: tuple[Option, ...] = (
-    NET_PROBLEM,
-    NET_STAGES,
-    *NET_PRECISION,
+    *NET_COMMON,
     option("k", "eigenvalues", "int", default=10, low=1, high=1000, metavar="K"),
     option(
         "stage_blocks",
@@ -403,9 +452,7 @@ NET_CURVATURE_OPTIONS: tuple[Option, ...] = (
 """``net curvature``'s options (`stability.nets.public.net_curvature`)."""
 
 NET_MAX_LR_OPTIONS: tuple[Option, ...] = (
-    NET_PROBLEM,
-    NET_STAGES,
-    *NET_PRECISION,
+    *NET_COMMON,
     NET_BACKWARD,
     option("k", "rank of the curvature", "int", default=20, low=1, high=1000, metavar="K"),
     option("measure", "bracket the max lr by simulation", "bool", default=False),
@@ -422,9 +469,7 @@ NET_MAX_LR_OPTIONS: tuple[Option, ...] = (
 """``net max-lr``'s options (`stability.nets.public.net_max_lr`)."""
 
 NET_TRAIN_OPTIONS: tuple[Option, ...] = (
-    NET_PROBLEM,
-    NET_STAGES,
-    *NET_PRECISION,
+    *NET_COMMON,
     NET_BACKWARD,
     option("lr", "step size", "real", low=0.0, low_open=True),
     option("steps", "simulator steps", "int", low=1, high=MAX_STEPS),
@@ -538,6 +583,7 @@ NET_NOT_RULE_FLAGS = ("tau", "stages", "microbatches", "lam")
 curvature from the model (so ``--lam`` is not a flag there)."""
 
 __all__ = [
+    "PROBLEM_OPTIONS",
     "PIPELINE_GROUP",
     "PIPELINE_OPTIONS",
     "CLAIMS_OPTIONS",

@@ -188,20 +188,7 @@ def train(
 
 
 def train_runs(
-    rule: Any,
-    *,
-    lr: Any,
-    steps: int = 10_000,
-    batch: int | None = None,
-    seed: int = 0,
-    divergence: float = 1e6,
-    t1: int | None = None,
-    warmup_epochs: int = 0,
-    start: str = "init",
-    curve_points: int = 200,
-    update: str = "analysed",
-    pipeline: Any = None,
-    **keywords: Any,
+    rule: Any, *, lr: Any, pipeline: Any = None, **keywords: Any
 ) -> tuple[TrainRun, ...]:
     """R runs of `train` in lockstep, without the theory beside them: what each run's
     ``diverged``, ``diverged_step``, ``diverged_loss``, ``initial_loss`` and ``final_loss``
@@ -209,7 +196,8 @@ def train_runs(
     computation (the sweep's ``train`` chunks, PipeMare Fig. 5(b)'s grids).
 
     ``lr``: the R step sizes; a rule parameter given as a list (or array) of R values: one value
-    per run (a (R, 1) array field of one rule); every other keyword as in `train`, shared by
+    per run (a (R, 1) array field of one rule); every other keyword as in `train` (its option
+    table, `stability.api.commands.TRAIN_OPTIONS`, the problem's and the pipeline's), shared by
     the runs.  The same options table, problem builder (built once per process and problem
     keywords), rule builder, phases, start and divergence checks as `train`: the runs are
     ``st.train``'s (only the products of R runs in lockstep may round differently in the last
@@ -229,15 +217,14 @@ def train_runs(
     for key, column in per_run.items():
         if len(column) != len(lrs):
             raise ValueError(f"{key} must give one value per run ({len(lrs)}), got {len(column)}")
+    table = command("train").options
+    given = {o.name: keywords.pop(o.name) for o in table if o.name in keywords}
     problem_kw, pipe, values = trainer_inputs(keywords, pipeline, [spec])
     if per_run and pipe is not None:
         raise ValueError("per-run rule parameters need a uniform delay (no pipeline)")
-    given = dict(steps=steps, batch=batch, seed=seed, divergence=divergence, t1=t1)
-    given |= dict(warmup_epochs=warmup_epochs, start=start, curve_points=curve_points)
-    table = command("train").options
     o = {}
     for value in lrs:
-        o = check_options(table, {**given, "lr": value, "update": update})
+        o = check_options(table, {**given, "lr": value})
     set_by = schedule_sets(spec, pipe)
     runs = []
     for r in range(len(lrs)):
