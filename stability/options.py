@@ -203,9 +203,26 @@ def check_options(options: tuple[Option, ...], values: dict[str, Any]) -> dict[s
     return out
 
 
+def check_given(options: tuple[Option, ...], **values: Any) -> dict[str, Any]:
+    """``values`` validated by their entries of the table ``options`` (`Option.check`), for a
+    function that validates some of its keywords by its command's table (the others, e.g. an
+    `Axis` given for a string, it checks itself)."""
+    known = {o.name: o for o in options}
+    return {name: known[name].check(value) for name, value in values.items()}
+
+
 def option_rows(options: tuple[Option, ...]) -> list[tuple[str, str, str]]:
     """``(flag, allowed values, help)`` per option: the docs' option table."""
     return [(o.flag, o.allowed, o.help) for o in options]
 
 
-__all__ = ["KINDS", "PATHS", "REQUIRED", "Option", "check_options", "option", "option_rows"]
+__all__ = [
+    "KINDS",
+    "PATHS",
+    "REQUIRED",
+    "Option",
+    "check_given",
+    "check_options",
+    "option",
+    "option_rows",
+]
