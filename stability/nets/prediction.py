@@ -43,6 +43,10 @@ _FLAT = 1e-9  # |ω − 1| below this: a flat direction of the rank-k model
 _NOT_PER_STAGE = ("lam", "delta", "phi", "tau", "tau_fwd", "tau_bkwd", "tau_recomp")
 
 
+STASHED_T2 = "a network stashes weights (τ_bkwd = τ_fwd) unless --backward current"
+"""What `net_rules` adds to the T2 refusal: the way out a network offers."""
+
+
 def net_rules(
     rule: str, values: dict[str, Any], pipe: Pipeline, *, tau_recomp: int | None = None
 ) -> tuple[Rule, ...]:
@@ -62,7 +66,7 @@ def net_rules(
     params = {k: v for k, v in values.items() if k in spec.param_names and k not in _NOT_PER_STAGE}
     if pipe.tau_bkwd is None:
         if rule == "t2":  # T2 under stashing: refused as by train, coupled and noise
-            t2_refusal(pipe.tau_fwd, pipe.tau_fwd)
+            t2_refusal(pipe.tau_fwd, pipe.tau_fwd, STASHED_T2)
         check_stashed(None, rule)
         rules = stage_rules(rule, pipe.tau_fwd.tolist(), **params)
         for r in rules:

@@ -50,17 +50,19 @@ def gamma_from_decay(decay: Any, tau_fwd: int, tau_bkwd: int) -> Any:
     return decay ** (1.0 / (tau_fwd - tau_bkwd))
 
 
-def t2_refusal(tau_fwd: Any, tau_bkwd: Any) -> None:
+def t2_refusal(tau_fwd: Any, tau_bkwd: Any, remedy: str = "") -> None:
     """Refuse T2 where a stage has no discrepancy to correct (τ_fwd ≤ τ_bkwd: no
     γ = D^{1/(τ_fwd − τ_bkwd)}, PipeMare Sec. 3.2), e.g. under weight stashing (PipeDream):
     the one wording of this refusal for the trainer, the coupled analysis, the minibatch
-    theory and the networks.  Delays may be per-stage arrays: the first offender is named."""
+    theory and the networks (which add the ``remedy`` they offer after a semicolon).  Delays
+    may be per-stage arrays: the first offender is named."""
     tf, tb = np.broadcast_arrays(np.asarray(tau_fwd), np.asarray(tau_bkwd))
     bad = np.flatnonzero(tf <= tb)
     if bad.size:
         i = bad[0]
         raise ValueError(
             f"T2 needs tau_fwd > tau_bkwd (got tau_fwd={tf.flat[i]}, tau_bkwd={tb.flat[i]})"
+            + (f"; {remedy}" if remedy else "")
         )
 
 
