@@ -4,8 +4,8 @@ shortened length, evaluated the way a sweep worker evaluates it (`stability.swee
 ``train`` entry, no dask), against one ``st.train`` run of the same length (what a chunk would
 cost point by point is 672 × that).
 
-Run: ``.venv/bin/python benchmarks/bench_sweep_train.py [--steps 2000] [--repeats 3]``; prints
-one Markdown table (CPU seconds, best of the repeats, one thread).
+Run: ``.venv/bin/python benchmarks/bench_sweep_train.py [--steps 20000] [--repeats 3]
+[--quick]``; prints one Markdown table (CPU seconds, best of the repeats, one thread).
 """
 
 from __future__ import annotations
@@ -34,9 +34,12 @@ def _best(fn, repeats: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="2000 steps, one repeat")
     args = parser.parse_args()
+    if args.quick:
+        args.steps, args.repeats = 2000, 1
 
     import stability as st
     from stability.sweep.catalog import get_command
