@@ -118,7 +118,10 @@ def test_the_development_guide_shows_the_code(capsys):
     guide = (root / "docs" / "development.md").read_text(encoding="utf-8")
     section = guide.split("## Adding a command or an option", 1)[1]
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
-    source = " ".join((root / "stability" / "api" / "tables.py").read_text().split())
+    tables = ("tables.py", "net_tables.py")
+    source = " ".join(
+        " ".join((root / "stability" / "api" / t).read_text() for t in tables).split()
+    )
     declared = [b for b in blocks if b.lstrip().startswith(("option(", "CLAIMS_OPTIONS"))]
     assert len(declared) == 2
     for block in declared:

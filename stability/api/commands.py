@@ -9,7 +9,7 @@ values.  From one entry follow
 * the command line's flags, help texts and defaults (`stability.cli.args.add_options`; the
   command's module adds only its text report),
 * the sweep's keyword tables (`stability.sweep.catalog`),
-* the docs' option tables (`stability.options.option_rows`).
+* the docs' option tables (docs/reference/cli.md, generated from `COMMANDS`).
 
 ``pipeline``: the command takes a `stability.pipeline.Pipeline` (keyword ``pipeline=``; on the
 command line the flags of `PIPELINE_OPTIONS`, which build it with
@@ -17,7 +17,8 @@ command line the flags of `PIPELINE_OPTIONS`, which build it with
 its ``**keywords`` (the problem's, or a pipeline's keywords where the function builds the
 pipeline itself).  ``rule``: how the command line names the rule (``RULE``, ``--rule``,
 ``--rules`` or not at all).  The tables of the commands besides the scalar and trainer ones are
-in `stability.api.tables`.  How to add a command: docs/development.md.
+in `stability.api.tables` and `stability.api.net_tables`.  How to add a command:
+docs/development.md.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from stability.api import net_tables as nt
 from stability.api import tables as t
 from stability.api.tables import PIPELINE_OPTIONS, PROBLEM_OPTIONS
 from stability.limits import TRAIN_MAX_STEPS
@@ -234,9 +236,9 @@ def _net(name: str, module: str, result: str, options: tuple[Option, ...], preci
         "net_" + name.replace("-", "_"),
         result,
         options,
-        keywords=precision + t.NET_PIPELINE_OPTIONS,
+        keywords=precision + nt.NET_PIPELINE_OPTIONS,
         rule="--rule",
-        rule_exclude=t.NET_NOT_RULE_FLAGS,
+        rule_exclude=nt.NET_NOT_RULE_FLAGS,
     )
 
 
@@ -374,17 +376,17 @@ COMMANDS: dict[str, Command] = {
             "stability.nets.public",
             "net_curvature",
             "NetCurvature",
-            t.NET_CURVATURE_OPTIONS,
+            nt.NET_CURVATURE_OPTIONS,
             rule=None,
         ),
-        _net("max-lr", "stability.nets.public", "NetMaxLr", t.NET_MAX_LR_OPTIONS),
-        _net("train", "stability.nets.public", "NetTrain", t.NET_TRAIN_OPTIONS),
+        _net("max-lr", "stability.nets.public", "NetMaxLr", nt.NET_MAX_LR_OPTIONS),
+        _net("train", "stability.nets.public", "NetTrain", nt.NET_TRAIN_OPTIONS),
         _net(
             "noise",
             "stability.nets.noise_public",
             "NetNoise",
-            t.NET_NOISE_OPTIONS,
-            t.NET_PRECISION,
+            nt.NET_NOISE_OPTIONS,
+            nt.NET_PRECISION,
         ),
     )
 }

@@ -205,8 +205,8 @@ def train_runs(
 
     >>> import stability as st
     >>> runs = st.train_runs("sgd", tau=[1, 4], lr=[0.01, 0.5], steps=300, data=None)
-    >>> [r.diverged for r in runs]
-    [False, True]
+    >>> runs[0].diverged, runs[1].diverged
+    (False, True)
     """
     from stability.rules.registry import get_spec
 

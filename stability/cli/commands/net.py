@@ -120,7 +120,7 @@ def run_noise(args):
     from stability.cli.declared import keywords
 
     _public()
-    from stability.api.tables import NET_PIPELINE_OPTIONS, NET_PRECISION
+    from stability.api.net_tables import NET_PIPELINE_OPTIONS, NET_PRECISION
     from stability.nets.noise_public import net_noise
     from stability.nets.problem import load_problem
     from stability.pipeline import Pipeline
