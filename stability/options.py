@@ -6,7 +6,7 @@ that one declaration gives
 
 * the Python API's validation (`check_options`: one-line `ValueError` naming the keyword and its
   range, defaults filled in),
-* the command line's flags (`stability.cli.args.add_options`: ``--name`` with its parser, its
+* the command line's flags (`stability.cli.declared.add_options`: ``--name`` with its parser, its
   help text with the default),
 * the sweep's keyword kinds (`stability.sweep.catalog`) and the docs' option tables
   (`option_rows`).

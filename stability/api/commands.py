@@ -6,7 +6,7 @@ command's inputs besides the rule and its parameters once, as `stability.options
 values.  From one entry follow
 
 * the public function's validation (``check_options(command("max-lr").options, ...)``),
-* the command line's flags, help texts and defaults (`stability.cli.args.add_options`; the
+* the command line's flags, help texts and defaults (`stability.cli.declared.add_options`; the
   command's module adds only its text report),
 * the sweep's keyword tables (`stability.sweep.catalog`),
 * the docs' option tables (docs/reference/cli.md, generated from `COMMANDS`).

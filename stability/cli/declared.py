@@ -17,10 +17,15 @@ from typing import Any
 
 from stability.cli.args import (
     add_command,
-    add_options,
     add_output_arguments,
     add_rule_arguments,
-    option_values,
+    existing_dir_arg,
+    float_arg,
+    int_arg,
+    int_list,
+    output_dir_arg,
+    output_file_arg,
+    rule_names_arg,
     rule_values,
 )
 
@@ -121,6 +126,100 @@ def call(name: str, args: argparse.Namespace, **extra: Any) -> Any:
     return spec.function(*values, **keywords(name, args), **extra)
 
 
+# -- an option table on the command line ------------------------------------------------------
+
+
+def add_options(parser, options, *, title: str | None = None) -> None:
+    """One flag per `stability.options.Option` of a command's table, with its parser and its
+    help (meaning, unit, default); absent flags are None, so the public function's defaults
+    apply.  ``title``: put them in an argument group of that title (an option's own ``group``
+    puts it in that one)."""
+    groups: dict[str | None, Any] = {None: parser if title is None else _group(parser, title)}
+    for o in options:
+        if o.group not in groups:
+            groups[o.group] = _group(parser, o.group)
+        _add_option(groups[o.group], o)
+
+
+def _group(parser, title: str):
+    """The argument group of ``parser`` titled ``title`` (made the first time); ``parser``
+    itself when it is a group already (groups do not nest)."""
+    if not isinstance(parser, argparse.ArgumentParser):
+        return parser
+    for group in parser._action_groups:
+        if group.title == title:
+            return group
+    return parser.add_argument_group(title)
+
+
+def _add_option(target, o) -> None:
+    """The flag (or positional argument) of one option (`add_options`)."""
+    kw: dict[str, Any] = {"dest": o.name, "default": None, "help": o.help}
+    if o.switches:  # one switch per choice, at most one of them
+        which = target.add_mutually_exclusive_group()
+        for choice in o.choices:
+            which.add_argument(
+                f"{o.flag}-{choice}",
+                dest=o.name,
+                action="store_const",
+                const=choice,
+                help=f"{o.doc}: {choice}",
+            )
+        return
+    if o.kind == "bool":  # a switch; with a default of True it turns the option off
+        on = o.default is not True
+        action = "store_true" if on else "store_false"
+        target.add_argument(o.flag, action=action, **{**kw, "default": not on})
+        return
+    flag = o.flag
+    if o.kind == "real":
+        kw["type"] = float_arg(flag)
+    elif o.kind == "int":
+        low = 0 if o.low is None else int(o.low)
+        kw["type"] = int_arg(flag, low, None if o.high is None else int(o.high))
+    elif o.kind == "ints":
+        kw["type"] = int_list(flag, 0 if o.low is None else int(o.low))
+    elif o.kind == "rules":
+        kw["type"] = rule_names_arg(flag, several=True)
+    elif o.path == "write-file":
+        kw["type"] = output_file_arg(flag)
+    elif o.path == "write-dir":
+        kw["type"] = output_dir_arg(flag)
+    elif o.path == "read-dir":
+        kw["type"] = existing_dir_arg(flag)
+    elif o.choices is not None:
+        kw["choices"] = o.choices
+    if o.metavar is not None:
+        kw["metavar"] = o.metavar
+    elif o.kind in ("real", "int", "ints", "str", "path") and o.choices is None:
+        kw["metavar"] = "X"
+    if o.positional:
+        del kw["dest"]
+        several = o.kind == "strs"
+        nargs = "*" if several else (None if o.required else "?")
+        if nargs is not None:
+            kw["nargs"] = nargs
+        target.add_argument(o.name, **kw)
+        return
+    if o.repeat:
+        kw["action"] = "append"
+    target.add_argument(flag, required=o.required, **kw)
+
+
+def option_values(args: argparse.Namespace, options) -> dict[str, Any]:
+    """The values of a command's `add_options` flags that were given (a switch: when it is
+    not at its default; positional lists: when not empty)."""
+    out = {}
+    for o in options:
+        value = getattr(args, o.name)
+        if value is None or (o.kind == "bool" and value is (o.default is True)):
+            continue
+        if o.positional and o.kind == "strs" and not value:
+            continue
+        out[o.name] = value
+    return out
+
+
 def stage_lines(result, columns: Sequence[str]) -> list[str]:
     """The per-stage rows of a pipeline result (``stages``), critical stage marked."""
     from stability.cli.report import number
@@ -142,6 +241,8 @@ def stage_lines(result, columns: Sequence[str]) -> list[str]:
 
 __all__ = [
     "add_declared_arguments",
+    "add_options",
+    "option_values",
     "call",
     "keywords",
     "register_declared",

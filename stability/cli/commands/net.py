@@ -116,8 +116,7 @@ def _call(name: str, args):
 
 def run_noise(args):
     """``net noise``: the problem loaded in its precision, its pipeline over its stages."""
-    from stability.cli.args import option_values
-    from stability.cli.declared import keywords
+    from stability.cli.declared import keywords, option_values
 
     _public()
     from stability.api.net_tables import NET_PIPELINE_OPTIONS, NET_PRECISION
