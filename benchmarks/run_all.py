@@ -27,6 +27,7 @@ BENCHMARKS = [
     ("bench_sweep_train.py", ["--quick?"]),
     ("bench_nets.py", ["--quick?"]),
     ("bench_large_delays.py", []),
+    ("bench_layernorm_hessian.py", []),
     ("bench_curvature.py", ["--quick?"]),
     ("bench_transformer_bracket.py", []),
     ("bench_adam.py", ["--quick?"]),

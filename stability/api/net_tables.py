@@ -79,6 +79,14 @@ NET_BACKWARD = option(
     default="stashed",
     choices=("stashed", "current"),
 )
+NET_GRANULARITY = option(
+    "granularity",
+    "with --backward current, the units the backward pass differentiates at their forward "
+    "inputs: each layer or as much of each stage as one module is",
+    "str",
+    default="layer",
+    choices=("layer", "stage"),
+)
 NET_PRECOND_FROM = option(
     "precond_from",
     "Adam/AdamW's preconditioner P = 1/(√v̂ + ε): a torch.save(opt.state_dict()) file of "
@@ -114,6 +122,7 @@ NET_CURVATURE_OPTIONS: tuple[Option, ...] = (
 NET_MAX_LR_OPTIONS: tuple[Option, ...] = (
     *NET_COMMON,
     NET_BACKWARD,
+    NET_GRANULARITY,
     option("k", "rank of the curvature", "int", default=20, low=1, high=1000, metavar="K"),
     option("measure", "bracket the max lr by simulation", "bool", default=False),
     option(
@@ -131,6 +140,7 @@ NET_MAX_LR_OPTIONS: tuple[Option, ...] = (
 NET_TRAIN_OPTIONS: tuple[Option, ...] = (
     *NET_COMMON,
     NET_BACKWARD,
+    NET_GRANULARITY,
     option("lr", "step size", "real", low=0.0, low_open=True),
     option("steps", "simulator steps", "int", low=1, high=MAX_STEPS),
     option("batch", "minibatch size (default: full batch)", "int", default=None, low=1),
@@ -218,7 +228,8 @@ NET_NOISE_OPTIONS: tuple[Option, ...] = (
     ),
     option(
         "pairs",
-        "pairs of runs sharing their batches, for the measured almost-sure bracket",
+        "runs per step size for the measured almost-sure bracket (offsets removed; each run "
+        "paired with the rest point w*, sharing its batches)",
         "int",
         default=32,
         low=2,
@@ -227,7 +238,7 @@ NET_NOISE_OPTIONS: tuple[Option, ...] = (
     ),
     option(
         "pair_steps",
-        "steps of each pair of runs",
+        "steps of each almost-sure run (the first fifth is burn-in)",
         "int",
         default=4000,
         low=100,

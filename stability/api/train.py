@@ -111,7 +111,6 @@ def train(
     from stability.analysis.modes import modes_of, predict_modes
     from stability.rules.registry import get_spec
     from stability.trainer import measure
-    from stability.trainer.engine import train as run_trainer
 
     name = rule_name(rule)
     spec = get_spec(name)
@@ -139,16 +138,7 @@ def train(
     meas_log, rate_steps = None, None
     if deterministic and setup.exact:
         rates = measure.converged_log_rate(
-            lambda T: run_trainer(
-                setup.rate_problem,
-                phases,
-                [lr],
-                steps=T,
-                w0=setup.rate_w0,
-                w_star=setup.rate_w_star,
-                divergence=divergence,
-                track=("error",),
-            ),
+            lambda T: setup.rate_run(phases, [lr], steps=T, divergence=divergence),
             steps,
             decades=None,
             max_doublings=3,
@@ -246,18 +236,16 @@ class _Runs:
 
     options: dict[str, Any]
     model: Any
+    setup: Any
     analysed: Any
     trained: Any
     phases: Any
     sizes: Any
-    w0: Any
-    w_star: Any
-    loss_offset: float
 
     @classmethod
     def prepare(cls, name, values, o, model, pipe, setup) -> _Runs:
         """``setup``: the problem's `stability.trainer.linearize.Linearization` (None: start
-        from the initial weights, no error track)."""
+        from the problem's initial weights, no error track)."""
         from stability.rules.registry import get_spec
         from stability.trainer.schedules import pipeline_rule, plan, synchronous_rule
 
@@ -284,30 +272,27 @@ class _Runs:
             warmup=synchronous_rule(name, values, trained) if warmup_steps else None,
             warmup_steps=warmup_steps,
         )
-        w0, loss_offset = (None, 0.0) if setup is None else setup.start(o["start"])
-        w_star = None if setup is None else setup.w_star
-        return cls(o, model, analysed, trained, phases, sizes, w0, w_star, loss_offset)
+        return cls(o, model, setup, analysed, trained, phases, sizes)
 
     def train(self, lrs, *, track, progress=None):
-        """The engine's result of the runs at step sizes ``lrs`` (`stability.trainer.engine`)."""
+        """The engine's result of the runs at step sizes ``lrs`` (`stability.trainer.engine`),
+        from the linearization's ``start`` (`Linearization.run`), or from the problem's initial
+        weights without one."""
         from stability.trainer.engine import train as run_trainer
 
         o, steps = self.options, self.options["steps"]
-        return run_trainer(
-            self.model,
-            self.phases,
-            lrs,
+        options = dict(
             steps=steps,
             batch=o["batch"],
             seed=o["seed"],
-            w0=self.w0,
-            w_star=self.w_star,
             divergence=o["divergence"],
-            loss_offset=self.loss_offset,
             record_every=max(1, steps // (o["curve_points"] - 1)),
             track=track,
             progress=None if progress is None else (lambda done: progress(done, steps)),
         )
+        if self.setup is None:
+            return run_trainer(self.model, self.phases, lrs, **options)
+        return self.setup.run(self.phases, lrs, start=o["start"], **options)
 
 
 def _outcome(res, r: int) -> dict[str, Any]:

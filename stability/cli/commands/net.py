@@ -14,7 +14,8 @@
   ``loss_curve``, ``measured_rate``, ``protocol``; with ``--backward current`` no weight
   stashing (backward delays from the schedule, or ``--tau-bkwd`` with a uniform ``--tau``;
   ``--tau-recomp`` for rule recompute); with ``--sharpness-every K`` the edge of stability:
-  ``sharpness``, ``predicted_edge``, ``plateau``, ``reached``, ``edge_ratio``; ``--batch B
+  ``sharpness``, ``predicted_edge``, ``plateau``, ``reached``, ``edge_ratio`` (and
+  ``edge_delta``, ``edge_without_delta`` with ``--backward current``); ``--batch B
   --sampling reshuffle|iid`` trains with minibatches;
 * ``noise --rule R [rule flags] [--tau T | --stages P --schedule S] --batch B [--k K] [--lr X]
   [--curvature hessian|ggn] [--measure --runs N]``: the minibatch theory near a minimum
@@ -173,6 +174,8 @@ def report_train(result) -> str:
         keys += ["update", "preconditioner"]
     if result.sharpness:
         keys += ["sharpness_kind", "predicted_edge", "plateau", "reached", "edge_ratio"]
+    if result.edge_delta is not None:  # --backward current: H_b in the edge
+        keys += ["edge_delta", "edge_without_delta"]
     out = lines(result, keys)
     if result.sharpness:  # [[step, λ₁], ...]
         (s0, l0), (s1, l1) = result.sharpness[0], result.sharpness[-1]

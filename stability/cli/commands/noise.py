@@ -17,6 +17,9 @@ EXAMPLES = (
 
 
 def register(sub) -> None:
+    from stability.limits import NOISE_MAX_STAGED_WORK
+    from stability.noise.minibatch import MAX_PARAMETERS, MAX_STATE
+
     register_declared(
         sub,
         "noise",
@@ -25,8 +28,9 @@ def register(sub) -> None:
         description="For RULE trained on least squares with minibatches of B rows drawn iid: "
         "the full-batch, exact mean-square and almost-sure max stable lr, the expected excess "
         "loss E f − f* over time from the exact second-moment recursion, its floor and rate; "
-        "--measure compares with independent trainer runs.  At most 32 parameters and a "
-        "state of 4000 entries (parameters × delay slots).",
+        f"--measure compares with independent trainer runs.  At most {MAX_PARAMETERS} "
+        f"parameters and a state of {MAX_STATE} entries (parameters × delay slots); per-stage "
+        f"delays: d(d+1)/2 × (slots read)³ ≤ {NOISE_MAX_STAGED_WORK:.1e} (docs/limits.md).",
         examples=EXAMPLES,
         report=report,
     )
