@@ -97,6 +97,16 @@ def _pipeline(
     return pipeline
 
 
+def _protocol(protocol: NetProtocol | None, measure_steps: int | None) -> NetProtocol:
+    """The measurement protocol: given whole, or the default one with ``measure_steps`` steps
+    per simulator run."""
+    if measure_steps is None:
+        return protocol or NetProtocol()
+    if protocol is not None:
+        raise ValueError("give protocol= or measure_steps, not both")
+    return NetProtocol(steps=check_integer("measure_steps", measure_steps, low=1))
+
+
 def _rule_params(rule: str, params: dict[str, Any]) -> dict[str, Any]:
     from stability.rules.registry import get_spec
 
@@ -283,6 +293,7 @@ def net_max_lr(
     k: int = 20,
     measure: bool = False,
     protocol: NetProtocol | None = None,
+    measure_steps: int | None = None,
     dtype: str | None = None,
     device: str | None = None,
     negative: bool = True,
@@ -295,7 +306,8 @@ def net_max_lr(
     The exact coupled per-stage analysis (`stability.coupled.scan`; PipeMare eq. 3-5 and
     Kosson eq. 20-23 per stage, coupled through the Hessian) on the rank-``k`` curvature
     (`stability.nets.lowrank`), beside the scalar bound (PipeMare Lemma 1-3 at (λ_max, τ_max));
-    with ``measure`` the simulator's bracket and rates (`stability.nets.bracket`);
+    with ``measure`` the simulator's bracket and rates (`stability.nets.bracket`; its
+    ``protocol``, or the default one with ``measure_steps`` steps per run);
     ``dtype``/``device``: as in `net_curvature`; ``negative=False`` skips the search for
     negative eigenvalues (reported, never used by the prediction).
     ``backward="current"`` (no weight stashing): the analysis carries the network's H_b
@@ -335,7 +347,7 @@ def net_max_lr(
     a = pred.analysis
     out: dict[str, Any] = {}
     rate_lr = None if not a.max_lr else RATE_FRACTION * a.max_lr
-    protocol = protocol or NetProtocol()
+    protocol = _protocol(protocol, measure_steps)
     if rate_lr is not None and adaptive is not None and stashed:
         out["predicted_rate"] = math.exp(predicted_log_rate(curv, rules, rate_lr))
     elif rate_lr is not None and adaptive is None:

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from stability.api.resolve import resolve
+from stability.api.tables import MAX_STEPS as TABLE_MAX_STEPS
 from stability.checks import check_choice, check_integer, check_real, finite_or_none
 from stability.limits import NOISE_MAX_STATE
 from stability.pipeline import Pipeline, worst_delay
@@ -39,8 +40,8 @@ MAX_PARAMETERS = 32
 """Largest number of parameters d (the reduced problems are d(d+1)/2-dimensional)."""
 MAX_STATE = NOISE_MAX_STATE
 """Largest state d·s (parameters × slots per parameter; `stability.limits`)."""
-MAX_STEPS = 1_000_000
-"""Largest horizon of the exact recursion."""
+MAX_STEPS = TABLE_MAX_STEPS
+"""Largest horizon of the exact recursion (the ``--steps`` range of `stability.api.tables`)."""
 
 
 def default_times(steps: int) -> list[int]:
@@ -94,7 +95,7 @@ class Noise(MinibatchPrediction):
     notes: list = output("what the numbers assume")
 
 
-NOISE_PROBLEM_KEYS = ("standardize", "bias", "samples")
+NOISE_PROBLEM_KEYS = ("problem", "standardize", "bias", "samples")
 """The problem keywords of the minibatch commands (linear regression: `PROBLEM_OPTIONS`' data
 preprocessing), given among a function's keywords."""
 
@@ -108,6 +109,7 @@ def _problem(data: Any, params: dict[str, Any]):
     from stability.trainer.problems import build_problem
 
     given = {k: params.pop(k) for k in NOISE_PROBLEM_KEYS if k in params}
+    check_choice("problem", given.pop("problem", "linreg"), ("linreg",))
     if isinstance(data, LinearRegression):
         return data
     if isinstance(data, Dataset):
