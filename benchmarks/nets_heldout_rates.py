@@ -105,7 +105,7 @@ def row(network: str, label: str, out: dict) -> dict:
     return {
         "network": network,
         "call": label,
-        "n_params": out.get("n_params"),
+        "n_params": sum(out.get("stage_sizes") or []) or None,
         "max_lr": out["max_lr"],
         "measured_bracket": bracket,
         "predicted_rate": out.get("predicted_rate"),
