@@ -173,6 +173,7 @@ def net_noise(
     from stability.nets.public import _problem, _rule_params
     from stability.nets.simulator import INCONSISTENT_RULES
     from stability.noise.gramian import DENSE_LOOP_MAX_DIM
+    from stability.noise.lyapunov import bracket_note
     from stability.noise.minibatch import (
         MAX_STEPS,
         check_staged_work,
@@ -305,8 +306,7 @@ def net_noise(
         "the theory is exact for iid sampling of the linearised gradient H_B(w − w*) + ξ_B; "
         "reshuffled epochs are only measured",
         "expected_loss and floor are E f − f* over the sampling from w* + perturbation·√p·v1",
-        f"as_bracket: ±2 standard errors of the Lyapunov exponent over {lyapunov_runs} paths of "
-        f"{lyapunov_steps} steps",
+        bracket_note(lyapunov_runs, lyapunov_steps),
     ]
     return NetNoise(
         rule=rule,

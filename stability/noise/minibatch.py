@@ -226,6 +226,7 @@ def noise(
     mixture E[H_B ⊗ H_B] = H ⊗ H + p(E[xxᵀ ⊗ xxᵀ] − H ⊗ H) (Mulayoff & Michaeli 2023) and
     the threshold rules of PipeMare Sec. 3.1 (Lemma 1 at B = n).
     """
+    from stability.noise.lyapunov import bracket_note
     from stability.noise.moments import SampleMoments
     from stability.trainer.engine import SAMPLING
 
@@ -265,8 +266,7 @@ def noise(
         "the theory is exact for iid sampling (B distinct indices per step, independent "
         "across steps); reshuffled epochs are only measured",
         "expected_loss and floor are E f − f* over the sampling, from w₀ = 0",
-        "as_bracket: ±2 standard errors of the Lyapunov exponent over "
-        f"{lyapunov_runs} paths of {lyapunov_steps} steps",
+        bracket_note(lyapunov_runs, lyapunov_steps),
     ]
     return Noise(
         rule=ctx.name,
