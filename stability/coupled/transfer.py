@@ -41,21 +41,10 @@ import numpy as np
 
 from stability.dynamics.linear import LR
 from stability.polynomial import SparsePoly, polynomial_determinant
-from stability.rules.base import Rule, taps_read
+from stability.rules.base import Rule, UnitTap, taps_read
 
 PASSES = ("forward", "backward", "recompute")
 """The three weights a gradient is computed from (PipeMare Sec. 2, App. D.1)."""
-
-
-class _Probe:
-    """Tap reader: 1 at one ``(var, lag)`` (or nowhere, ``tap=None``), 0 elsewhere."""
-
-    def __init__(self, tap: tuple[str, int] | None, t: int = 0):
-        self.tap = tap
-        self.t = t
-
-    def __call__(self, var: str, lag: int = 0) -> int:
-        return 1 if (var, lag) == self.tap else 0
 
 
 @dataclass(frozen=True)
@@ -184,14 +173,14 @@ def stage_transfer(rule: Rule) -> StageTransfer:
     rows = {name: [SparsePoly({}, {}) for _ in range(n)] for name in PASSES}
     for var, lag in taps:
         j = variables.index(var)
-        probe = _Probe((var, lag))
+        probe = UnitTap((var, lag))
         new = rule.update(probe, 0, LR)
         for i, name in enumerate(variables):
             Z[i][j] = Z[i][j] - SparsePoly.monomial(top - 1 - lag, new[name])
         p = rule.passes(probe, LR)
         for name, value in zip(PASSES, (p.forward, p.backward, p.recompute), strict=True):
             rows[name][j] = rows[name][j] + SparsePoly.monomial(depth - lag, value)
-    b_new = rule.update(_Probe(None), 1, LR)
+    b_new = rule.update(UnitTap(None), 1, LR)
     b = [SparsePoly.monomial(0, b_new[name]) for name in variables]
 
     d = polynomial_determinant(Z)
