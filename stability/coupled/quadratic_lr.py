@@ -135,13 +135,15 @@ def _decide(system: CoupledSystem, root: float, at: CoupledMaxLr, solves: int, r
             hi = root * k / CHECKS
             break
         lo = root * k / CHECKS
-    if hi is None and not unstable(root * (1 - 1e-6)) and unstable(root * (1 + 1e-6)):
+    if hi is None and unstable(root * (1 - 1e-6)):  # a crossing between lo and the candidate
+        hi = root * (1 - 1e-6)
+    elif hi is None and unstable(root * (1 + 1e-6)):
         return CoupledMaxLr(
             root, at.crossing_angle, at.critical_stage, at.stage_shares, _METHOD,
             solves + unstable.count, True,
         )  # fmt: skip
-    if hi is None:  # stable just above the candidate: march on to the first unstable lr
-        lo = root * (1 - 1e-6)
+    elif hi is None:  # stable just above the candidate: march on to the first unstable lr
+        lo = root * (1 + 1e-6)
         while lo < _MARCH * root:
             if unstable(lo * (1 + 1 / CHECKS)):
                 hi = lo * (1 + 1 / CHECKS)
