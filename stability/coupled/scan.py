@@ -282,6 +282,11 @@ def scan_max_lr(system: CoupledSystem, *, lr_cap: float | None = None) -> Couple
     ``lr_cap``: a first guess of the answer (default: `_first_guess`); it only decides where
     the search starts.
     """
+    if not system.is_affine:
+        raise ValueError(
+            "the frequency scan needs dynamics affine in lr; PipeOptim-AdamW's are quadratic "
+            "(stability.coupled.quadratic_lr.quadratic_max_lr solves them)"
+        )
     stable, margin, reason = _small_lr(system)
     if not stable:
         return CoupledMaxLr(0.0, None, None, (), f"frequency scan ({reason})", 0, False)
