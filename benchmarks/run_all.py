@@ -24,6 +24,7 @@ BENCHMARKS = [
     ("bench_seed.py", ["--quick?"]),
     ("bench_coupled.py", ["--quick?"]),
     ("bench_sweep.py", ["--quick?"]),
+    ("bench_sweep_train.py", ["--quick?"]),
     ("bench_nets.py", ["--quick?"]),
     ("bench_large_delays.py", []),
     ("bench_layernorm_hessian.py", []),

@@ -56,6 +56,12 @@ NOISE_MAX_STATE = 400
 τ ≲ 32 for sgd at d = 12).  The almost-sure estimate runs 2 × 12 step sizes × 32 paths × 4,000
 steps of the random linear system, O(d·s²) per step: ~10–25 s at the limit on one core."""
 
+NOISE_MAX_STAGED_WORK = 1.5e8
+"""noise / tradeoff / net noise with per-stage delays: largest d(d+1)/2 × n³, n = the state
+slots the stages read (`stability.noise.modal.relevant_slots`): a Gramian is d(d+1)/2 Stein
+solves of order n on the Schur form, and a command evaluates ~50 (threshold and rate
+bisections): ~10 s at the limit on one core (sgd, d = 12, PipeMare P = 8: 1.5e8, 10 s)."""
+
 TABLE = (
     ("every command", "delays (tau, tau_fwd, ...)", f"≤ {MAX_DELAY:,}"),
     ("max-lr/radius ea", "tau (default replicas)", f"≤ {EA_MAX_REPLICA_VALUES - 1:,}"),
@@ -70,6 +76,7 @@ TABLE = (
     ("train/validate", "modes × degree (rate prediction)", f"≤ {RATE_PREDICTION_MAX_WORK:,}"),
     ("train/validate/coupled", "steps per run", f"≤ {TRAIN_MAX_STEPS:,}"),
     ("noise/tradeoff", "parameters × state size", f"≤ {NOISE_MAX_STATE}"),
+    ("noise/net noise per stage", "d(d+1)/2 × (slots read)³", f"≤ {NOISE_MAX_STAGED_WORK:.1e}"),
 )
 """(command, what is limited, the limit) rows, as in docs/limits.md and ``--help``."""
 
@@ -86,6 +93,7 @@ def help_text() -> str:
 __all__ = [
     "TRAIN_MAX_STEPS",
     "NOISE_MAX_STATE",
+    "NOISE_MAX_STAGED_WORK",
     "CERTIFY_MAX_DEGREE",
     "EA_MAX_REPLICA_LAGS",
     "EA_MAX_REPLICA_VALUES",

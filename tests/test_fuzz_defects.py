@@ -6,14 +6,23 @@
   against dense eigenvalues of the monodromy matrix.
 * A coupled system without delays: closed form ω = 1 − lr·κ against the block-state-matrix
   bisection (`dense_max_lr`).
+
+The second fuzz (an outsider's, `benchmarks/fuzz_outsider.py`, issue 25 item 3): each defect's
+call now ends in a result or in one stderr line naming a flag of the line, with no internal
+message, and the cause is fixed (not only the message).
 """
 
 from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from stability.analysis.boundary import max_lr
+from stability.cli.main import main
 from stability.coupled.scan import scan_max_lr
 from stability.coupled.system import coupled_system, dense_max_lr, spectral_radius
 from stability.dynamics.monodromy import monodromy
@@ -86,3 +95,134 @@ def test_api_results_carry_the_warnings_the_cli_prints():
         warnings.warn("overflow encountered in exp", RuntimeWarning, stacklevel=1)
     [line] = warning_lines(caught)
     assert line.startswith("RuntimeWarning: overflow") and "lost accuracy" in line
+
+
+def _call(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _refused_naming(argv: list[str], flag: str) -> str:
+    code, out, err = _call(argv)
+    assert code == 2, (code, out, err)
+    assert len(err.strip().splitlines()) == 1 and flag in err, err
+    assert "internal error" not in err
+    return err
+
+
+NOISE = ["noise", "lwp+sc", "--momentum", "0.5", "--batch", "8", "--lr", "0.01", "--samples", "64"]
+
+
+def test_noise_per_stage_work_beyond_the_documented_limit_is_refused_naming_stages():
+    """`noise --schedule pipemare` took 35 s (P = 4) to 93 s (P = 6) of CPU in the per-stage
+    Gramians: now the Stein solves keep only the slots the stages read (`tests/test_noise.py`
+    checks them against the time-domain sums) and a cost beyond the documented limit is
+    refused up front, naming --stages."""
+    err = _refused_naming([*NOISE, "--schedule", "pipemare", "--stages", "8"], "--stages")
+    assert "docs/limits.md" in err and "148³" in err
+
+
+def test_noise_help_states_the_limits_the_code_enforces():
+    """`noise --help` said "a state of 4000 entries" where the limit is 400."""
+    from stability.limits import NOISE_MAX_STAGED_WORK, NOISE_MAX_STATE
+
+    code, out, _ = _call(["noise", "--help"])
+    text = " ".join(out.split())
+    assert code == 0 and f"state of {NOISE_MAX_STATE} entries" in text
+    assert "4000 entries" not in text
+    assert f"{NOISE_MAX_STAGED_WORK:.1e}" in text
+
+
+def test_stein_loop_drops_only_the_slots_nothing_reads():
+    """The kept slots of a two-stage sgd state (delays 3 and 1): the first stage's parameter
+    keeps w_t … w_{t−3}, the second's w_t, w_{t−1}: 4 + 2·2 of the union's 3 × 5 slots (the
+    rule's velocity v, which sgd does not read, is dropped too)."""
+    from stability.noise.modal import staged_work
+    from stability.noise.state import state_space
+    from stability.rules.registry import build_rule
+
+    rules = [build_rule("sgd", tau=3)[0], build_rule("sgd", tau=1)[0]]
+    st = state_space(rules, 0.1, [1, 2])
+    H = np.array([[2.0, 0.3, 0.1], [0.3, 1.0, 0.2], [0.1, 0.2, 0.5]])
+    n, work = staged_work(st, H)
+    assert (st.dim * st.size, n) == (15, 8) and work == pytest.approx(6 * 8**3)
+
+
+@pytest.mark.parametrize("lam", [1.0, 10.0])
+def test_smith_doubling_of_a_diverging_mode_gives_up_before_overflowing(lam):
+    """`noise momentum --tau 31 --lr 0.01` printed "RuntimeWarning: invalid value encountered
+    in matmul (modal.py)": a mode with ρ(A) ≈ 1.015 whose squarings stayed below the 1e150
+    guard while the partial sum overflowed to inf·0.  Now the sum is guarded too: no warning,
+    and the mode counts as unstable (its ρ(A_k) from dense eigenvalues is > 1)."""
+    import warnings
+
+    from stability.noise.modal import modal_weights
+    from stability.noise.state import uniform_state
+    from stability.rules.registry import build_rule
+
+    rule = build_rule("momentum", tau=31, momentum=0.9)[0]
+    st = uniform_state(rule, 0.01, 2)
+    assert np.max(np.abs(np.linalg.eigvals(st.mode_matrices(np.array([lam]))[0]))) > 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert modal_weights(st, np.diag([lam, 0.06]), 1.0) is None
+
+
+@pytest.mark.parametrize(
+    "schedule, text",
+    [("step:0.1:2:5", "factor"), ("cosine:0.1", "written"), ("warmup:0.1:0", "length"),
+     ("step:0.1:0.5:a", "boundary")],
+)  # fmt: skip
+def test_a_bad_part_of_the_lr_schedule_is_refused_naming_the_flag(schedule, text):
+    """`t1-audit … --lr-schedule step:0.1:2:5` said "factor must be … in [0, 1]" without
+    naming --lr-schedule (factor is no flag)."""
+    argv = ["t1-audit", "sgd", "--lam", "4", "--anneal-steps", "10", "--steps", "20",
+            "--taus", "1,2", "--lr-schedule", schedule]  # fmt: skip
+    assert text in _refused_naming(argv, "--lr-schedule")
+
+
+NET_FILE = """
+import torch
+def _data():
+    x = torch.linspace(-1, 1, 24, dtype=torch.float64).reshape(8, 3)
+    return x, x[:, :1]
+def nan_inputs():
+    x, y = _data()
+    x[2, 1] = float("nan")
+    return {"model": torch.nn.Linear(3, 1).double(), "inputs": x, "targets": y,
+            "loss": lambda o, t: ((o - t) ** 2).mean()}
+def no_parameters():
+    x, y = _data()
+    return {"model": torch.nn.Identity(), "inputs": x, "targets": y,
+            "loss": lambda o, t: ((o[:, :1] - t) ** 2).mean()}
+def targets_not_a_tensor():
+    x, y = _data()
+    return {"model": torch.nn.Linear(3, 1).double(), "inputs": x, "targets": [1.0],
+            "loss": lambda o, t: ((o - t) ** 2).mean()}
+"""
+
+
+@pytest.mark.parametrize(
+    "func, text",
+    [("nan_inputs", "not finite"), ("no_parameters", "no trainable parameters"),
+     ("targets_not_a_tensor", "targets must be a torch.Tensor")],
+)  # fmt: skip
+def test_what_is_wrong_with_a_net_problem_is_refused_naming_problem(tmp_path, func, text):
+    """`net curvature --problem FILE:nan_inputs` said "the loss at the model's weights is not
+    finite (nan)" naming no flag; every check of the problem's dict now names --problem."""
+    pytest.importorskip("torch")
+    path = tmp_path / "problems.py"
+    path.write_text(NET_FILE)
+    err = _refused_naming(["net", "curvature", "--problem", f"{path}:{func}", "--k", "2"],
+                          "--problem")  # fmt: skip
+    assert text in err
+
+
+def test_a_device_without_values_is_refused_naming_device():
+    """`net curvature … --device meta` ended in "internal error: RuntimeError: Tensor.item()
+    cannot be called on meta tensors"."""
+    pytest.importorskip("torch")
+    problem = f"{Path(__file__).resolve().parents[1] / 'examples' / 'diabetes_linear.py'}:problem"
+    _refused_naming(["net", "curvature", "--problem", problem, "--device", "meta"], "--device")

@@ -183,6 +183,36 @@ def test_modal_and_time_domain_gramians_agree(name, params):
     np.testing.assert_allclose(a.weights, b.weights, rtol=1e-9, atol=1e-12 * abs(a.weights).max())
 
 
+STAGED = [
+    ("sgd", {"tau": 5}, {"tau": 1}),
+    ("momentum", {"tau": 3, "momentum": 0.6}, {"tau": 0, "momentum": 0.6}),
+    ("lwp+sc", {"tau": 3, "momentum": 0.5}, {"tau": 1, "momentum": 0.5}),
+]
+
+
+@pytest.mark.parametrize("name, first, second", STAGED)
+def test_stein_gramians_of_per_stage_delays_equal_the_time_domain_sums(name, first, second):
+    """Per-stage delays (the second stage reads fewer history slots than the union holds):
+    the Schur–Stein Gramians on the slots that reach the forward pass or the weights equal the
+    time-domain sums Σ z^{−t−1} h_t ⊗ h_t of the full state (`gramian._impulse_gramians`) to
+    1e-10, at z = 1 and at a z just above ρ(Ā)² (the cached Schur form, rescaled)."""
+    from stability.noise.modal import SteinLoop
+
+    problem = tiny(n=30, d=3, seed=8)
+    rules = [build_rule(name, **first)[0], build_rule(name, **second)[0]]
+    st = state_space(rules, 0.05, [1, 2])
+    assert not st.uniform
+    loop = SteinLoop.of(st, problem.hessian, 1.0)
+    assert loop.B.shape[0] < st.dim * st.size  # the unread history slots are left out
+    for z in (1.0, 1.02 * gr.mean_radius(st, problem.hessian) ** 2):
+        fast, slow = (
+            gr.gramians(st, problem.hessian, z),
+            gr._impulse_gramians(st, problem.hessian, z),
+        )
+        for a, b in ((fast.forward, slow.forward), (fast.weights, slow.weights)):
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10 * abs(b).max())
+
+
 def test_sgd_without_delay_is_the_closed_form():
     """SGD, τ = 0: ms threshold 1/ρ(𝓛⁻¹𝓜) with 𝓛 = H ⊕ H, 𝓜 = (1 − p)H ⊗ H + pE[xxᵀ ⊗ xxᵀ];
     floor ½ tr(H S), vec S = lr·p·(𝓛 − lr𝓜)⁻¹ vec Σ_ξ (dense, d = 3)."""

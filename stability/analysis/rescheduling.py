@@ -69,7 +69,17 @@ class Schedule:
 
 
 def parse_schedule(text: str) -> Schedule:
-    """``constant:LR``, ``step:LR:FACTOR:B1,B2,…``, ``warmup:LR:W`` or ``cosine:LR:T``."""
+    """``constant:LR``, ``step:LR:FACTOR:B1,B2,…``, ``warmup:LR:W`` or ``cosine:LR:T``; a bad
+    part is refused naming ``lr_schedule`` (the flag the text came from)."""
+    try:
+        return _parse_schedule(text)
+    except ValueError as err:
+        if str(err).startswith("lr_schedule"):
+            raise
+        raise ValueError(f"lr_schedule {text!r}: {err}") from None
+
+
+def _parse_schedule(text: str) -> Schedule:
     parts = text.split(":")
     kind = parts[0]
     usage = {

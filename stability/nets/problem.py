@@ -294,11 +294,14 @@ def _device(device: Any) -> torch.device | None:
     if device is None or isinstance(device, torch.device):
         return device
     try:
-        return torch.device(device)
+        found = torch.device(device)
     except (RuntimeError, TypeError):
         raise ValueError(
             f"device must be a torch device such as cpu or cuda:0, got {device!r}"
         ) from None
+    if found.type == "meta":  # shapes without values: nothing to evaluate
+        raise ValueError(f"device {device!r} holds no values; give cpu or cuda:N")
+    return found
 
 
 def _data(found: dict, source: str) -> tuple[Any, bool]:
@@ -479,9 +482,14 @@ def load_problem(
             raise ValueError(f"problem function {func!r} raised {_one_line(err)}") from None
     finally:
         sys.path.remove(folder)
-    return problem_from_dict(
-        found, stages=stages, source=f"{path_text}:{func}", dtype=dtype, device=device
-    )
+    try:
+        return problem_from_dict(
+            found, stages=stages, source=f"{path_text}:{func}", dtype=dtype, device=device
+        )
+    except ValueError as err:  # what is wrong with the problem names it (the --problem flag)
+        if str(err).startswith(("stages", "dtype", "device", path_text)):
+            raise
+        raise ValueError(f"problem {spec}: {err}") from None
 
 
 __all__ = [

@@ -97,6 +97,16 @@ def _pipeline(
     return pipeline
 
 
+def _protocol(protocol: NetProtocol | None, measure_steps: int | None) -> NetProtocol:
+    """The measurement protocol: given whole, or the default one with ``measure_steps`` steps
+    per simulator run."""
+    if measure_steps is None:
+        return protocol or NetProtocol()
+    if protocol is not None:
+        raise ValueError("give protocol= or measure_steps, not both")
+    return NetProtocol(steps=check_integer("measure_steps", measure_steps, low=1))
+
+
 def _rule_params(rule: str, params: dict[str, Any]) -> dict[str, Any]:
     from stability.rules.registry import get_spec
 
@@ -283,6 +293,7 @@ def net_max_lr(
     k: int = 20,
     measure: bool = False,
     protocol: NetProtocol | None = None,
+    measure_steps: int | None = None,
     dtype: str | None = None,
     device: str | None = None,
     negative: bool = True,
@@ -295,7 +306,8 @@ def net_max_lr(
     The exact coupled per-stage analysis (`stability.coupled.scan`; PipeMare eq. 3-5 and
     Kosson eq. 20-23 per stage, coupled through the Hessian) on the rank-``k`` curvature
     (`stability.nets.lowrank`), beside the scalar bound (PipeMare Lemma 1-3 at (λ_max, τ_max));
-    with ``measure`` the simulator's bracket and rates (`stability.nets.bracket`);
+    with ``measure`` the simulator's bracket and rates (`stability.nets.bracket`; its
+    ``protocol``, or the default one with ``measure_steps`` steps per run);
     ``dtype``/``device``: as in `net_curvature`; ``negative=False`` skips the search for
     negative eigenvalues (reported, never used by the prediction).
     ``backward="current"`` (no weight stashing): the analysis carries the network's H_b
@@ -335,7 +347,7 @@ def net_max_lr(
     a = pred.analysis
     out: dict[str, Any] = {}
     rate_lr = None if not a.max_lr else RATE_FRACTION * a.max_lr
-    protocol = protocol or NetProtocol()
+    protocol = _protocol(protocol, measure_steps)
     if rate_lr is not None and adaptive is not None and stashed:
         out["predicted_rate"] = math.exp(predicted_log_rate(curv, rules, rate_lr))
     elif rate_lr is not None and adaptive is None:
@@ -433,6 +445,17 @@ class NetTrain(Result):
     )
     preconditioner: dict | None = output(
         "adaptive rules with --precond-from: source, step t, β2, ε, min/median/max of P",
+        default=None,
+    )
+    edge_delta: float | None = output(
+        "Δ₁/λ₁ = −v₁ᵀH_bv₁/λ₁ at the last sharpness sample (--backward current; it enters "
+        "predicted_edge)",
+        default=None,
+    )
+    edge_without_delta: float | None = output(
+        "the coupled edge along v₁ with H_b left out (--backward current): predicted_edge if "
+        "the backward weights did not matter",
+        "1/lr",
         default=None,
     )
 
@@ -535,14 +558,21 @@ def net_train(
     if batch is None and not diverged:
         value = float(log_rate(res.energies["increment"], 1)[0])
         rate = math.exp(value) if math.isfinite(value) else None
-    edge = None
+    edge, edge_delta, without_delta = None, None, None
     if tracker is not None:
         v1 = tracker.vector
         if v1 is None:  # no sample (a fresh Adam stopped before step K): the uniform direction
             v1 = np.full(net.dim, net.dim**-0.5)
-        reading = edge_summary(
-            tracker.samples, coupled_edge(rules, v1, net.stage_sizes, float(lr)), steps, diverged
-        )
+        if backward == "current" and adaptive is None and tracker.point is not None:
+            from stability.nets.sharpness import inconsistent_edge
+
+            predicted, edge_delta = inconsistent_edge(
+                net, rules, tracker.point, tracker.samples[-1][1], v1, float(lr)
+            )
+            without_delta = coupled_edge(rules, v1, net.stage_sizes, float(lr))
+        else:
+            predicted = coupled_edge(rules, v1, net.stage_sizes, float(lr))
+        reading = edge_summary(tracker.samples, predicted, steps, diverged)
         edge = {
             "sharpness": reading.sharpness,
             "predicted_edge": reading.predicted_edge,
@@ -570,9 +600,11 @@ def net_train(
         protocol.update(adaptive.protocol())
     if tracker is not None:
         protocol["sharpness"] = (
-            f"λ₁ by Lanczos (ARPACK, tol 1e-4, warm-started) every {sharpness_every} steps; "
-            "plateau: median over the last quarter of the steps; reached: some λ₁ ≥ 0.9 × "
-            "predicted_edge; predicted_edge from the last eigenvector's stage shares"
+            f"λ₁ by Lanczos (from the previous eigenvector, stopped at Ritz residual 1e-4·λ₁) "
+            f"every {sharpness_every} steps; plateau: median over the last quarter of the "
+            "steps; reached: some λ₁ ≥ 0.9 × predicted_edge; predicted_edge from the last "
+            "eigenvector's stage shares"
+            + ("" if backward == "stashed" else " and H_b at the last sample (edge_delta)")
             + (
                 ""
                 if adaptive is None
@@ -604,6 +636,8 @@ def net_train(
         if tracker is None
         else ("hessian" if adaptive is None else "preconditioned"),
         preconditioner=None if adaptive is None else adaptive.describe(),
+        edge_delta=edge_delta,
+        edge_without_delta=without_delta,
     )
 
 

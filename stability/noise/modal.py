@@ -41,6 +41,10 @@ from stability.noise.state import StateSpace
 
 DENSE_BATCH = 4_000_000
 """`SteinLoop.dense` solves at most this many matrix entries (K·N²) per batch."""
+STEIN_BLOCK = 32
+"""Columns per block of `SteinLoop.stein` (the finished columns enter a block at once)."""
+HUGE = 1e150
+"""Smith doubling gives up (the Gramian diverges) once Â or the partial sum passes this."""
 MAX_SQUARINGS = 64
 """Smith doubling stops after 2^64 terms: a mode that has not decayed by then counts as
 unstable (ρ(A)/√z within ~1e-19 of 1)."""
@@ -49,7 +53,9 @@ unstable (ρ(A)/√z within ~1e-19 of 1)."""
 def modal_weights(
     state: StateSpace, hessian: np.ndarray, z: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(V, G, W) of module doc (``None``: some mode has ρ(A_k)² ≥ z)."""
+    """(V, G, W) of module doc (``None``: some mode has ρ(A_k)² ≥ z, or a partial sum passed
+    `HUGE` — a Gramian that large makes the loop diverge as surely, and its next doubling
+    would overflow to inf·0 = nan)."""
     lam, V = np.linalg.eigh(hessian)
     A = state.mode_matrices(lam) / np.sqrt(z)
     beta, phi = state.beta[0], state.phi[0]
@@ -57,12 +63,13 @@ def modal_weights(
     X = np.broadcast_to(np.outer(beta, beta), (d, d, *A.shape[1:])).copy()
     for _ in range(MAX_SQUARINGS):
         size = np.max(np.abs(A))
-        if not size < 1e150:
+        if not (size < HUGE and np.max(np.abs(X)) < HUGE):
             return None
         if size < 1e-10:
             break
-        X = X + A[:, None] @ X @ A[None, :].transpose(0, 1, 3, 2)
-        A = A @ A
+        with np.errstate(over="ignore", invalid="ignore"):  # checked above on the next pass
+            X = X + A[:, None] @ X @ A[None, :].transpose(0, 1, 3, 2)
+            A = A @ A
     else:
         return None
     G = np.einsum("a,klab,b->kl", phi, X, phi) / z
@@ -183,6 +190,56 @@ class Loop(_LoopMaps):
         return V @ (self.W * (V.T @ R @ V)) @ V.T
 
 
+def relevant_slots(A: np.ndarray, observed: np.ndarray) -> np.ndarray:
+    """The indices j of the state that reach an ``observed`` one through A's nonzero entries
+    (A[i, j] ≠ 0: j feeds i), sorted.  The rest (a stage's history slots past its own delay,
+    which no pass reads) feed nothing observed, so A[kept, dropped] = 0 and every sum
+    Σ Âᵗ Y Âᵗᵀ restricted to the kept slots solves its own Stein equation: dropping them is
+    exact, and it removes the exactly defective shift chains the union of the stages' slots
+    adds (their Jordan blocks at 0)."""
+    keep = np.asarray(observed, dtype=bool).copy()
+    feeds = A != 0
+    while True:
+        grown = keep | feeds[keep].any(axis=0)
+        if np.array_equal(grown, keep):
+            return np.flatnonzero(keep)
+        keep = grown
+
+
+_SCHUR_CACHE: list = []
+"""The last (state, hessian, kept slots, T, U) of `_schur_of`: the Schur form of Ā does not
+depend on z (that of Ā/√z is T/√z), so the bisection in z (`stability.noise.gramian.ms_radius`)
+factors Ā once."""
+
+
+def _schur_of(state: StateSpace, hessian: np.ndarray):
+    """(kept slots, T, U) with Ā restricted to the slots that reach an observed one (the
+    forward pass or the weights; `relevant_slots`) = U T Uᴴ, complex Schur."""
+    from scipy.linalg import schur
+
+    if _SCHUR_CACHE and _SCHUR_CACHE[0] is state and _SCHUR_CACHE[1] is hessian:
+        return _SCHUR_CACHE[2:]
+    keep = _kept(state, hessian)
+    A = state.matrix(hessian)
+    T, U = schur(A[np.ix_(keep, keep)], output="complex")
+    _SCHUR_CACHE[:] = [state, hessian, keep, T, U]
+    return keep, T, U
+
+
+def staged_work(state: StateSpace, hessian: np.ndarray) -> tuple[int, float]:
+    """(n, d(d+1)/2 · n³): the slots a `SteinLoop` keeps and the cost of one dense Gramian
+    (`stability.limits.NOISE_MAX_STAGED_WORK`)."""
+    n = _kept(state, hessian).size
+    d = state.dim
+    return n, d * (d + 1) / 2 * float(n) ** 3
+
+
+def _kept(state: StateSpace, hessian: np.ndarray) -> np.ndarray:
+    s = state.size
+    observed = (state.phi != 0) | (np.arange(s) == 0)
+    return relevant_slots(state.matrix(hessian), observed.ravel())
+
+
 class SteinLoop(_LoopMaps):
     """Any state (per-stage rules): 𝒢_z(R) = Φ̃X(R)Φ̃ᵀ/z and 𝒲_z(R) = X(R)^{ww}/z with
     X = ÂXÂᵀ + B̃RB̃ᵀ, Â = Ā/√z (the Stein equation of the geometric sum), solved on the complex
@@ -190,17 +247,18 @@ class SteinLoop(_LoopMaps):
     a delay chain at small lr — costs no accuracy)."""
 
     def __init__(self, state: StateSpace, hessian: np.ndarray, z: float, moments=None):
-        from scipy.linalg import schur
-
         d, s = state.dim, state.size
         self.state, self.z, self.moments = state, z, moments
-        self.T, self.U = schur(state.matrix(hessian) / np.sqrt(z), output="complex")
+        keep, T1, U = _schur_of(state, hessian)
+        self.T, self.U = T1 / np.sqrt(z), U
         self.stable = bool(np.max(np.abs(np.diag(self.T))) < 1)
         rows = np.arange(d)[:, None] * s + np.arange(s)
-        self.B = np.zeros((d * s, d))
-        self.B[rows.ravel(), np.repeat(np.arange(d), s)] = state.beta.ravel()
-        self.Phi = np.zeros((d, d * s))
-        self.Phi[np.repeat(np.arange(d), s), rows.ravel()] = state.phi.ravel()
+        B = np.zeros((d * s, d))
+        B[rows.ravel(), np.repeat(np.arange(d), s)] = state.beta.ravel()
+        Phi = np.zeros((d, d * s))
+        Phi[np.repeat(np.arange(d), s), rows.ravel()] = state.phi.ravel()
+        self.B, self.Phi = B[keep], Phi[:, keep]
+        self.w = np.searchsorted(keep, np.arange(d) * s)  # slot (w, 0) of each parameter
 
     @classmethod
     def of(cls, state: StateSpace, hessian: np.ndarray, z: float = 1.0, moments=None):
@@ -213,21 +271,29 @@ class SteinLoop(_LoopMaps):
         return self.state.dim
 
     def stein(self, Y: np.ndarray) -> np.ndarray:
-        """X with X = ÂXÂᵀ + Y for a batch Y (K, N, N)."""
+        """X with X = ÂXÂᵀ + Y for a batch Y (K, N, N) (`schur_stein` on Ỹ = UᴴYU)."""
+        U = self.U
+        return np.real(U @ self.schur_stein(U.conj().T @ Y @ U) @ U.conj().T)
+
+    def schur_stein(self, Yt: np.ndarray) -> np.ndarray:
+        """X̃ with X̃ = TX̃Tᴴ + Ỹ for a batch Ỹ (K, N, N): column j (last first) solves
+        (I − t̄_jj T) x_j = Ỹ_j + T Σ_{k>j} x_k t̄_jk; the sum over the columns of finished
+        blocks of `STEIN_BLOCK` is one matrix product per block."""
         from scipy.linalg import solve_triangular
 
-        T, U = self.T, self.U
+        T = self.T
+        Tc = T.conj()
         N = T.shape[0]
-        Yt = U.conj().T @ Y @ U
         X = np.zeros(Yt.shape, dtype=complex)
         eye = np.eye(N)
-        for j in range(N - 1, -1, -1):
-            rhs = Yt[:, :, j]
-            if j < N - 1:
-                rhs = rhs + (X[:, :, j + 1 :] @ T[j, j + 1 :].conj()) @ T.T
-            M = eye - T[j, j].conj() * T
-            X[:, :, j] = solve_triangular(M, rhs.T).T
-        return np.real(U @ X @ U.conj().T)
+        for end in range(N, 0, -STEIN_BLOCK):
+            start = max(0, end - STEIN_BLOCK)
+            done = X[:, :, end:] @ Tc[start:end, end:].T  # (K, N, block): finished columns
+            for j in range(end - 1, start - 1, -1):
+                acc = done[:, :, j - start] + X[:, :, j + 1 : end] @ Tc[j, j + 1 : end]
+                rhs = Yt[:, :, j] + acc @ T.T
+                X[:, :, j] = solve_triangular(eye - Tc[j, j] * T, rhs.T).T
+        return X
 
     def _sums(self, R: np.ndarray) -> np.ndarray:
         return self.stein((self.B @ R @ self.B.T)[None])[0] / self.z
@@ -238,20 +304,41 @@ class SteinLoop(_LoopMaps):
 
     def weights(self, R: np.ndarray) -> np.ndarray:
         """𝒲_z(R)."""
-        s = self.state.size
-        return self._sums(R)[::s, ::s]
+        return self._sums(R)[np.ix_(self.w, self.w)]
 
     def dense(self) -> tuple[np.ndarray, np.ndarray]:
-        """(𝒢_z, 𝒲_z) as (d², d²) matrices: the unit R in batched solves."""
-        d, s, B = self.dim, self.state.size, self.B
-        N = B.shape[0]
-        Y = np.einsum("na,mb->abnm", B, B).reshape(d * d, N, N)
+        """(𝒢_z, 𝒲_z) as (d², d²) matrices: the unit R = E_ab (a ≤ b) in batched solves on the
+        Schur form, never leaving it: Ỹ = q_a q_bᴴ (Q = UᴴB̃), 𝒢(E_ab) = Re P X̃ Pᴴ/z
+        (P = Φ̃U), 𝒲(E_ab) = Re U_w X̃ U_wᴴ/z (the weight rows of U); E_ba from
+        X(E_ba) = X(E_ab)ᵀ."""
+        d, U = self.dim, self.U
+        N = U.shape[0]
+        Q, P, Uw = U.conj().T @ self.B, self.Phi @ U, U[self.w]
+        a, b = np.triu_indices(d)
         chunk = max(1, DENSE_BATCH // (N * N))
-        X = np.concatenate([self.stein(Y[k : k + chunk]) for k in range(0, d * d, chunk)])
-        X /= self.z
-        G = np.einsum("cn,knm,em->cek", self.Phi, X, self.Phi).reshape(d * d, d * d)
-        W = X[:, ::s, ::s].reshape(d * d, d * d).T
-        return G, W
+        parts = ([], [])
+        for k in range(0, a.size, chunk):
+            Yt = Q.T[a[k : k + chunk], :, None] * Q.T.conj()[b[k : k + chunk], None, :]
+            X = self.schur_stein(Yt)
+            parts[0].append(np.real(P @ X @ P.conj().T))
+            parts[1].append(np.real(Uw @ X @ Uw.conj().T))
+        out = []
+        for part in parts:
+            part = np.concatenate(part).transpose(1, 2, 0) / self.z
+            full = np.zeros((d, d, d, d))
+            full[:, :, a, b] = part
+            full[:, :, b, a] = part.transpose(1, 0, 2)
+            out.append(full.reshape(d * d, d * d))
+        return out[0], out[1]
 
 
-__all__ = ["MAX_SQUARINGS", "Loop", "SteinLoop", "modal_weights", "pack", "unpack"]
+__all__ = [
+    "MAX_SQUARINGS",
+    "Loop",
+    "SteinLoop",
+    "modal_weights",
+    "pack",
+    "relevant_slots",
+    "staged_work",
+    "unpack",
+]
