@@ -226,3 +226,28 @@ def test_a_device_without_values_is_refused_naming_device():
     pytest.importorskip("torch")
     problem = f"{Path(__file__).resolve().parents[1] / 'examples' / 'diabetes_linear.py'}:problem"
     _refused_naming(["net", "curvature", "--problem", problem, "--device", "meta"], "--device")
+
+
+TRADEOFF = ["tradeoff", "--batch", "8", "--samples", "32"]
+
+
+def test_tradeoff_enforces_the_documented_state_limit_and_its_own_cost_limit():
+    """`tradeoff --rules sgd --tau 64` ran 24 s of CPU although docs/limits.md gives
+    parameters × state size ≤ 400 for noise/tradeoff (it was enforced by noise only), and the
+    default three rules at τ = 30 took 52 s: both are refused up front, naming --tau."""
+    err = _refused_naming([*TRADEOFF, "--rules", "sgd", "--tau", "64"], "--tau")
+    assert "≤ 400" in err
+    err = _refused_naming([*TRADEOFF, "--tau", "30"], "--tau")
+    assert "docs/limits.md" in err and "Σ points" in err
+
+
+def test_minibatch_commands_refuse_too_many_parameters_naming_data(tmp_path):
+    """A 40-feature file: `noise` said "the data have 40 parameters" naming no flag, and
+    `tradeoff` (no check at all) ran and ended in a matplotlib error ("Data cannot be
+    log-scaled")."""
+    wide = tmp_path / "wide.csv"
+    rng = np.random.default_rng(5)
+    np.savetxt(wide, np.c_[rng.normal(size=48), rng.normal(size=(48, 40))], delimiter=",")
+    for argv in (["noise", "sgd", "--batch", "8", "--lr", "0.01"],
+                 ["tradeoff", "--batch", "8", "--tau", "1", "--rules", "sgd"]):  # fmt: skip
+        assert "40 parameters" in _refused_naming([*argv, "--data", str(wide)], "--data")

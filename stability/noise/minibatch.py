@@ -221,8 +221,7 @@ def noise(
     problem = _problem(data, params)
     n, d = problem.samples, problem.dim
     batch = check_integer("batch", batch, low=1, high=n)
-    if d > MAX_PARAMETERS:
-        raise ValueError(f"the data have {d} parameters; at most {MAX_PARAMETERS} are supported")
+    check_parameters(d)
     times = (
         default_times(steps)
         if at is None
@@ -231,11 +230,7 @@ def noise(
     pipe = _pipeline(pipeline, params, rule)
     ctx = setup(rule, problem, pipe, params)
     state = ctx.builder(lr)
-    if d * state.size > MAX_STATE:
-        raise ValueError(
-            f"tau: the minibatch analysis's state (parameters × state size) must be ≤ "
-            f"{MAX_STATE} (docs/limits.md), got {d} × {state.size} = {d * state.size}"
-        )
+    check_state(d, state.size)
     check_staged_work(state, problem.hessian, "stages")
     moments = SampleMoments.of(problem, batch)
     fb = ctx.full_batch
@@ -271,6 +266,24 @@ def noise(
         measured=measured,
         notes=notes,
     )
+
+
+def check_parameters(d: int) -> None:
+    """Refuse, naming data, more than `MAX_PARAMETERS` parameters."""
+    if d > MAX_PARAMETERS:
+        raise ValueError(
+            f"data: the problem has {d} parameters (features, with the bias); at most "
+            f"{MAX_PARAMETERS} are supported"
+        )
+
+
+def check_state(d: int, size: int) -> None:
+    """Refuse, naming tau, a state d × size beyond `MAX_STATE` (docs/limits.md)."""
+    if d * size > MAX_STATE:
+        raise ValueError(
+            f"tau: the minibatch analysis's state (parameters × state size) must be ≤ "
+            f"{MAX_STATE} (docs/limits.md), got {d} × {size} = {d * size}"
+        )
 
 
 def check_staged_work(state, hessian: np.ndarray, name: str) -> None:
