@@ -251,3 +251,16 @@ def test_minibatch_commands_refuse_too_many_parameters_naming_data(tmp_path):
     for argv in (["noise", "sgd", "--batch", "8", "--lr", "0.01"],
                  ["tradeoff", "--batch", "8", "--tau", "1", "--rules", "sgd"]):  # fmt: skip
         assert "40 parameters" in _refused_naming([*argv, "--data", str(wide)], "--data")
+
+
+@pytest.mark.parametrize(
+    "flags, flag, text",
+    [(["--rate-steps", "10000001"], "--rate-steps", "[10, 1000000]"),
+     (["--rate-steps", "100000", "--rate-doublings", "5"], "--rate-steps", "3200000 steps"),
+     (["--rate-doublings", "21"], "--rate-doublings", "[0, 20]")],
+)  # fmt: skip
+def test_validate_rate_runs_keep_the_documented_steps_limit(flags, flag, text):
+    """`validate … --rate-steps 10000001` was accepted (a 10⁷-step run; the documented limit
+    is 10⁶ steps per run), and so was a doubling past it."""
+    argv = ["validate", "--rules", "sgd", "--taus", "0", "--steps", "200", *flags]
+    assert text in _refused_naming(argv, flag)
