@@ -12,6 +12,9 @@ time and the numbers the acceptance reads:
   difference to the heavy-ball max lr at momentum 0.9 and curvature (1 − 0.9)·λ̃₁;
 * the same with ``--stages 4 --schedule pipemare --measure``: the prediction, ``measured_bracket``
   (frozen P), ``measured_bracket_real`` (real Adam) and ``real_ratio``;
+* ``max-lr --rule pipeoptim --optimizer adamw --weight-decay 0.1 --precond-from STATE --stages 4
+  --schedule pipemare --backward current``: the prediction quadratic in lr
+  (`stability.coupled.quadratic_lr`) and how it was decided;
 * ``train --rule adam --beta1 0.9 --update real --tau T --lr 0.003 --steps 3000
   --sharpness-every 100`` from the standard initialisation, T ∈ {0, 2}: ``predicted_edge``,
   ``plateau``, ``edge_ratio``.
@@ -138,6 +141,11 @@ def main() -> None:
                          f"[{out['measured_bracket_real'][0]:.4g}, "
                          f"{out['measured_bracket_real'][1]:.4g}], "
                          f"real_ratio {out['real_ratio']:.3f}"))  # fmt: skip
+        out, sec = cli("max-lr", "--problem", spec, "--rule", "pipeoptim", "--optimizer", "adamw",
+                       "--weight-decay", "0.1", "--precond-from", state, "--stages", "4",
+                       "--schedule", "pipemare", "--backward", "current")  # fmt: skip
+        how = out["method"].split(", on the")[0]
+        rows.append(("max-lr pipeoptim adamw wd 0.1", sec, f"max_lr {out['max_lr']:.6g} ({how})"))
         steps = "600" if args.quick else "3000"
         for tau in ("0", "2"):
             out, sec = cli("train", "--problem", f"{EXAMPLE}:problem", "--rule", "adam",

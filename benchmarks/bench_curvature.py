@@ -16,21 +16,22 @@ stand-in for issue 24's held-out model).  Columns: wall and CPU seconds, ratios
 (toolkit / baseline: ≤ 1.5 is issue 24's bar), and the largest relative difference of the top 5
 from the toolkit's.
 
-Table 0 (in this process, float64): one Hessian-vector product on a LayerNorm + residual block
-(218 parameters, the LayerNorm after a Linear) against central differences of the gradient, by
-the toolkit (`NetProblem.hvp`), curvlinops' ``HessianLinearOperator``, ``torch.func.hessian``
-and ``torch.autograd.functional.hessian`` — the products are only as good as torch's batching
-rules: in torch 2.13 the batched (vmap) double backward of ``layer_norm`` is wrong when its
-input and its weight both depend on the parameters, and curvlinops vmaps its products.
+Table 0 (in this process, one thread): CPU seconds per Hessian-vector product, reverse-over-reverse
+(``vjp`` of ``grad``, the toolkit's default) against forward-over-reverse (``jvp`` of ``grad``),
+interleaved, on the shipped transformer, the stand-in and the CNN, and how far apart the two
+products are.  (The torch 2.13 LayerNorm second-derivative bug that makes ``torch.func.hessian``
+and curvlinops differ from us on LayerNorm models: benchmarks/bench_layernorm_hessian.py.)
 
 Table 2: what float32 costs: ``net curvature --k 5 --dtype float32`` against ``--dtype float64``
 on the same problems (the float64 values the reference; relative differences of the top 5).
 
 Table 3 (not with ``--quick``): the shipped 1.07·10⁶-parameter examples/tiny_transformer.py
-(float32, 8 stages, a DataLoader of 16 sequences in batches of 8): ``net curvature --k 5`` (a
-process, two threads; issue 24's bar: ≤ 120 s on two cores) and ``st.net_max_lr`` at rank 5
-(PipeMare schedule over the 8 stages, momentum 0.9 and lwp+sc; without the negative-eigenvalue
-search).
+(float32, 8 stages, a DataLoader of its 16 analysis sequences in batches of 8), whole processes
+with ``uptime``'s load beside each: ``net curvature --k 5`` on two threads (issue 24's bar:
+≤ 120 s on two cores; ``OMP_NUM_THREADS=2``, the CLI's default ``OMP_WAIT_POLICY=PASSIVE``)
+and on one; ``net max-lr --k 5`` under the PipeMare schedule over the 8 stages (P = 8) for
+momentum 0.9, lwp+sc (momentum 0.9) and adam (β1 0.9) with ``--precond-from`` the training's
+cached AdamW state (`tiny_transformer.adamw_state`), each on two threads.
 
 Run: ``.venv/bin/python benchmarks/bench_curvature.py [--quick] [--pyhessian]``.
 """
@@ -56,9 +57,12 @@ PROBLEMS = [
 ]
 
 
-def run(argv: list[str], threads: int = 1) -> tuple[dict, float, float]:
-    """(JSON output, wall seconds, CPU seconds) of one whole process."""
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads),
+def run(argv: list[str], threads: int = 1, wait: str = "") -> tuple[dict, float, float]:
+    """(JSON output, wall seconds, CPU seconds) of one whole process (``wait``: an
+    ``OMP_WAIT_POLICY``, else the CLI's default)."""
+    base = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY" or not wait}
+    base = {**base, "OMP_WAIT_POLICY": wait} if wait else base
+    env = {**base, "OMP_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads),
            "MKL_NUM_THREADS": str(threads), "PYTHONPATH": str(ROOT)}  # fmt: skip
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
@@ -71,10 +75,10 @@ def run(argv: list[str], threads: int = 1) -> tuple[dict, float, float]:
     return json.loads(done.stdout.strip().splitlines()[-1]), wall, cpu
 
 
-def toolkit(spec: str, *extra: str, command: str = "curvature", threads: int = 1):
+def toolkit(spec: str, *extra: str, command: str = "curvature", threads: int = 1, wait: str = ""):
     argv = [sys.executable, "-m", "stability.cli.main", "net", command, "--problem", spec,
             *extra, "--json"]  # fmt: skip
-    return run(argv, threads)
+    return run(argv, threads, wait)
 
 
 def baseline(method: str, spec: str, k: int):
@@ -106,46 +110,39 @@ def side_by_side(k: int, with_pyhessian: bool) -> None:
     )
 
 
-def products_against_differences() -> None:
+def hvp_modes(repeats: int = 4) -> None:
+    import dataclasses
+
     import torch
-    from curvlinops import HessianLinearOperator
 
-    from stability.nets.problem import problem_from_dict
+    from stability.nets.problem import (
+        FORWARD_OVER_REVERSE,
+        REVERSE_OVER_REVERSE,
+        load_problem,
+    )
 
-    class Block(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.inp, self.ln = torch.nn.Linear(4, 8), torch.nn.LayerNorm(8)
-            self.mlp = torch.nn.Sequential(
-                torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 8)
-            )
-            self.out = torch.nn.Linear(8, 2)
-
-        def forward(self, x):
-            a = self.inp(x)
-            return self.out(a + self.mlp(self.ln(a)))
-
-    torch.manual_seed(0)
-    x = torch.randn(160, 4, dtype=torch.float64)
-    y = torch.sin(x[:, :2]) + 0.5 * x[:, 2:4]
-    loss = torch.nn.MSELoss()
-    net = problem_from_dict({"model": Block().double(), "loss": loss, "inputs": x, "targets": y})
-    w, v = net.w_star, torch.randn(net.dim, dtype=torch.float64)
-    eps = 1e-5
-    fd = (net.gradient(w + eps * v) - net.gradient(w - eps * v)) / (2 * eps)
-    params = list(net.model.parameters())  # one stage: the model's order, as net.names
-    curv = HessianLinearOperator(net.model, loss, params, [(x, y)], check_deterministic=False)
-    products = {
-        "toolkit (torch.func jvp of grad)": net.hvp(w, v),
-        "curvlinops HessianLinearOperator": torch.as_tensor(curv.to_scipy() @ v.numpy()),
-        "torch.func.hessian": torch.func.hessian(net.loss)(w) @ v,
-        "torch.autograd.functional.hessian": torch.autograd.functional.hessian(net.loss, w) @ v,
-    }
-    print(f"LayerNorm + residual block, {net.dim} parameters, float64: one product H·v")
-    print(f"{'method':<36}{'max |Hv − FD| / max |FD|':>26}")
-    for name, hv in products.items():
-        print(f"{name:<36}{float((hv - fd).abs().max() / fd.abs().max()):>26.1e}")
-    print("(FD: central differences of the gradient, step 1e-5: error ~1e-9)")
+    torch.set_num_threads(1)
+    print(f"{'problem':<18}{'params':>9}{'reverse-over-reverse s':>24}"
+          f"{'forward-over-reverse s':>24}{'ratio':>7}{'rel diff':>10}")  # fmt: skip
+    shipped = [("tiny_transformer", "examples/tiny_transformer.py:problem")]
+    for name, spec in shipped + PROBLEMS:
+        net = load_problem(spec)
+        w = net.w_star
+        v = torch.randn(net.dim, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+        v = v.to(net.dtype)
+        modes = (REVERSE_OVER_REVERSE, FORWARD_OVER_REVERSE)
+        nets = {m: dataclasses.replace(net, hvp_mode=m) for m in modes}
+        seconds = dict.fromkeys(modes, 0.0)
+        out = {m: p.hvp(w, v) for m, p in nets.items()}  # warm-up (forward mode scripts once)
+        for _ in range(repeats):
+            for mode, p in nets.items():
+                start = time.process_time()
+                p.hvp(w, v)
+                seconds[mode] += (time.process_time() - start) / repeats
+        rr, fr = seconds[REVERSE_OVER_REVERSE], seconds[FORWARD_OVER_REVERSE]
+        diff = float((out[modes[0]] - out[modes[1]]).norm() / out[modes[1]].norm())
+        print(f"{name:<18}{net.dim:>9}{rr:>24.4f}{fr:>24.4f}{rr / fr:>7.2f}{diff:>10.1e}")
+    print(f"(CPU seconds per product, mean of {repeats}, interleaved; ratio: reverse / forward)")
 
 
 def float32_cost(k: int) -> None:
@@ -159,27 +156,52 @@ def float32_cost(k: int) -> None:
         print(f"{name:<13}{runs['float64'][1]:>10.1f}{runs['float32'][1]:>10.1f}{diff:>27.1e}")
 
 
+def _load() -> str:
+    with open("/proc/loadavg") as fh:
+        return fh.read().split()[0]
+
+
 def shipped_transformer(k: int) -> None:
+    import importlib.util
+
     spec = "examples/tiny_transformer.py:problem"
-    out, wall, cpu = toolkit(spec, "--k", str(k), threads=2)
-    print(f"tiny_transformer ({out['n_params']} parameters, {len(out['stage_sizes'])} stages), "
-          f"two threads:")  # fmt: skip
-    print(f"  net curvature --k {k}: {wall:.1f} s wall ({cpu:.1f} s CPU), {out['hvps']} HVPs, "
-          f"top {k}: {', '.join(f'{v:.5g}' for v in out['eigenvalues'])}")  # fmt: skip
-    import torch
-
-    import stability as st
-    from stability.nets.problem import load_problem
-
-    torch.set_num_threads(2)
-    net = load_problem(spec)
-    for rule in ("momentum", "lwp+sc"):
-        start = time.perf_counter()
-        res = st.net_max_lr(net, rule, schedule="pipemare", k=k, negative=False, momentum=0.9)
-        print(f"  st.net_max_lr({rule!r}, momentum=0.9, schedule='pipemare', k={k}; stage taus "
-              f"{res.stage_taus}): max_lr {res.max_lr:.5g}, scalar bound "
-              f"{res.scalar_bound:.5g}, critical stage {res.critical_stage}; "
-              f"{time.perf_counter() - start:.1f} s wall")  # fmt: skip
+    module_spec = importlib.util.spec_from_file_location(
+        "tiny", ROOT / "examples/tiny_transformer.py"
+    )
+    tiny = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(tiny)
+    state = tiny.adamw_state("large")  # trains (and caches) first if needed
+    print(f"examples/tiny_transformer.py (large), net ... --k {k}, whole processes:")
+    print(f"{'command':<58}{'threads':>8}{'load':>6}{'wall s':>8}{'CPU s':>8}{'HVPs':>6}  result")
+    runs = [
+        ("curvature", [], 2),
+        ("curvature", [], 1),
+        ("curvature", ["ACTIVE"], 2),
+        ("max-lr", ["--rule", "momentum", "--momentum", "0.9"], 2),
+        ("max-lr", ["--rule", "lwp+sc", "--momentum", "0.9"], 2),
+        ("max-lr", ["--rule", "adam", "--beta1", "0.9", "--precond-from", state], 2),
+    ]
+    for command, flags, threads in runs:
+        load = _load()
+        wait = flags.pop() if flags == ["ACTIVE"] else ""
+        extra = [] if command == "curvature" else ["--schedule", "pipemare"]
+        out, wall, cpu = toolkit(spec, "--k", str(k), *extra, *flags, command=command,
+                                 threads=threads, wait=wait)  # fmt: skip
+        shown = [f if f != state else "STATE" for f in flags] + (
+            [f"(OMP_WAIT_POLICY={wait})"] if wait else []
+        )
+        label = f"net {command} {' '.join(shown + extra)}".strip()
+        if command == "curvature":
+            result = "top 5: " + ", ".join(f"{v:.5g}" for v in out["eigenvalues"])
+            hvps = out["hvps"]
+        else:
+            result = (f"max_lr {out['max_lr']:.5g}, scalar bound {out['scalar_bound']:.5g}, "
+                      f"critical stage {out['critical_stage']}")  # fmt: skip
+            taus = out["stage_taus"]
+            hvps = out.get("hvps", "")
+        print(f"{label:<58}{threads:>8}{load:>6}{wall:>8.1f}{cpu:>8.1f}{hvps!s:>6}  {result}")
+    print(f"PipeMare stage delays (stage 1 first): {taus}; stage sizes {out['stage_sizes']}")
+    print("load: the 1-minute load average at the start (2 cores shared with other sessions)")
 
 
 def main() -> None:
@@ -188,14 +210,14 @@ def main() -> None:
     ap.add_argument("--pyhessian", action="store_true", help="PyHessian on the transformer too")
     ap.add_argument("--k", type=int, default=5)
     args = ap.parse_args()
-    products_against_differences()
+    hvp_modes()
+    if not args.quick:
+        print()
+        shipped_transformer(args.k)
     print()
     side_by_side(args.k, args.pyhessian)
     print()
     float32_cost(args.k)
-    if not args.quick:
-        print()
-        shipped_transformer(args.k)
 
 
 if __name__ == "__main__":

@@ -1,23 +1,32 @@
 """Issue 23 acceptance: ``net noise`` on small networks near a minimum, against independent oracles.
 
-Two networks not in the repository, generated and fitted here (L-BFGS, seeded, one thread):
-``teacher31`` (3 → 6 → 1 tanh, MSE, 31 parameters, n = 512, targets from a teacher of the same
-architecture plus noise 0.1; Hessian eigenvalues 1.5e-7 … 25) and ``tiny9`` (the tests' 2 → 2 → 1
-tanh network, 9 parameters, n = 60).  With k = p (the whole parameter space):
+Four networks not in the repository, fitted here (L-BFGS, seeded, one thread): ``teacher31``
+(3 → 6 → 1 tanh, MSE, 31 parameters, n = 512, targets from a teacher of the same architecture
+plus noise 0.1; Hessian eigenvalues 1.5e-7 … 25), ``tiny9`` (the tests' 2 → 2 → 1 tanh network,
+9 parameters, n = 60), ``diabetes37`` (sklearn's diabetes, 10 → 3 → 1 tanh, MSE, 37 parameters,
+n = 442) and ``iris27`` (sklearn's iris, sepal length and width, 2 → 4 → 3 ReLU, cross-entropy,
+27 parameters, n = 150).  With k = p (the whole parameter space):
 
 * ``kronecker`` — ``ms_max_lr`` against the dense second-moment operator E[A(H_B) ⊗ A(H_B)] on
   symmetric matrices from per-sample ``torch.func.hessian`` (hand-written delayed-SGD state
   matrices, τ ∈ {0, 1} and {0, 2}): the dense operator must be stable at ms·(1 − 1e-6) and
   unstable at ms·(1 + 1e-6);
 * ``measured`` — ``--measure --runs 1024`` at lr = 0.25 × ms_max_lr, B ∈ {16, 32}: sgd at
-  τ ∈ {0, 2}, momentum 0.9 at τ = 2 (both networks) and PipeMare P = 4 (teacher31):
-  ``as_max_lr`` inside ``measured.as_bracket`` widened by 5 %, ``expected_loss`` at t = 10²,
-  10³ and ``floor`` within max(5 %, 3 se) of the measured means, the runs' wander;
+  τ ∈ {0, 2}, momentum 0.9 at τ = 2 and PipeMare P = 4 (teacher31): ``as_max_lr`` inside
+  ``measured.as_bracket`` widened by 5 %, ``expected_loss`` at t = 10², 10³ and ``floor``
+  within max(5 %, 3 se) of the measured means, how far both sets of runs wandered;
+* ``almost_sure`` — the same ``--measure`` on the sklearn networks with 2 loss runs (only the
+  almost-sure bracket is checked);
+* ``cause`` — why runs that carry the offsets ξ_B cannot measure the almost-sure threshold
+  (`stability.nets.minibatch_lyapunov`): 64 training runs of 4000 steps from the start at
+  0.25 × ms_max_lr, ms_max_lr and 0.97 × as_max_lr, their largest ‖w − w*‖ / r₁₀ and the
+  fraction of runs that went beyond r₁₀;
 * ``shipped`` — ``subspace_change`` and wall time of ``net noise`` (no --measure) on the shipped
   examples at the default k (sgd, B = 32), and the MLP at k = 20.
 
-Results are appended to ``figures/net_noise_acceptance.json`` as each case finishes (resumable)
-and printed as a table.  ``--quick``: 256 runs, teacher31 only, B = 16, into figures/quick/.
+Results are appended to ``figures/net_noise_acceptance.json`` as each case finishes (resumable;
+the most informative cases first) and printed as a table.  ``--quick``: 256 runs, teacher31
+only, B = 16, into figures/quick/.
 """
 
 from __future__ import annotations
@@ -43,31 +52,63 @@ SHIPPED = ("examples/diabetes_linear.py:problem", "examples/digits_mlp.py:proble
            "examples/digits_cnn.py:problem")  # fmt: skip
 
 
-def network(name: str):
-    """The generated networks (module doc), fitted by L-BFGS from seed 0 (strict minima: every
-    Hessian eigenvalue > 1e-9·λ_max, checked by the tests' dense oracle)."""
-    inputs, hidden, n, noise = {"teacher31": (3, 6, 512, 0.1), "tiny9": (2, 2, 60, 0.2)}[name]
+NETWORKS = {  # name: (hidden, activation, stages)
+    "teacher31": (6, torch.nn.Tanh, 4),
+    "tiny9": (2, torch.nn.Tanh, 2),
+    "diabetes37": (3, torch.nn.Tanh, 2),
+    "iris27": (4, torch.nn.ReLU, 2),
+}
+
+
+def _data(name: str):
+    """(X, y, loss): synthetic for teacher31/tiny9, sklearn's diabetes (regression, features
+    and target standardised) and iris (sepal length and width, standardised: 3 classes that
+    overlap, so the cross-entropy minimum is finite)."""
+    if name in ("diabetes37", "iris27"):
+        from sklearn import datasets
+
+        if name == "diabetes37":
+            X, y = datasets.load_diabetes(return_X_y=True)
+            y = ((y - y.mean()) / y.std())[:, None]
+        else:
+            X, y = datasets.load_iris(return_X_y=True)
+            X = X[:, :2]
+        X = torch.tensor((X - X.mean(0)) / X.std(0), dtype=torch.float64)
+        if name == "iris27":
+            return X, torch.tensor(y, dtype=torch.long), torch.nn.CrossEntropyLoss()
+        return X, torch.tensor(y, dtype=torch.float64), torch.nn.MSELoss()
+    inputs, n, noise = {"teacher31": (3, 512, 0.1), "tiny9": (2, 60, 0.2)}[name]
     g = torch.Generator().manual_seed(1 if name == "teacher31" else 0)
     X = torch.randn(n, inputs, generator=g, dtype=torch.float64)
-
-    def mlp():
-        return torch.nn.Sequential(
-            torch.nn.Linear(inputs, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, 1)
-        ).double()
-
     if name == "teacher31":  # a teacher of the same architecture, plus noise
         torch.manual_seed(1)
         with torch.no_grad():
-            y = mlp()(X) + noise * torch.randn(n, 1, generator=g, dtype=torch.float64)
+            y = _mlp(3, 6, 1, torch.nn.Tanh)(X) + noise * torch.randn(
+                n, 1, generator=g, dtype=torch.float64
+            )
     else:  # tests/test_nets_noise.py's network
         w = torch.tensor([[1.0], [-0.7]], dtype=torch.float64)
         y = torch.sin(X @ w) + noise * torch.randn(n, 1, generator=g, dtype=torch.float64)
+    return X, y, torch.nn.MSELoss()
+
+
+def _mlp(inputs: int, hidden: int, outputs: int, activation):
+    return torch.nn.Sequential(
+        torch.nn.Linear(inputs, hidden), activation(), torch.nn.Linear(hidden, outputs)
+    ).double()
+
+
+def network(name: str):
+    """The networks (module doc), fitted by L-BFGS from seed 0 (one thread)."""
+    hidden, activation, stages = NETWORKS[name]
+    X, y, loss = _data(name)
+    outputs = 3 if name == "iris27" else 1
     torch.manual_seed(0)
-    model = mlp()
-    loss = torch.nn.MSELoss()
-    opt = torch.optim.LBFGS(model.parameters(), max_iter=3000 if name == "teacher31" else 2000,
-                            tolerance_grad=1e-14 if name == "teacher31" else 1e-13,
-                            tolerance_change=1e-18 if name == "teacher31" else 1e-16,
+    model = _mlp(X.shape[1], hidden, outputs, activation)
+    tight = name != "tiny9"
+    opt = torch.optim.LBFGS(model.parameters(), max_iter=3000 if tight else 2000,
+                            tolerance_grad=1e-14 if tight else 1e-13,
+                            tolerance_change=1e-18 if tight else 1e-16,
                             history_size=50, line_search_fn="strong_wolfe")  # fmt: skip
 
     def closure():
@@ -78,7 +119,7 @@ def network(name: str):
 
     opt.step(closure)
     return problem_from_dict({"model": model, "loss": loss, "inputs": X, "targets": y},
-                             stages=4 if name == "teacher31" else 2, source=name)  # fmt: skip
+                             stages=stages, source=name)  # fmt: skip
 
 
 def dense_ms_radius(net, batch, lr, tau):
@@ -148,9 +189,51 @@ def measured_case(net, rule, params, batch, runs, pipe=None):
         "as_holds": inside, "times": rows,
         "floor": {"predicted": r.floor, "measured": m["floor"][0], "se": m["floor"][1],
                   "holds": within(r.floor, m["floor"][0], m["floor"][1])},
-        "wander_ratio": r.protocol.get("runs_max_distance_ratio"), "warnings": r.warnings,
+        "wander_ratio": r.protocol.get("runs_max_distance_ratio"),
+        "as_wander_ratio": r.protocol.get("as_max_distance_ratio"),
+        "as_exponents": m["as_exponents"], "warnings": r.warnings,
         "seconds": round(time.perf_counter() - started, 1),
     }  # fmt: skip
+
+
+def almost_sure_case(net, rule, params, batch):
+    """`measured_case` without the loss runs' statistics (2 runs of 10 steps)."""
+    started = time.perf_counter()
+    r = st.net_noise(net, rule, batch=batch, k=net.dim, steps=10, measure=True, runs=2,
+                     **params)  # fmt: skip
+    lo, hi = r.measured["as_bracket"] or (None, None)
+    return {
+        "ms_max_lr": r.ms_max_lr, "full_batch_max_lr": r.full_batch_max_lr,
+        "as_max_lr": r.as_max_lr, "as_bracket": r.as_bracket, "measured_as_bracket": [lo, hi],
+        "as_holds": lo is not None and hi is not None and 0.95 * lo <= r.as_max_lr <= 1.05 * hi,
+        "as_wander_ratio": r.protocol.get("as_max_distance_ratio"),
+        "as_exponents": r.measured["as_exponents"], "dropped": r.dropped,
+        "warnings": r.warnings, "seconds": round(time.perf_counter() - started, 1),
+    }  # fmt: skip
+
+
+def cause_case(net, source, runs=64, steps=4000):
+    """Training runs (offsets ξ_B included) at 0.25·ms, ms and 0.97·as of case ``source``:
+    their largest ‖w − w*‖ / r₁₀ and the fraction beyond r₁₀ (module doc)."""
+    from stability.nets.curvature import curvature
+    from stability.nets.minibatch_runs import lockstep, quadratic_radius, start_weights
+    from stability.nets.noise_public import _pipeline
+    from stability.nets.prediction import net_rules
+
+    v1 = curvature(net, 1, stage_blocks=False, negative_k=0).eigenvectors[:, 0]
+    r10 = quadratic_radius(net, v1)
+    rules = net_rules("sgd", {}, _pipeline(net, None, 0))
+    w0 = start_weights(net, v1, 1e-3)
+    out = {"source": source["key"], "r10": r10, "runs": runs, "steps": steps, "rows": []}
+    for name, lr in (("0.25 ms", 0.25 * source["ms_max_lr"]), ("ms", source["ms_max_lr"]),
+                     ("0.97 as", 0.97 * source["as_max_lr"])):  # fmt: skip
+        res = lockstep(net, rules, np.full(runs, lr), torch.broadcast_to(w0, (runs, net.dim)),
+                       np.arange(runs), batch=16, steps=steps, divergence=1e12)  # fmt: skip
+        ratio = np.where(res.blown, np.inf, res.wander / r10)
+        out["rows"].append({"lr": name, "value": lr, "max_ratio": float(ratio.max()),
+                            "median_ratio": float(np.median(ratio)),
+                            "beyond_r10": float(np.mean(ratio > 1))})  # fmt: skip
+    return out
 
 
 def shipped_case(spec, k=None):
@@ -167,6 +250,15 @@ def _num(x, digits=4):
     return "—" if x is None else f"{x:.{digits}g}"
 
 
+def crossing(rows) -> float | None:
+    """Where the measured mean exponent first changes sign (linear interpolation between the
+    neighbouring step sizes of ``as_exponents``)."""
+    for (a, ga, *_), (b, gb, *_) in zip(rows, rows[1:], strict=False):
+        if ga < 0 <= gb and np.isfinite(gb):
+            return a + (b - a) * (-ga) / (gb - ga)
+    return None
+
+
 def write_doc(done: dict, target: Path) -> None:
     """docs/net_noise_acceptance.md from the results (the numbers the docs quote)."""
     from stability.files import atomic_write
@@ -179,11 +271,10 @@ def write_doc(done: dict, target: Path) -> None:
         if r["kind"] == "kronecker":
             lines.append(f"| {key} | {_num(r['ms_max_lr'], 8)} | {r['dense_below']:.12f} | "
                          f"{r['dense_above']:.12f} | {r['holds']} |")  # fmt: skip
-    lines += ["", "**Measured runs** (k = p, lr = 0.25 × ms_max_lr; loss and floor: predicted / "
-              "measured ± se; as: `as_max_lr` against the measured bracket widened by 5 %; "
-              "wander: max ‖w − w*‖ / r₁₀):", "",
-              "| case | E f − f* at 10² | at 10³ | floor | as_max_lr | measured bracket | as holds "
-              "| wander | s |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines += ["", "**Measured runs** (k = p, lr = 0.25 × ms_max_lr, 1,024 runs; loss and floor: "
+              "predicted / measured ± se; wander: max ‖w − w*‖ / r₁₀ of the loss runs):", "",
+              "| case | E f − f* at 10² | at 10³ | floor | wander | s |",
+              "|---|---|---|---|---|---|"]  # fmt: skip
     for key, r in done.items():
         if r["kind"] != "measured":
             continue
@@ -192,10 +283,37 @@ def write_doc(done: dict, target: Path) -> None:
         f = r["floor"]
         cells.append(f"{_num(f['predicted'])} / {_num(f['measured'])} ± {_num(f['se'], 2)}"
                      + ("" if f["holds"] else " ✗"))  # fmt: skip
+        lines.append(f"| {key} | {' | '.join(cells)} | {_num(r['wander_ratio'], 3)} | "
+                     f"{r['seconds']} |")  # fmt: skip
+    lines += ["", "**The almost-sure threshold** (k = p; predicted `as_max_lr` with its ±2 se "
+              "`as_bracket`, against `measured.as_bracket` from 32 offset-free runs per step size "
+              "(`stability.nets.minibatch_lyapunov`) widened by 5 %; position: as_max_lr / the "
+              "bracket's ends; measured γ̄ = 0: where the runs' mean exponent changes sign; "
+              "wander: max ‖w − w*‖ / r₁₀ of those runs):", "",
+              "| case | ms_max_lr | as_max_lr | predicted bracket | measured bracket | position "
+              "| holds | measured γ̄ = 0 | wander |",
+              "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for key, r in done.items():
+        if r["kind"] not in ("measured", "almost_sure"):
+            continue
         lo, hi = r["measured_as_bracket"]
-        lines.append(f"| {key} | {' | '.join(cells)} | {_num(r['as_max_lr'])} | "
-                     f"[{_num(lo)}, {_num(hi)}] | {r['as_holds']} | "
-                     f"{_num(r['wander_ratio'], 3)} | {r['seconds']} |")  # fmt: skip
+        a, (plo, phi) = r["as_max_lr"], r["as_bracket"]
+        where = "—" if lo is None or hi is None else f"{a / lo:.3f}, {a / hi:.3f}"
+        lines.append(f"| {key} | {_num(r['ms_max_lr'])} | {_num(a)} | [{_num(plo)}, {_num(phi)}] "
+                     f"| [{_num(lo)}, {_num(hi)}] | {where} | {r['as_holds']} | "
+                     f"{_num(crossing(r.get('as_exponents', [])))} | "
+                     f"{_num(r.get('as_wander_ratio'), 2)} |")  # fmt: skip
+    for key, r in done.items():
+        if r["kind"] != "cause":
+            continue
+        lines += ["", f"**Why training runs cannot measure it** ({key}: {r['runs']} runs of "
+                  f"{r['steps']} steps with the offsets ξ_B, sgd, B = 16, from the start; "
+                  f"r₁₀ = {_num(r['r10'])}):", "",
+                  "| lr | value | max ‖w − w*‖ / r₁₀ | median | runs beyond r₁₀ |",
+                  "|---|---|---|---|---|"]  # fmt: skip
+        for row in r["rows"]:
+            lines.append(f"| {row['lr']} | {_num(row['value'])} | {_num(row['max_ratio'], 3)} | "
+                         f"{_num(row['median_ratio'], 3)} | {row['beyond_r10']:.0%} |")  # fmt: skip
     lines += ["", "**Shipped examples** (sgd, B = 32, default k = 10, no --measure):", "",
               "| problem | p | subspace_change | ms_max_lr | floor | wall s | CPU s |",
               "|---|---|---|---|---|---|---|"]  # fmt: skip
@@ -210,9 +328,11 @@ def write_doc(done: dict, target: Path) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", choices=("kronecker", "measured", "shipped"), default=None)
+    ap.add_argument("--only", choices=("kronecker", "measured", "almost_sure", "cause", "shipped"),
+                    default=None)  # fmt: skip
     ap.add_argument("--out", type=Path, default=None, help="results JSON (default figures/)")
     ap.add_argument("--keys", nargs="*", default=None, help="only these cases (by key)")
+    ap.add_argument("--doc-only", action="store_true", help="only rewrite the doc from the JSON")
     args = ap.parse_args()
     torch.set_num_threads(1)
     out = (
@@ -220,28 +340,56 @@ def main() -> int:
     )
     done = json.loads(out.read_text()) if out.exists() else {}
     runs = 256 if args.quick else 1024
-    first, rest = [], []  # the acceptance lines first (B = 16), then B = 32 and the shipped ones
+    kron = []
     for name, taus in (("teacher31", (0, 1)), ("tiny9", (0, 2))):
         for tau in taus:
-            first.append(("kronecker", f"{name} sgd tau={tau}", name,
-                          lambda n, t=tau: kronecker_case(n, t)))  # fmt: skip
-    for batch in (16,) if args.quick else (16, 32):
-        for name in ("teacher31",) if args.quick else ("teacher31", "tiny9"):
-            for rule, params, tau in (("sgd", {}, 0), ("sgd", {}, 2),
-                                      ("momentum", {"momentum": 0.9}, 2)):  # fmt: skip
-                key = f"{name} {rule} tau={tau} B={batch}"
-                (first if batch == 16 else rest).append(
-                    ("measured", key, name, lambda n, r=rule, p=params, t=tau, b=batch:
-                     measured_case(n, r, {**p, "tau": t}, b, runs)))  # fmt: skip
-    pipemare = pipeline("pipemare", 4)
-    first.append(("measured", "teacher31 sgd pipemare P=4 B=16", "teacher31",
-                  lambda n: measured_case(n, "sgd", {}, 16, runs, pipemare)))  # fmt: skip
-    if not args.quick:
-        rest += [("shipped", spec, None, lambda n, s=spec: shipped_case(s)) for spec in SHIPPED]
-        rest.append(("shipped", f"{SHIPPED[1]} k=20", None, lambda n: shipped_case(SHIPPED[1], 20)))
-    cases = first + rest
+            kron.append(("kronecker", f"{name} sgd tau={tau}", name,
+                         lambda n, t=tau: kronecker_case(n, t)))  # fmt: skip
+    rules = {"sgd tau=0": ("sgd", {"tau": 0}), "sgd tau=2": ("sgd", {"tau": 2}),
+             "momentum tau=2": ("momentum", {"momentum": 0.9, "tau": 2})}  # fmt: skip
+
+    def measured(name, rule, batch):
+        r, params = rules[rule]
+        return ("measured", f"{name} {rule} B={batch}", name,
+                lambda n: measured_case(n, r, params, batch, runs))  # fmt: skip
+
+    pipe4 = pipeline("pipemare", 4)
+    pipemare = ("measured", "teacher31 sgd pipemare P=4 B=16", "teacher31",
+                lambda n: measured_case(n, "sgd", {}, 16, runs, pipe4))  # fmt: skip
+    source = "teacher31 sgd tau=0 B=16"
+    cause = ("cause", "teacher31 offsets in the runs", "teacher31",
+             lambda n: cause_case(n, {"key": source, **done[source]}))  # fmt: skip
+    if args.quick:
+        cases = [*kron, measured("teacher31", "sgd tau=0", 16), pipemare]
+    else:  # the most informative first: a run may be cut short
+        cases = [measured("teacher31", "sgd tau=2", 32), pipemare,
+                 measured("teacher31", "sgd tau=0", 16), cause,
+                 measured("teacher31", "momentum tau=2", 16),
+                 measured("tiny9", "sgd tau=0", 16)]  # fmt: skip
+        for name, rule, batch in (("diabetes37", "sgd tau=0", 16), ("iris27", "sgd tau=2", 32),
+                                  ("diabetes37", "momentum tau=2", 32),
+                                  ("iris27", "momentum tau=2", 16), ("diabetes37", "sgd tau=2", 16),
+                                  ("iris27", "sgd tau=0", 32)):  # fmt: skip
+            r, params = rules[rule]
+            cases.append(("almost_sure", f"{name} {rule} B={batch}", name,
+                          lambda n, r=r, p=params, b=batch:
+                          almost_sure_case(n, r, p, b)))  # fmt: skip
+        for batch in (16, 32):
+            for name in ("teacher31", "tiny9"):
+                cases += [measured(name, rule, batch) for rule in rules]
+        cases += kron
+        cases += [("shipped", spec, None, lambda n, s=spec: shipped_case(s)) for spec in SHIPPED]
+        cases.append(
+            ("shipped", f"{SHIPPED[1]} k=20", None, lambda n: shipped_case(SHIPPED[1], 20))
+        )
+    seen, unique = set(), []
+    for case in cases:  # a case listed twice runs once
+        if case[1] not in seen:
+            seen.add(case[1])
+            unique.append(case)
+    cases = unique
     built = {}
-    for kind, key, name, run in cases:
+    for kind, key, name, run in [] if args.doc_only else cases:
         if (args.only and kind != args.only) or key in done or (args.keys and key not in args.keys):
             continue
         if name is not None and name not in built:

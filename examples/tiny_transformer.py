@@ -16,8 +16,10 @@ MLP (GELU, 4× wide) → residual — a final LayerNorm and a linear head: 1,065
 **Training** (the script any user has): AdamW (lr 3·10⁻³, weight decay 0) for ``STEPS`` steps
 on shuffled minibatches of 32 sequences from a ``DataLoader``, seed 0, one thread (an
 optimizer's endpoint depends on the reduction order, hence on the thread count); the trained
-weights are cached (`stability.nets.fitting.cache_folder`, keyed by everything that determines
-them), so only the first call trains (minutes for ``problem`` on one core).
+weights and the optimizer's state are cached (`stability.nets.fitting.cache_folder`, keyed by
+everything that determines them; `adamw_state` names the state's file, the ``--precond-from``
+of ``net max-lr --rule adam``), so only the first call trains (minutes for ``problem`` on one
+core).
 
 **The problem** hands the analysis the model as it is (float32) and the same ``DataLoader``
 type over the analysis set (the first 16 sequences, batches of 8, not shuffled).  The small
@@ -104,18 +106,24 @@ def sequences(count: int = SEQUENCES, length: int = LENGTH, max_step: int = 7) -
     return TensorDataset(seq[:, :-1], seq[:, 1:])
 
 
-def train(size: str = "large", steps: int = STEPS) -> TinyTransformer:
-    """The model after ``steps`` AdamW steps (module doc), cached after the first call."""
-    from stability.files import atomic_write
+def _cached(size: str, steps: int, part: str):
     from stability.nets.fitting import cache_folder
+
+    return cache_folder() / f"tiny_transformer-{size}-{steps}-{part}{torch.__version__}.pt"
+
+
+def train(size: str = "large", steps: int = STEPS) -> TinyTransformer:
+    """The model after ``steps`` AdamW steps (module doc), cached after the first call (with
+    the optimizer's state: `adamw_state`)."""
+    from stability.files import atomic_write
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         torch.manual_seed(0)
         model = TinyTransformer(**SIZES[size])
-        path = cache_folder() / f"tiny_transformer-{size}-{steps}-{torch.__version__}.pt"
-        if path.is_file():
+        path, state = _cached(size, steps, ""), _cached(size, steps, "adamw-")
+        if path.is_file() and state.is_file():
             model.load_state_dict(torch.load(path, weights_only=True))
             return model.eval()
         loader = DataLoader(sequences(), batch_size=32, shuffle=True,
@@ -130,12 +138,20 @@ def train(size: str = "large", steps: int = STEPS) -> TinyTransformer:
                 done += 1
                 if done == steps:
                     break
-        buffer = io.BytesIO()
-        torch.save(model.state_dict(), buffer)
-        atomic_write(path, lambda fh: fh.write(buffer.getvalue()), binary=True)
+        for target, value in ((path, model.state_dict()), (state, optimizer.state_dict())):
+            buffer = io.BytesIO()
+            torch.save(value, buffer)
+            atomic_write(target, lambda fh, b=buffer: fh.write(b.getvalue()), binary=True)
         return model.eval()
     finally:
         torch.set_num_threads(threads)
+
+
+def adamw_state(size: str = "large", steps: int = STEPS) -> str:
+    """The file of the training's AdamW ``state_dict()`` (over ``model.parameters()``, in that
+    order): the ``--precond-from`` of ``net max-lr --rule adam`` (docs/adam.md)."""
+    train(size, steps)
+    return str(_cached(size, steps, "adamw-"))
 
 
 def stages(model: TinyTransformer) -> list[list[str]]:

@@ -6,6 +6,8 @@
 * ``<!-- reproductions -->`` (docs/reproductions.md) becomes the list of the committed
   full-mode reproductions, read from ``figures/<name>.json``, with the ids of their claims
   (graded once, on docs/claims.md).
+* ``<!-- cli-options -->`` (docs/reference/cli.md) becomes one table per command of the
+  registry (``stability.api.commands.COMMANDS``): its inputs, each declared once.
 * ``<!-- cli-help -->`` and ``<!-- json-reference -->`` (docs/reference/) become every
   command's ``--help`` text and the JSON keys of every public result type (``Result.schema``):
   generated from the parsers and the result types at every build, so they cannot go stale.
@@ -95,7 +97,35 @@ def json_reference() -> str:
     return "\n".join(parts)
 
 
+def cli_options() -> str:
+    """One table per command of the registry (`stability.api.commands.COMMANDS`): every input
+    with its flag, Python keyword, kind, allowed values, meaning and default — the same
+    declarations the parsers, the public functions' validation and the sweep use."""
+    from stability.api.commands import COMMANDS
+
+    parts = []
+    for name, spec in COMMANDS.items():
+        parts += [
+            f"### {name}",
+            "",
+            f"`{spec.module}.{spec.function_name}` → `{spec.result_name}`"
+            + ("; sweepable" if spec.sweepable else ""),
+            "",
+            "| flag | keyword | kind | allowed | meaning (default) |",
+            "|---|---|---|---|---|",
+        ]
+        for o in spec.all_options:
+            cells = (f"`{o.flag}`", f"`{o.name}`", o.kind, o.allowed, o.help)
+            parts.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+        if spec.pipeline:
+            one = "`pipeline=Pipeline.from_options(schedule=..., stages=..., ...)`"
+            parts += ["", f"From Python the pipeline's inputs come as one value: {one}."]
+        parts.append("")
+    return "\n".join(parts)
+
+
 MARKERS = {
+    "<!-- cli-options -->": cli_options,
     "<!-- api-reference -->": api_reference,
     "<!-- reproductions -->": reproductions,
     "<!-- cli-help -->": cli_help,

@@ -39,7 +39,7 @@ _FUNCTIONS: dict[str, tuple[str, ...]] = {
     "bounds": ("bounds", "BoundReport"),
     "halflife": ("halflife", "HalfLife", "PipelineHalfLife"),
     "heatmap": ("heatmap", "Heatmap", "Axis"),
-    "train": ("train", "Training"),
+    "train": ("train", "Training", "train_runs", "TrainRun"),
     "validate": ("validate", "Validation"),
     "coupled": ("coupled", "Coupled"),
     "claims": ("claims", "Claims"),

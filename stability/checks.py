@@ -99,6 +99,22 @@ def check_delay(name: str, value: Any, low: int = 0) -> Any:
     return int(arr) if arr.ndim == 0 else arr.astype(np.int64)
 
 
+def check_scalar_delay(name: str, value: Any) -> int:
+    """A single delay (not a per-parameter array): rules whose structure depends on it."""
+    value = check_delay(name, value)
+    if np.ndim(value) != 0:
+        raise ValueError(f"{name} must be a single integer for this rule, not an array")
+    return value
+
+
+def check_count(name: str, value: Any) -> int:
+    """A count (stages, replicas, …): a single integer ≥ 1."""
+    value = check_scalar_delay(name, value)
+    if value < 1:
+        raise ValueError(f"{name} must be an integer ≥ 1, got {value}")
+    return value
+
+
 def check_integer(name: str, value: Any, *, low: int = 0, high: int | None = None) -> int:
     """An integer (not a bool) in [low, high]; returns it as int."""
     rng = f"an integer in [{low}, {high}]" if high is not None else f"an integer ≥ {low}"
@@ -108,6 +124,15 @@ def check_integer(name: str, value: Any, *, low: int = 0, high: int | None = Non
     if not ok or value < low or (high is not None and value > high):
         raise ValueError(f"{name} must be {rng}, got {_shown(value)}")
     return int(value)
+
+
+def check_step_sizes(lr: Any) -> np.ndarray:
+    """The step sizes of R runs trained side by side as an (R,) float array: at least one,
+    every one finite and > 0."""
+    lr = np.asarray(lr, dtype=float).reshape(-1)
+    if lr.size == 0 or not np.all(np.isfinite(lr)) or np.any(lr <= 0):
+        raise ValueError("lr must be a non-empty array of finite numbers > 0")
+    return lr
 
 
 def check_order(name_small: str, small: Any, name_large: str, large: Any) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from stability.cli.commands import COMMANDS
-from stability.cli.main import limit_blas_threads, main
+from stability.cli.main import limit_blas_threads, main, passive_omp_wait
 from stability.rules.registry import RULES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,6 +160,13 @@ def test_blas_threads_limited_before_numpy_unless_the_user_chose():
     code = "import stability.cli.main, sys; print('numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "False"  # the entry point sets them before numpy loads
+
+
+def test_omp_threads_wait_passively_unless_the_user_chose():
+    env = {}
+    assert passive_omp_wait(env) and env == {"OMP_WAIT_POLICY": "PASSIVE"}
+    user = {"OMP_WAIT_POLICY": "ACTIVE"}
+    assert not passive_omp_wait(user) and user == {"OMP_WAIT_POLICY": "ACTIVE"}
 
 
 # -- issue 11 defects in the argument handling -------------------------------------------------

@@ -164,6 +164,26 @@ def test_no_two_modules_share_a_name():
     assert not shared, f"modules sharing a name: {shared}"
 
 
+def _class_owners(modules: dict[str, Path]) -> dict[str, list[str]]:
+    """Class name → the modules defining a class of that name (anywhere in the module)."""
+    owners = defaultdict(list)
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                owners[node.name].append(name)
+    return owners
+
+
+def test_no_two_classes_share_a_name(tmp_path):
+    """One name, one class (issue 27 item 5), private ones included; a planted second
+    ``Setup`` is found."""
+    shared = {k: v for k, v in _class_owners(MODULES).items() if len(v) > 1}
+    assert not shared, f"classes sharing a name: {shared}"
+    planted = tmp_path / "twice.py"
+    planted.write_text("class Setup:\n    pass\n\n\ndef f():\n    class Setup:\n        pass\n")
+    assert _class_owners({"planted": planted})["Setup"] == ["planted", "planted"]
+
+
 def test_the_layer_test_sees_a_planted_violation(tmp_path):
     """The checks above can fail: an upward import inside a function is found."""
     planted = tmp_path / "rules_bad.py"

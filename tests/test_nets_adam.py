@@ -357,3 +357,29 @@ def test_cli_train_real_text_and_json(files, capsys):
     assert "fresh Adam state" in d["protocol"]["update"]
     rc, out = _cli(args, capsys)
     assert rc == 0 and "sharpness_kind" in out.out and "predicted_edge" in out.out
+
+
+def test_pipeoptim_adamw_with_weight_decay_is_the_reduced_systems_threshold(files):
+    """PipeOptim-AdamW with decay: the prediction is quadratic in lr (c = 1 − lr·wd in the
+    forward prediction), solved by `stability.coupled.quadratic_lr`; it equals the block state
+    matrix bisection of the same reduced system (every rule stepped with its own c), and the
+    decay moves it."""
+    from stability.coupled.system import dense_max_lr
+    from stability.nets.public import _pipeline
+    from stability.nets.sensitivity import predict_inconsistent
+
+    net = _net(files, stages=2)
+    common = dict(
+        optimizer="adamw", schedule="pipemare", backward="current", k=6,
+        precond_from=str(files / "state.pt"),
+    )  # fmt: skip
+    r = net_max_lr(net, "pipeoptim", weight_decay=20.0, **common)
+    assert "lr²" in r.method
+    setup = adaptive_setup(net, "pipeoptim", {"optimizer": "adamw", "weight_decay": 20.0}, str(
+        files / "state.pt"))  # fmt: skip
+    pipe = _pipeline(setup.net, None, {"schedule": "pipemare"}, "current", None)
+    rules = setup.rules("pipeoptim", pipe)
+    pred = predict_inconsistent(setup.net, setup.curvature(6, 1), rules, setup.scale.numpy())
+    assert r.max_lr == pytest.approx(dense_max_lr(pred.system).max_lr, rel=1e-7)
+    plain = net_max_lr(net, "pipeoptim", weight_decay=0.0, **common).max_lr
+    assert abs(r.max_lr / plain - 1) > 1e-3

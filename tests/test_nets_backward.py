@@ -21,7 +21,7 @@ from stability.analysis.boundary import max_lr  # noqa: E402
 from stability.cli.main import main  # noqa: E402
 from stability.coupled.system import CoupledSystem, composed_step  # noqa: E402
 from stability.nets.curvature import dense_hessian, top_eigenpair  # noqa: E402
-from stability.nets.inconsistent import inconsistent_gradient  # noqa: E402
+from stability.nets.inconsistent import inconsistent_gradient, stage_units  # noqa: E402
 from stability.nets.prediction import net_rules  # noqa: E402
 from stability.nets.problem import problem_from_dict  # noqa: E402
 from stability.nets.public import net_train  # noqa: E402
@@ -43,6 +43,12 @@ def net_pipeline(stages, schedule=None, *, tau=None, backward="stashed", tau_bkw
 
 def _mse(out, y):
     return 0.5 * ((out - y) ** 2).sum(dim=1).mean()
+
+
+def _staged(model, X, Y, stages):
+    """The problem with explicit ``stages`` (lists of parameter names)."""
+    return problem_from_dict({"model": model, "loss": _mse, "inputs": X, "targets": Y,
+                              "stages": stages})  # fmt: skip
 
 
 def _problem(model, X, Y, stages=None, **extra):
@@ -126,6 +132,127 @@ def test_inconsistent_gradient_equals_backpropagation_by_hand():
     want2 = np.concatenate([m.ravel() for m in _hand_mlp(X, Y, Wf, Wb, Wf)])
     assert np.abs(got2 - want2).max() <= 1e-12 * np.abs(want2).max()
     assert np.abs(got - got2).max() > 1e-3  # the recompute weights matter
+
+
+def test_stage_granularity_is_the_bilinear_construction_where_each_stage_is_one_layer():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 5), nn.Tanh(), nn.Linear(5, 3), nn.Tanh(), nn.Linear(3, 2))
+    X, Y = torch.randn(12, 4, dtype=torch.float64), torch.randn(12, 2, dtype=torch.float64)
+    stages = [[f"{i}.weight", f"{i}.bias"] for i in (0, 2, 4)]
+    net = _staged(model.double(), X, Y, stages)
+    assert [n for n, _ in stage_units(net.model, net.stage_names)] == ["0", "2", "4"]
+    us = [net.w_star + 0.3 * torch.randn(net.dim, dtype=torch.float64) for _ in range(3)]
+    for args in (us[:2], us):
+        layer = inconsistent_gradient(net, *args)  # the bilinear expression on every Linear
+        stage = inconsistent_gradient(net, *args, granularity="stage")
+        assert float((stage - layer).abs().max()) <= 1e-14 * float(layer.abs().max())
+
+
+def _stage_chain_by_hand(units, names, params_f, params_b, X, Y, loss):
+    """Backpropagation through ``units`` = [(parameter prefixes, function(a, params))] in
+    order, each unit's vector-Jacobian product at its forward input with the backward weights
+    (``torch.func.vjp``); residual units (``"residual"`` in the name) add their input."""
+    acts = [X]
+    with torch.no_grad():
+        for prefixes, fn in units:
+            own = {n: t for n, t in params_f.items() if n.startswith(prefixes)}
+            acts.append(fn(acts[-1], own))
+    out = acts[-1].clone().requires_grad_()
+    cot = torch.autograd.grad(loss(out, Y), out)[0]
+    grads = {}
+    for (prefixes, fn), a in reversed(list(zip(units, acts[:-1], strict=True))):
+        own = {n: t for n, t in params_b.items() if n.startswith(prefixes)}
+        _, pullback = torch.func.vjp(fn, a, own)
+        cot, g = pullback(cot)
+        grads.update(g)
+    return torch.cat([grads[n].reshape(-1) for n in names])
+
+
+def test_stage_granularity_differentiates_each_stage_function_at_its_input():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 5), nn.GELU(), nn.LayerNorm(5),
+                          nn.Linear(5, 4), nn.Tanh(), nn.Linear(4, 2)).double()  # fmt: skip
+    X, Y = torch.randn(20, 3, dtype=torch.float64), torch.randn(20, 2, dtype=torch.float64)
+    stages = [["0.weight", "0.bias", "2.weight", "2.bias"], ["4.weight", "4.bias", "5.weight",
+              "5.bias"], ["7.weight", "7.bias"]]  # fmt: skip
+    net = _staged(model, X, Y, stages)
+    found = stage_units(net.model, net.stage_names)
+    assert [sorted(dict(m.named_parameters())) for _, m in found] == [
+        ["0.bias", "0.weight", "2.bias", "2.weight"], ["4.bias", "4.weight", "5.bias",
+        "5.weight"], ["bias", "weight"]]  # fmt: skip
+
+    def segment(indices):
+        def fn(a, params):
+            for i in indices:
+                own = {n.split(".", 1)[1]: t for n, t in params.items() if n.startswith(f"{i}.")}
+                a = torch.func.functional_call(model[i], own, (a,))
+            return a
+
+        return tuple(f"{i}." for i in indices), fn
+
+    units = [segment(range(0, 3)), segment(range(3, 6)), segment(range(6, 8))]
+    uf, ub = (net.w_star + 0.3 * torch.randn(net.dim, dtype=torch.float64) for _ in range(2))
+    want = _stage_chain_by_hand(units, net.names, net.params(uf), net.params(ub), X, Y, _mse)
+    got = inconsistent_gradient(net, uf, ub, granularity="stage")
+    assert float((got - want).abs().max()) <= 1e-12 * float(want.abs().max())
+    layer = inconsistent_gradient(net, uf, ub)
+    assert float((got - layer).abs().max()) > 1e-3 * float(want.abs().max())  # not the layers'
+    same = inconsistent_gradient(net, uf, uf, granularity="stage")
+    assert float((same - net.gradient(uf)).abs().max()) <= 1e-12 * float(want.abs().max())
+
+
+class _Blocks(nn.Module):
+    """A position parameter on the model, residual blocks in a ModuleList (stage units)."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp, self.pos = nn.Linear(3, 6), nn.Parameter(0.1 * torch.randn(6))
+        self.blocks = nn.ModuleList(
+            nn.Sequential(nn.LayerNorm(6), nn.Linear(6, 6), nn.GELU(), nn.Linear(6, 6))
+            for _ in range(2)
+        )
+        self.out = nn.Linear(6, 2)
+
+    def forward(self, x):
+        x = self.inp(x) + self.pos
+        for block in self.blocks:
+            x = x + block(x)
+        return self.out(x)
+
+
+def test_stage_granularity_on_blocks_with_a_parameter_of_the_model():
+    torch.manual_seed(0)
+    model = _Blocks().double()
+    X, Y = torch.randn(16, 3, dtype=torch.float64), torch.randn(16, 2, dtype=torch.float64)
+    names = [n for n, _ in model.named_parameters()]
+    stages = [[n for n in names if n.startswith(("inp", "pos"))],
+              [n for n in names if n.startswith("blocks.0")],
+              [n for n in names if n.startswith(("blocks.1", "out"))]]  # fmt: skip
+    net = _staged(model, X, Y, stages)
+    found = stage_units(net.model, net.stage_names)
+    assert [n for n, _ in found] == ["inp", "blocks.0", "blocks.1", "out"]  # pos: in none
+
+    def call(name, residual=False):
+        module = net.model.get_submodule(name)
+
+        def fn(a, params):
+            own = {n[len(name) + 1 :]: t for n, t in params.items()}
+            y = torch.func.functional_call(module, own, (a,))
+            return a + y if residual else y
+
+        return (f"{name}.",), fn
+
+    def inp(a, params):  # the position parameter enters additively: its forward value is exact
+        own = {n[4:]: t for n, t in params.items() if n.startswith("inp.")}
+        return torch.func.functional_call(net.model.inp, own, (a,)) + params["pos"]
+
+    units = [(("inp.", "pos"), inp), call("blocks.0", True), call("blocks.1", True), call("out")]
+    uf, ub = (net.w_star + 0.3 * torch.randn(net.dim, dtype=torch.float64) for _ in range(2))
+    want = _stage_chain_by_hand(units, net.names, net.params(uf), net.params(ub), X, Y, _mse)
+    got = inconsistent_gradient(net, uf, ub, granularity="stage")
+    assert float((got - want).abs().max()) <= 1e-12 * float(want.abs().max())
+    same = inconsistent_gradient(net, uf, uf, granularity="stage")
+    assert float((same - net.gradient(uf)).abs().max()) <= 1e-12 * float(want.abs().max())
 
 
 # -- a linear network: the matrix form of the quadratic model's Δ (and Φ) ---------------------
@@ -316,6 +443,34 @@ def test_net_train_sharpness_and_current_backward_json(tmp_path, capsys):
                  "--lr", "0.01", "--steps", "5"])  # fmt: skip
     err = capsys.readouterr().err
     assert code == 2 and "--backward current" in err and len(err.strip().splitlines()) == 1
+
+
+def test_net_max_lr_granularity_flag(tmp_path, capsys):
+    path = tmp_path / "p.py"
+    path.write_text(
+        "import torch\n"
+        "def problem():\n"
+        "    torch.manual_seed(0)\n"
+        "    m = torch.nn.Sequential(torch.nn.Linear(3, 6), torch.nn.Tanh(), "
+        "torch.nn.Linear(6, 6), torch.nn.Tanh(), torch.nn.Linear(6, 2)).double()\n"
+        "    X = torch.randn(30, 3, generator=torch.Generator().manual_seed(0)).double()\n"
+        "    return {'model': m, 'loss': lambda o, y: ((o - y) ** 2).mean(), 'inputs': X,"
+        " 'targets': torch.sin(X[:, :2]), 'stages': [['0.weight', '0.bias', '2.weight', "
+        "'2.bias'], ['4.weight', '4.bias']]}\n"
+    )
+    deltas = {}
+    for granularity in ("layer", "stage"):
+        code = main(["net", "max-lr", "--problem", f"{path}:problem", "--rule", "discrepancy",
+                     "--tau", "2", "--backward", "current", "--granularity", granularity,
+                     "--k", "3", "--json"])  # fmt: skip
+        out = json.loads(capsys.readouterr().out)
+        assert code == 0 and out["max_lr"] > 0
+        deltas[granularity] = out["delta"]
+    assert abs(deltas["stage"] - deltas["layer"]) > 1e-6 * abs(deltas["layer"])
+    code = main(["net", "max-lr", "--problem", f"{path}:problem", "--rule", "sgd", "--tau", "2",
+                 "--granularity", "stage", "--k", "3"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "granularity" in err and len(err.strip().splitlines()) == 1
 
 
 def test_fitting_cache_folder_defaults_to_the_user_cache(monkeypatch, tmp_path):

@@ -5,6 +5,7 @@ command and cannot drift apart."""
 from __future__ import annotations
 
 import inspect
+import re
 
 import pytest
 
@@ -33,7 +34,12 @@ def test_the_function_takes_its_table_with_the_table_defaults(name):
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_every_option_is_a_flag_with_its_help_and_default(capsys, name):
-    argv = [name, "--help"] if name in ("train", "validate", "coupled") else [name, "sgd", "--help"]
+    words = name.split()  # "net max-lr": a subcommand
+    argv = (
+        [*words, "--help"]
+        if name in ("train", "validate", "coupled")
+        else [*words, "sgd", "--help"]
+    )
     assert main(argv) == 0
     text = " ".join(capsys.readouterr().out.split())
     spec = COMMANDS[name]
@@ -101,3 +107,31 @@ def test_the_sweep_catalog_is_the_registry():
     assert good.to_json() == st.radius("sgd", tau=2, lr=0.1).to_json()
     assert isinstance(bad, str) and "lr must be" in bad
     assert SWEEP["halflife"].options == COMMANDS["halflife"].options
+
+
+def test_the_development_guide_shows_the_code(capsys):
+    """docs/development.md's worked examples (an option of net max-lr, the claims command) are
+    the declarations as they are in stability/api/tables.py, and they do what the guide says."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    guide = (root / "docs" / "development.md").read_text(encoding="utf-8")
+    section = guide.split("## Adding a command or an option", 1)[1]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    tables = ("tables.py", "net_tables.py")
+    source = " ".join(
+        " ".join((root / "stability" / "api" / t).read_text() for t in tables).split()
+    )
+    declared = [b for b in blocks if b.lstrip().startswith(("option(", "CLAIMS_OPTIONS"))]
+    assert len(declared) == 2
+    for block in declared:
+        assert " ".join(block.split()).rstrip(",") in source
+    assert main(["net", "max-lr", "--help"]) == 0
+    assert "--measure-steps X" in capsys.readouterr().out
+    argv = ["net", "max-lr", "--problem", "x.py:f", "--rule", "sgd", "--measure-steps", "9"]
+    assert main(argv) == 2
+    assert "--measure-steps must be an integer in [100, 1000000]" in capsys.readouterr().err
+    spec = COMMANDS["claims"]
+    assert (spec.module, spec.function_name, spec.result_name, spec.rule) == (
+        "stability.api.claims", "claims", "Claims", None
+    )  # fmt: skip

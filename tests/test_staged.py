@@ -151,3 +151,38 @@ def test_stage_delays_reach_train_and_validate_results(tiny_csv):
     run = st.train("sgd", lr=1e-3, steps=2, curve_points=2, stage_delays=(3, 1), data=tiny_csv)
     assert run.pipeline["schedule"] == CUSTOM and run.pipeline["tau_fwd"] == [3, 1]
     assert len(run.scalar_predictions["predicted_max_lr_per_stage"]) == 2
+
+
+def test_t2_under_stashing_is_refused_alike_by_coupled_train_noise_and_net_max_lr(tiny_csv, capsys):
+    """One refusal function (`stability.rules.discrepancy.t2_refusal`): a network runs weight
+    stashing (τ_bkwd = τ_fwd on every stage, under any schedule), so net max-lr refuses T2 in
+    the words of the trainer, the coupled analysis and the minibatch theory, which refuse it
+    under PipeDream, and adds the network's way out (--backward current).  Stage 1's delay
+    is 3 under both schedules at P = 2 (PipeMare Table 1)."""
+    from stability.cli.main import main
+
+    pytest.importorskip("torch")
+    net = "examples/diabetes_linear.py:problem"
+    kw = {"stages": 2, "schedule": "pipedream", "decay": 0.1}
+    refusal = "refused: T2 needs tau_fwd > tau_bkwd (got tau_fwd=3, tau_bkwd=3)"
+    answers = {
+        _outcome(st.coupled, "t2", **kw, data=tiny_csv),
+        _outcome(st.train, "t2", lr=0.01, steps=1, **kw, data=tiny_csv),
+        _outcome(st.noise, "t2", batch=8, lr=0.01, **kw, data=tiny_csv),
+    }
+    assert answers == {refusal}
+    remedy = "; a network stashes weights (τ_bkwd = τ_fwd) unless --backward current"
+    for schedule in ("pipedream", "pipemare"):  # the network's own way out after the refusal
+        net_answer = _outcome(st.net_max_lr, net, "t2", k=2, **{**kw, "schedule": schedule})
+        assert net_answer == refusal + remedy
+    lines = []
+    for argv in (
+        ["coupled", "--rule", "t2", "--data", tiny_csv],
+        ["train", "--rule", "t2", "--lr", "0.01", "--steps", "1", "--data", tiny_csv],
+        ["noise", "t2", "--batch", "8", "--lr", "0.01", "--data", tiny_csv],
+        ["net", "max-lr", "--problem", net, "--rule", "t2", "--k", "2"],
+    ):
+        assert main([*argv, "--stages", "2", "--schedule", "pipedream", "--decay", "0.1"]) == 2
+        lines.append(capsys.readouterr().err)
+    line = "stability: error: T2 needs --tau-fwd > --tau-bkwd (got --tau-fwd=3, --tau-bkwd=3)"
+    assert lines == [line + "\n"] * 3 + [line + remedy + "\n"]

@@ -40,7 +40,6 @@ from stability.analysis.modes import (
 from stability.checks import finite_or_none
 from stability.pipeline import Pipeline
 from stability.trainer import measure
-from stability.trainer.engine import train
 from stability.trainer.linearize import Linearization
 from stability.trainer.linreg import LinearRegression
 from stability.trainer.schedules import DELAY_NAMES, pipeline_rule, stage_rule, uniform_rule
@@ -79,17 +78,13 @@ class Protocol:
 def _train(
     setup: Linearization, rule, lrs, protocol: Protocol, *, steps, batch=None, seed=0, track=()
 ):
-    return train(
-        setup.problem,
+    return setup.run(
         rule,
         lrs,
         steps=steps,
         batch=batch,
         seed=seed,
-        w0=setup.w0,
-        w_star=setup.w_star,
         divergence=protocol.divergence,
-        loss_offset=setup.loss_offset,
         check_every=protocol.check_every,
         track=track,
     )
@@ -121,17 +116,8 @@ def measure_rates(setup: Linearization, rule, lrs, protocol: Protocol) -> measur
     """Measured ln ρ̂ at step sizes ``lrs`` (deterministic, module doc)."""
 
     def run(steps: int):
-        return train(
-            setup.rate_problem,
-            rule,
-            lrs,
-            steps=steps,
-            w0=setup.rate_w0,
-            w_star=setup.rate_w_star,
-            divergence=protocol.divergence,
-            loss_offset=setup.loss_offset if setup.rate_problem is setup.problem else 0.0,
-            check_every=protocol.check_every,
-            track=("error",),
+        return setup.rate_run(
+            rule, lrs, steps=steps, divergence=protocol.divergence, check_every=protocol.check_every
         )
 
     return measure.converged_log_rate(

@@ -6,14 +6,19 @@ command's inputs besides the rule and its parameters once, as `stability.options
 values.  From one entry follow
 
 * the public function's validation (``check_options(command("max-lr").options, ...)``),
-* the command line's flags, help texts and defaults (`stability.cli.args.add_options`; the
+* the command line's flags, help texts and defaults (`stability.cli.declared.add_options`; the
   command's module adds only its text report),
 * the sweep's keyword tables (`stability.sweep.catalog`),
-* the docs' option tables (`stability.options.option_rows`).
+* the docs' option tables (docs/reference/cli.md, generated from `COMMANDS`).
 
 ``pipeline``: the command takes a `stability.pipeline.Pipeline` (keyword ``pipeline=``; on the
 command line the flags of `PIPELINE_OPTIONS`, which build it with
-`stability.pipeline.Pipeline.from_options`).  How to add a command: docs/development.md.
+`stability.pipeline.Pipeline.from_options`).  ``keywords``: tables the function takes through
+its ``**keywords`` (the problem's, or a pipeline's keywords where the function builds the
+pipeline itself).  ``rule``: how the command line names the rule (``RULE``, ``--rule``,
+``--rules`` or not at all).  The tables of the commands besides the scalar and trainer ones are
+in `stability.api.tables` and `stability.api.net_tables`.  How to add a command:
+docs/development.md.
 """
 
 from __future__ import annotations
@@ -23,111 +28,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from stability.checks import MAX_DELAY
+from stability.api import net_tables as nt
+from stability.api import tables as t
+from stability.api.tables import PIPELINE_OPTIONS, PROBLEM_OPTIONS
 from stability.limits import TRAIN_MAX_STEPS
 from stability.options import Option, option
-from stability.pipeline import SCHEDULES
-from stability.trainer.data import STANDARDIZE
-from stability.trainer.mlp import ACTIVATIONS, TASKS
-from stability.trainer.problems import PROBLEMS
-
-PIPELINE_OPTIONS: tuple[Option, ...] = (
-    option(
-        "schedule",
-        "per-stage delays of this schedule over --stages P, --microbatches N (PipeMare Table 1); "
-        "uniform: every stage at the rule's delay",
-        "str",
-        default=None,
-        choices=SCHEDULES,
-    ),
-    option(
-        "stage_delays",
-        "explicit forward delay of each stage, stage 1 first (e.g. 7,5,3,1): the delay profile "
-        "itself; with --schedule it overrides that schedule's forward delays",
-        "ints",
-        "steps",
-        default=None,
-        metavar="T1,T2,...",
-    ),
-    option(
-        "stages",
-        "pipeline stages P (2 with a schedule)",
-        "int",
-        default=None,
-        low=1,
-        high=MAX_DELAY,
-    ),
-    option(
-        "microbatches",
-        "microbatches N per update (1)",
-        "int",
-        default=None,
-        low=1,
-        high=MAX_DELAY,
-        metavar="N",
-    ),
-)
-"""The pipeline's inputs, wherever a command takes a pipeline."""
-
-PROBLEM_OPTIONS: tuple[Option, ...] = (
-    option(
-        "problem",
-        "linreg: least squares on the data; mlp: a small MLP fitted to it",
-        "str",
-        default="linreg",
-        choices=PROBLEMS,
-    ),
-    option(
-        "data",
-        "CSV (target in column 0) or LIBSVM file; default: cpusmall",
-        "str",
-        default=None,
-        metavar="PATH",
-    ),
-    option(
-        "standardize",
-        "none: as stored; features: z-score features, centre the target; all: also scale the "
-        "target (default: features for linreg, all for mlp)",
-        "str",
-        default=None,
-        choices=STANDARDIZE,
-    ),
-    option("bias", "append an intercept column", "bool", default=False),
-    option(
-        "samples",
-        "train on a seeded random subset of this many rows (mlp default: at most 128)",
-        "int",
-        default=None,
-        low=1,
-    ),
-    option(
-        "hidden",
-        "MLP hidden widths (4,4: with one hidden layer the backward weights do not enter the "
-        "gradient's linearization at a minimum)",
-        "ints",
-        default=(4, 4),
-        low=1,
-    ),
-    option("activation", "MLP activation", "str", default="tanh", choices=ACTIVATIONS),
-    option(
-        "task",
-        "MLP loss: squared error, or softmax cross-entropy on integer labels 0 … C−1",
-        "str",
-        default="regression",
-        choices=TASKS,
-    ),
-    option(
-        "l2", "MLP loss regularization l2/2·‖w‖² (a strict minimum)", "real", default=0.1, low=0.0
-    ),
-)
-"""The trainer's problem and its data (`stability.api.setup.problem_options` builds the
-`stability.trainer.problems.ProblemOptions` from them)."""
 
 
 @dataclass(frozen=True)
 class Command:
     """One command (module doc): CLI name, the public function's module and name, its result
-    type's name, its option table, whether it takes a pipeline, whether it can be swept."""
+    type's name, its option table (each a keyword of the function), whether it takes a
+    pipeline, whether it can be swept; ``keywords``: the tables it takes through its
+    ``**keywords``; ``arguments``: positional values (``rules RULE ...``: ``function(*names)``);
+    ``rule``: ``"positional"`` (RULE), ``"--rule"``, ``"--rules"`` or None (no rule);
+    ``rule_exclude``: rule parameters the command sets itself (no flag)."""
 
     name: str
     module: str
@@ -136,6 +51,10 @@ class Command:
     options: tuple[Option, ...] = ()
     pipeline: bool = False
     sweepable: bool = False
+    keywords: tuple[Option, ...] = ()
+    arguments: tuple[Option, ...] = ()
+    rule: str | None = "positional"
+    rule_exclude: tuple[str, ...] = ()
 
     @property
     def function(self) -> Callable[..., Any]:
@@ -147,11 +66,15 @@ class Command:
 
     @property
     def all_options(self) -> tuple[Option, ...]:
-        """The options, then the pipeline's when the command takes one."""
-        return self.options + (PIPELINE_OPTIONS if self.pipeline else ())
+        """Every input: positional arguments, the options, the keyword tables, then the
+        pipeline's when the command takes one."""
+        pipeline = PIPELINE_OPTIONS if self.pipeline else ()
+        return self.arguments + self.options + self.keywords + pipeline
 
 
 LR = option("lr", "step size", "real", low=0.0, low_open=True)
+TRAINER_NOT_RULE_FLAGS = ("stages", "microbatches")
+"""gpipe's parameters, which the trainer commands' pipeline flags set."""
 
 # -- the trainer commands (train, validate, coupled) -------------------------------------------
 
@@ -308,6 +231,20 @@ T1_AUDIT_OPTIONS: tuple[Option, ...] = (
 """``t1-audit``'s options: the stage delays come from ``taus`` or ``pipeline``."""
 
 
+def _net(name: str, module: str, result: str, options: tuple[Option, ...], precision=()) -> Command:
+    """``net NAME`` with a rule (``--rule``): its pipeline keywords are the network's."""
+    return Command(
+        f"net {name}",
+        module,
+        "net_" + name.replace("-", "_"),
+        result,
+        options,
+        keywords=precision + nt.NET_PIPELINE_OPTIONS,
+        rule="--rule",
+        rule_exclude=nt.NET_NOT_RULE_FLAGS,
+    )
+
+
 COMMANDS: dict[str, Command] = {
     c.name: c
     for c in (
@@ -355,9 +292,37 @@ COMMANDS: dict[str, Command] = {
         ),
         Command("bounds", "stability.api.bounds", "bounds", "BoundReport", sweepable=True),
         Command("t1-audit", "stability.api.t1_audit", "t1_audit", "Audit", T1_AUDIT_OPTIONS),
-        Command("train", "stability.api.train", "train", "Training", TRAIN_OPTIONS),
-        Command("validate", "stability.api.validate", "validate", "Validation", VALIDATE_OPTIONS),
-        Command("coupled", "stability.api.coupled", "coupled", "Coupled", COUPLED_OPTIONS),
+        Command(
+            "train",
+            "stability.api.train",
+            "train",
+            "Training",
+            TRAIN_OPTIONS,
+            keywords=PROBLEM_OPTIONS + PIPELINE_OPTIONS,
+            rule="--rule",
+            rule_exclude=TRAINER_NOT_RULE_FLAGS,
+        ),
+        Command(
+            "validate",
+            "stability.api.validate",
+            "validate",
+            "Validation",
+            VALIDATE_OPTIONS,
+            keywords=PROBLEM_OPTIONS + PIPELINE_OPTIONS,
+            rule="--rules",
+            rule_exclude=TRAINER_NOT_RULE_FLAGS,
+        ),
+        Command(
+            "coupled",
+            "stability.api.coupled",
+            "coupled",
+            "Coupled",
+            COUPLED_OPTIONS,
+            keywords=PROBLEM_OPTIONS
+            + tuple(o for o in PIPELINE_OPTIONS if o.name != "stage_delays"),
+            rule="--rule",
+            rule_exclude=TRAINER_NOT_RULE_FLAGS,
+        ),
         Command(
             "halflife",
             "stability.api.halflife",
@@ -377,9 +342,58 @@ COMMANDS: dict[str, Command] = {
             pipeline=True,
             sweepable=True,
         ),
+        Command("heatmap", "stability.api.heatmap", "heatmap", "Heatmap", t.HEATMAP_OPTIONS),
+        Command("claims", "stability.api.claims", "claims", "Claims", t.CLAIMS_OPTIONS, rule=None),
+        Command("repro", "stability.api.repro", "repro", "Repro", t.REPRO_OPTIONS, rule=None),
+        Command(
+            "rules",
+            "stability.api.rules",
+            "rules",
+            "Rules",
+            arguments=t.RULES_ARGUMENTS,
+            rule=None,
+        ),
+        Command(
+            "sweep", "stability.sweep.runner", "sweep", "SweepSummary", t.SWEEP_OPTIONS, rule=None
+        ),
+        Command(
+            "noise",
+            "stability.noise.minibatch",
+            "noise",
+            "Noise",
+            t.NOISE_OPTIONS,
+            keywords=t.NOISE_PROBLEM_OPTIONS + PIPELINE_OPTIONS,
+            rule_exclude=("stages", "microbatches"),
+        ),
+        Command(
+            "tradeoff",
+            "stability.noise.tradeoff",
+            "tradeoff",
+            "Tradeoff",
+            t.TRADEOFF_OPTIONS,
+            keywords=t.NOISE_PROBLEM_OPTIONS,
+            rule=None,
+        ),
+        Command(
+            "net curvature",
+            "stability.nets.public",
+            "net_curvature",
+            "NetCurvature",
+            nt.NET_CURVATURE_OPTIONS,
+            rule=None,
+        ),
+        _net("max-lr", "stability.nets.public", "NetMaxLr", nt.NET_MAX_LR_OPTIONS),
+        _net("train", "stability.nets.public", "NetTrain", nt.NET_TRAIN_OPTIONS),
+        _net(
+            "noise",
+            "stability.nets.noise_public",
+            "NetNoise",
+            nt.NET_NOISE_OPTIONS,
+            nt.NET_PRECISION,
+        ),
     )
 }
-"""The commands declared here, by CLI name (the others still spell their flags by hand).
+"""The commands, by CLI name (``net max-lr``: a subcommand).
 ``train``, ``validate`` and ``coupled`` also take the problem's and the pipeline's keywords
 (`PROBLEM_OPTIONS`, `PIPELINE_OPTIONS`), which their functions turn into values
 (`stability.api.setup`)."""

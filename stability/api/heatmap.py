@@ -10,11 +10,14 @@ from typing import Any
 import numpy as np
 
 from stability.analysis.radius_grid import STEP_AXES, Axis, Heatmap, parse_axis
+from stability.api.commands import command
 from stability.api.resolve import rule_name
+from stability.api.tables import HEATMAP_METRICS
 from stability.checks import check_delay, check_real
+from stability.options import check_given
 from stability.rules.registry import get_spec
 
-METRICS = ("radius", "half-life", "stable")
+METRICS = HEATMAP_METRICS
 
 
 def heatmap(
@@ -27,6 +30,7 @@ def heatmap(
     metric: str = "radius",
     bounds: bool = False,
     max_lr_curve: bool = True,
+    lr: float | None = None,
     progress: Callable[[int, int], None] | None = None,
     **params: Any,
 ) -> Heatmap:
@@ -47,14 +51,11 @@ def heatmap(
     from stability.analysis.radius_grid import heatmap as grid
 
     spec = get_spec(rule_name(rule))
-    if metric not in METRICS:
-        raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
+    metric, lr = check_given(command("heatmap").options, metric=metric, lr=lr).values()
     x, y = (a if isinstance(a, Axis) else parse_axis(a, flag) for a, flag in ((x, "x"), (y, "y")))
     for label, axis in (("x", x), ("y", y)):
         _check_axis(spec, axis, label)
-    values = {k: v for k, v in params.items() if v is not None}
-    if "lr" in values:
-        check_real("lr", values["lr"], low=0.0, low_open=True)
+    values = {k: v for k, v in {**params, "lr": lr}.items() if v is not None}
     hm = grid(spec.name, x, y, progress=progress, **values)
     files = {}
     if csv is not None:

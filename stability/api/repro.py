@@ -20,12 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stability.api.tables import REPRO_DIR, REPRO_OUT_DIR
 from stability.checks import Interrupted
 from stability.result import Result, output
 
-DEFAULT_REPRO_DIR = Path("paper_repro")
+DEFAULT_REPRO_DIR = REPRO_DIR
 """Where the scripts are looked for: relative to the working directory."""
-DEFAULT_OUT_DIR = Path("out") / "repro"
+DEFAULT_OUT_DIR = REPRO_OUT_DIR
 
 
 def available(repro_dir: Path = DEFAULT_REPRO_DIR) -> list[str]:

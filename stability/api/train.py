@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from stability.api.commands import command
 from stability.api.resolve import check_params, rule_name
@@ -14,6 +17,18 @@ from stability.api.setup import build, problem_options, schedule_sets, trainer_i
 from stability.checks import finite_or_none
 from stability.options import check_options
 from stability.result import Result, output
+
+
+@dataclass(frozen=True)
+class TrainRun(Result):
+    """The outcome of one reference-trainer run of `train_runs` (the keys of
+    ``stability train --json`` it shares with `Training`)."""
+
+    diverged: bool = output("the loss exceeded divergence × its initial value (or overflowed)")
+    diverged_step: int | None = output("first divergence check that tripped; null: none", "step")
+    diverged_loss: float | None = output("loss at that check; null: none or non-finite", "loss")
+    initial_loss: float | None = output("loss at the initial weights", "loss")
+    final_loss: float | None = output("loss after the last step; null if diverged", "loss")
 
 
 @dataclass(frozen=True)
@@ -96,8 +111,6 @@ def train(
     from stability.analysis.modes import modes_of, predict_modes
     from stability.rules.registry import get_spec
     from stability.trainer import measure
-    from stability.trainer.engine import train as run_trainer
-    from stability.trainer.schedules import pipeline_rule, plan, synchronous_rule
 
     name = rule_name(rule)
     spec = get_spec(name)
@@ -105,50 +118,13 @@ def train(
     given = dict(lr=lr, steps=steps, batch=batch, seed=seed, divergence=divergence, t1=t1)
     given |= dict(warmup_epochs=warmup_epochs, start=start, curve_points=curve_points)
     o = check_options(command("train").options, {**given, "update": update})
-    steps, batch, seed, t1 = o["steps"], o["batch"], o["seed"], o["t1"]
-    warmup_epochs, curve_points = o["warmup_epochs"], o["curve_points"]
+    steps, batch, seed = o["steps"], o["batch"], o["seed"]
     check_params([name], values, set_by=schedule_sets(spec, pipe))
-    options = problem_options(**problem_kw)
-    model, dataset, setup = build(options, fit_seed=seed)
-    if pipe is None:
-        analysed, _ = spec.build(**values)
-        sizes = None
-    else:
-        sizes = model.stage_sizes(pipe.stages)
-        analysed = pipeline_rule(name, values, pipe, sizes)
-    trained = analysed
-    if update == "real":
-        if not hasattr(analysed, "trainer_rule"):
-            raise ValueError(
-                f"rule {name!r} has no separate real update (its analysis is exact); "
-                "use update='analysed'"
-            )
-        trained = analysed.trainer_rule()
-    epoch = 1 if batch is None else max(1, model.samples // batch)
-    warmup_steps = warmup_epochs * epoch
-    phases = plan(
-        trained,
-        t1_steps=t1,
-        warmup=synchronous_rule(name, values, trained) if warmup_steps else None,
-        warmup_steps=warmup_steps,
-    )
-    w0, loss_offset = setup.start(start)
+    model, dataset, setup = build(problem_options(**problem_kw), fit_seed=seed)
+    runs = _Runs.prepare(name, values, o, model, pipe, setup)
     deterministic = batch is None
-    res = run_trainer(
-        model,
-        phases,
-        [lr],
-        steps=steps,
-        batch=batch,
-        seed=seed,
-        w0=w0,
-        w_star=setup.w_star,
-        divergence=divergence,
-        loss_offset=loss_offset,
-        record_every=max(1, steps // (curve_points - 1)),
-        track=("error",) if deterministic else (),
-        progress=None if progress is None else (lambda done: progress(done, steps)),
-    )
+    res = runs.train([lr], track=("error",) if deterministic else (), progress=progress)
+    analysed, trained, phases, sizes = runs.analysed, runs.trained, runs.phases, runs.sizes
 
     note, pred_log, pred_max = None, None, None
     if pipe is None:
@@ -162,16 +138,7 @@ def train(
     meas_log, rate_steps = None, None
     if deterministic and setup.exact:
         rates = measure.converged_log_rate(
-            lambda T: run_trainer(
-                setup.rate_problem,
-                phases,
-                [lr],
-                steps=T,
-                w0=setup.rate_w0,
-                w_star=setup.rate_w_star,
-                divergence=divergence,
-                track=("error",),
-            ),
+            lambda T: setup.rate_run(phases, [lr], steps=T, divergence=divergence),
             steps,
             decades=None,
             max_doublings=3,
@@ -189,11 +156,7 @@ def train(
         steps=steps,
         batch=batch,
         seed=seed,
-        diverged=bool(res.diverged[0]),
-        diverged_step=int(res.diverged_step[0]) if res.diverged[0] else None,
-        diverged_loss=finite_or_none(res.diverged_loss[0]),
-        initial_loss=finite_or_none(res.initial_loss[0]),
-        final_loss=finite_or_none(res.final_loss[0]),
+        **_outcome(res, 0),
         predicted_max_lr=pred_max,
         prediction_note=note,
         measured_log_rate=meas_log,
@@ -214,6 +177,160 @@ def train(
     )
 
 
+def train_runs(
+    rule: Any, *, lr: Any, pipeline: Any = None, **keywords: Any
+) -> tuple[TrainRun, ...]:
+    """R runs of `train` in lockstep, without the theory beside them: what each run's
+    ``diverged``, ``diverged_step``, ``diverged_loss``, ``initial_loss`` and ``final_loss``
+    would be from ``st.train`` with the same keywords (`TrainRun`), computed as one array
+    computation (the sweep's ``train`` chunks, PipeMare Fig. 5(b)'s grids).
+
+    ``lr``: the R step sizes; a rule parameter given as a list (or array) of R values: one value
+    per run (a (R, 1) array field of one rule); every other keyword as in `train` (its option
+    table, `stability.api.commands.TRAIN_OPTIONS`, the problem's and the pipeline's), shared by
+    the runs.  The same options table, problem builder (built once per process and problem
+    keywords), rule builder, phases, start and divergence checks as `train`: the runs are
+    ``st.train``'s (only the products of R runs in lockstep may round differently in the last
+    bit, ~1e-16 relative).
+
+    >>> import stability as st
+    >>> runs = st.train_runs("sgd", tau=[1, 4], lr=[0.01, 0.5], steps=300, data=None)
+    >>> runs[0].diverged, runs[1].diverged
+    (False, True)
+    """
+    from stability.rules.registry import get_spec
+
+    name = rule_name(rule)
+    spec = get_spec(name)
+    lrs = [lr] if np.ndim(lr) == 0 else list(np.asarray(lr, dtype=float).reshape(-1))
+    per_run = {k: keywords.pop(k) for k in spec.param_names if np.ndim(keywords.get(k)) > 0}
+    for key, column in per_run.items():
+        if len(column) != len(lrs):
+            raise ValueError(f"{key} must give one value per run ({len(lrs)}), got {len(column)}")
+    table = command("train").options
+    given = {o.name: keywords.pop(o.name) for o in table if o.name in keywords}
+    problem_kw, pipe, values = trainer_inputs(keywords, pipeline, [spec])
+    if per_run and pipe is not None:
+        raise ValueError("per-run rule parameters need a uniform delay (no pipeline)")
+    o = {}
+    for value in lrs:
+        o = check_options(table, {**given, "lr": value})
+    set_by = schedule_sets(spec, pipe)
+    runs = []
+    for r in range(len(lrs)):
+        run_values = {**values, **{k: column[r] for k, column in per_run.items()}}
+        check_params([name], run_values, set_by=set_by)
+        runs.append(spec.resolve(**run_values) if per_run else run_values)
+    model = _built(problem_options(**problem_kw))
+    setup = None
+    if o["start"] != "init":
+        setup = problem_options(**problem_kw).kind.linearize(model, o["seed"])
+    res = _Runs.prepare(name, stacked(runs), o, model, pipe, setup).train(lrs, track=())
+    return tuple(TrainRun(**_outcome(res, r)) for r in range(len(lrs)))
+
+
+@dataclass(frozen=True)
+class _Runs:
+    """The rule, phases and start of `train`'s runs on a built problem (one place for
+    `train` and `train_runs`)."""
+
+    options: dict[str, Any]
+    model: Any
+    setup: Any
+    analysed: Any
+    trained: Any
+    phases: Any
+    sizes: Any
+
+    @classmethod
+    def prepare(cls, name, values, o, model, pipe, setup) -> _Runs:
+        """``setup``: the problem's `stability.trainer.linearize.Linearization` (None: start
+        from the problem's initial weights, no error track)."""
+        from stability.rules.registry import get_spec
+        from stability.trainer.schedules import pipeline_rule, plan, synchronous_rule
+
+        if pipe is None:
+            analysed, _ = get_spec(name).build(**values)
+            sizes = None
+        else:
+            sizes = model.stage_sizes(pipe.stages)
+            analysed = pipeline_rule(name, values, pipe, sizes)
+        trained = analysed
+        if o["update"] == "real":
+            if not hasattr(analysed, "trainer_rule"):
+                raise ValueError(
+                    f"rule {name!r} has no separate real update (its analysis is exact); "
+                    "use update='analysed'"
+                )
+            trained = analysed.trainer_rule()
+        batch = o["batch"]
+        epoch = 1 if batch is None else max(1, model.samples // batch)
+        warmup_steps = o["warmup_epochs"] * epoch
+        phases = plan(
+            trained,
+            t1_steps=o["t1"],
+            warmup=synchronous_rule(name, values, trained) if warmup_steps else None,
+            warmup_steps=warmup_steps,
+        )
+        return cls(o, model, setup, analysed, trained, phases, sizes)
+
+    def train(self, lrs, *, track, progress=None):
+        """The engine's result of the runs at step sizes ``lrs`` (`stability.trainer.engine`),
+        from the linearization's ``start`` (`Linearization.run`), or from the problem's initial
+        weights without one."""
+        from stability.trainer.engine import train as run_trainer
+
+        o, steps = self.options, self.options["steps"]
+        options = dict(
+            steps=steps,
+            batch=o["batch"],
+            seed=o["seed"],
+            divergence=o["divergence"],
+            record_every=max(1, steps // (o["curve_points"] - 1)),
+            track=track,
+            progress=None if progress is None else (lambda done: progress(done, steps)),
+        )
+        if self.setup is None:
+            return run_trainer(self.model, self.phases, lrs, **options)
+        return self.setup.run(self.phases, lrs, start=o["start"], **options)
+
+
+def _outcome(res, r: int) -> dict[str, Any]:
+    """Run ``r``'s divergence and losses (`TrainRun`'s fields) from the engine's result."""
+    return dict(
+        diverged=bool(res.diverged[r]),
+        diverged_step=int(res.diverged_step[r]) if res.diverged[r] else None,
+        diverged_loss=finite_or_none(res.diverged_loss[r]),
+        initial_loss=finite_or_none(res.initial_loss[r]),
+        final_loss=finite_or_none(res.final_loss[r]),
+    )
+
+
+def stacked(values: list[dict[str, Any]]) -> dict[str, Any]:
+    """The runs' rule parameters as one rule's: those equal across runs as they are, the
+    others as (R, 1) arrays (`TypeError` for a parameter that differs and is not a number)."""
+    out = {}
+    for name in values[0]:
+        column = [v[name] for v in values]
+        if all(c == column[0] for c in column):
+            out[name] = column[0]
+        elif any(c is None or isinstance(c, bool | str) for c in column):
+            raise TypeError(f"{name} differs between runs and is not a number")
+        else:
+            dtype = np.int64 if all(isinstance(c, int | np.integer) for c in column) else float
+            out[name] = np.array(column, dtype=dtype).reshape(-1, 1)
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def _built(options):
+    """The problem of ``options`` (`ProblemOptions`), built once per process for
+    `train_runs` (a sweep's chunks share it)."""
+    from stability.trainer.problems import build_problem
+
+    return build_problem(options)[0]
+
+
 def _rate_method(exact: bool, deterministic: bool) -> str:
     if not deterministic:
         return "none: minibatch noise sets a floor, there is no asymptotic rate"
@@ -226,4 +343,4 @@ def _exp(x: float | None) -> float | None:
     return None if x is None else math.exp(x)
 
 
-__all__ = ["Training", "train"]
+__all__ = ["TrainRun", "Training", "stacked", "train", "train_runs"]

@@ -29,15 +29,11 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from stability.claims.lexicon import Qualifier
-
-
-def _doc(meaning: str, unit: str = "", **kwargs: Any) -> Any:
-    """A field with its meaning and unit (read by `Claim.schema` and the docs)."""
-    return field(metadata={"doc": meaning, "unit": unit}, **kwargs)
+from stability.result import output
 
 
 class Grade(enum.StrEnum):
@@ -55,10 +51,10 @@ class Size:
     size of the effect): ``value`` in ``unit``, what it ``measures``, and the ``qualifier``
     (the size word, None when the wording gives none)."""
 
-    value: float = _doc("the measured size", "see unit")
-    unit: str = _doc("unit of value (e.g. '%' for a relative change, '× D')")
-    measures: str = _doc("what value is: the quantity, and at which point of the scope")
-    qualifier: Qualifier | None = _doc(
+    value: float = output("the measured size", "see unit")
+    unit: str = output("unit of value (e.g. '%' for a relative change, '× D')")
+    measures: str = output("what value is: the quantity, and at which point of the scope")
+    qualifier: Qualifier | None = output(
         "the size word of the wording (None/null: none)", default=None
     )
 
@@ -85,9 +81,9 @@ class Size:
 class Range:
     """An interval of one parameter: ``{"parameter", "from", "to"}`` in JSON."""
 
-    parameter: str = _doc("the parameter (a CLI flag name, e.g. 'lr', 'momentum', 'tau')")
-    low: float = _doc("lower end (JSON 'from')", "unit of the parameter")
-    high: float = _doc("upper end (JSON 'to')", "unit of the parameter")
+    parameter: str = output("the parameter (a CLI flag name, e.g. 'lr', 'momentum', 'tau')")
+    low: float = output("lower end (JSON 'from')", "unit of the parameter")
+    high: float = output("upper end (JSON 'to')", "unit of the parameter")
 
     def __post_init__(self) -> None:
         if not self.low <= self.high:
@@ -107,14 +103,14 @@ class Optimum:
     1 − max lr at the paper's value / at the optimum.
     """
 
-    parameter: str = _doc("the optimised parameter")
-    setting: str = _doc("where the optimum is computed (the other parameters)")
-    computed: float = _doc("the computed optimum", "unit of the parameter")
-    paper: float = _doc("the paper's value", "unit of the parameter")
-    objective: str = _doc("what is optimised (e.g. 'half-life (steps)')")
-    at_computed: float = _doc("objective at the computed optimum", "unit of the objective")
-    at_paper: float = _doc("objective at the paper's value", "unit of the objective")
-    lower_is_better: bool = _doc("True if the objective is minimised")
+    parameter: str = output("the optimised parameter")
+    setting: str = output("where the optimum is computed (the other parameters)")
+    computed: float = output("the computed optimum", "unit of the parameter")
+    paper: float = output("the paper's value", "unit of the parameter")
+    objective: str = output("what is optimised (e.g. 'half-life (steps)')")
+    at_computed: float = output("objective at the computed optimum", "unit of the objective")
+    at_paper: float = output("objective at the paper's value", "unit of the objective")
+    lower_is_better: bool = output("True if the objective is minimised")
 
     @property
     def cost(self) -> float:
@@ -148,24 +144,24 @@ class Claim:
     throughout or nowhere.
     """
 
-    id: str = _doc("stable identifier (kebab-case)")
-    source: str = _doc("paper, figure / equation / section")
-    statement: str = _doc("the claim exactly as checked: the paper's words, grids, parameters")
-    direction: str = _doc("what the claim asserts, stripped of its size")
-    scope: str = _doc("the range of parameters the claim speaks about, in words")
-    direction_holds: bool = _doc("whether the direction holds at every point of the scope")
-    size: Size | None = _doc(
+    id: str = output("stable identifier (kebab-case)")
+    source: str = output("paper, figure / equation / section")
+    statement: str = output("the claim exactly as checked: the paper's words, grids, parameters")
+    direction: str = output("what the claim asserts, stripped of its size")
+    scope: str = output("the range of parameters the claim speaks about, in words")
+    direction_holds: bool = output("whether the direction holds at every point of the scope")
+    size: Size | None = output(
         "the measured size (None/null where no size is meaningful)", default=None
     )
-    range_where_it_holds: Range | None = _doc(
+    range_where_it_holds: Range | None = output(
         "the part of the scope where the whole claim (direction and size) holds, when it does "
         "not hold throughout; None/null when it holds throughout or nowhere",
         default=None,
     )
-    optima: tuple[Optimum, ...] = _doc(
+    optima: tuple[Optimum, ...] = output(
         "optima the paper names, against the computed ones", default=()
     )
-    numbers: dict[str, Any] = _doc(
+    numbers: dict[str, Any] = output(
         "the numbers behind the verdict (JSON-ready)", default_factory=dict
     )
 

@@ -306,75 +306,6 @@ def rule_names_in(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[
     return []
 
 
-def add_options(parser, options, *, title: str | None = None) -> None:
-    """One flag per `stability.options.Option` of a command's table, with its parser and its
-    help (meaning, unit, default); absent flags are None, so the public function's defaults
-    apply.  ``title``: put them in an argument group of that title."""
-    target = parser if title is None else parser.add_argument_group(title)
-    for o in options:
-        kw: dict[str, Any] = {"dest": o.name, "default": None, "help": o.help}
-        if o.switches:  # one switch per choice, at most one of them
-            which = target.add_mutually_exclusive_group()
-            for choice in o.choices:
-                which.add_argument(
-                    f"{o.flag}-{choice}",
-                    dest=o.name,
-                    action="store_const",
-                    const=choice,
-                    help=f"{o.doc}: {choice}",
-                )
-            continue
-        if o.kind == "bool":
-            target.add_argument(o.flag, action="store_true", **{**kw, "default": False})
-            continue
-        if o.kind == "real":
-            kw["type"] = float_arg(o.flag)
-        elif o.kind == "int":
-            low = 0 if o.low is None else int(o.low)
-            kw["type"] = int_arg(o.flag, low, None if o.high is None else int(o.high))
-        elif o.kind == "ints":
-            kw["type"] = int_list(o.flag, 0 if o.low is None else int(o.low))
-        elif o.choices is not None:
-            kw["choices"] = o.choices
-        kw["metavar"] = o.metavar or ("X" if o.choices is None else None)
-        if kw["metavar"] is None:
-            del kw["metavar"]
-        target.add_argument(o.flag, required=o.required, **kw)
-
-
-def option_values(args: argparse.Namespace, options) -> dict[str, Any]:
-    """The values of a command's `add_options` flags that were given."""
-    return {o.name: getattr(args, o.name) for o in options if getattr(args, o.name) is not None}
-
-
-def add_minibatch_arguments(group: Any, max_steps: int) -> None:
-    """The minibatch options of ``noise`` and ``net noise``: how the measured runs draw their
-    batches (``--sampling``), their seed, and the almost-sure threshold's Lyapunov estimate
-    (``--lyapunov-steps`` ≤ ``max_steps``, ``--lyapunov-runs``)."""
-    group.add_argument(
-        "--sampling",
-        type=choice_arg("--sampling", ("iid", "reshuffle")),
-        default="iid",
-        help="minibatches of the measured runs: B rows drawn iid each step (what the theory "
-        "covers) or epochs of a reshuffled order",
-    )
-    group.add_argument(
-        "--seed", type=int_arg("--seed"), default=0, help="seed of the Lyapunov and measured runs"
-    )
-    group.add_argument(
-        "--lyapunov-steps",
-        type=int_arg("--lyapunov-steps", 100, max_steps),
-        default=4000,
-        help="steps per run of the almost-sure (top Lyapunov exponent) estimate",
-    )
-    group.add_argument(
-        "--lyapunov-runs",
-        type=int_arg("--lyapunov-runs", 2, 10_000),
-        default=32,
-        help="independent runs of the Lyapunov estimate (its confidence interval)",
-    )
-
-
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -412,9 +343,10 @@ def add_command(
     examples: Sequence[str],
 ):
     """A subcommand parser with its usage line (after ``stability NAME``), one-line help,
-    description and examples."""
+    description and examples; ``NAME`` may be a subcommand's (``net max-lr``: max-lr of
+    ``sub``)."""
     return sub.add_parser(
-        name,
+        name.split()[-1],
         usage=f"stability {name} {usage}",
         help=help,
         description=description,
@@ -457,6 +389,18 @@ def output_file_arg(flag: str) -> Callable[[str], Path]:
         if path.is_dir():
             raise UsageError(f"{flag} must be a file path, got the directory {text}")
         _writable_directory(flag, path.parent)
+        return path
+
+    return parse
+
+
+def existing_dir_arg(flag: str) -> Callable[[str], Path]:
+    """A directory that exists (to read)."""
+
+    def parse(text: str) -> Path:
+        path = Path(text).expanduser()
+        if not path.is_dir():
+            raise UsageError(f"{flag} must be an existing directory, got {text!r}")
         return path
 
     return parse

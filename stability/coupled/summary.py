@@ -14,7 +14,8 @@ eigenvector v: λ + Δ = vᵀH_f v, Φ − Δ = vᵀH_b v, −Φ = vᵀH_r v (Pi
 With T1 (`stability.coupled.system.t1_scales`) stage i steps with lr·c_i, so its bound on
 the base lr is its scalar max lr divided by c_i.
 
-`analyze` computes the exact coupled max lr (`stability.coupled.scan.scan_max_lr`, or the
+`analyze` computes the exact coupled max lr (`stability.coupled.scan.scan_max_lr`; for
+dynamics quadratic in lr, PipeOptim with AdamW, `stability.coupled.quadratic_lr`; or the
 block-state-matrix bisection `stability.coupled.system.dense_max_lr`) and reports all of these with
 the scalar bound's error — the ratio scalar/coupled — never leaving it out.
 """
@@ -24,7 +25,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from stability.coupled.scan import scan_max_lr
+from stability.coupled.quadratic_lr import quadratic_max_lr
 from stability.coupled.stage_bounds import per_stage_bounds, scalar_bound, stage_delay
 from stability.coupled.system import CoupledSystem, dense_max_lr
 from stability.result import Result, output
@@ -68,7 +69,7 @@ def analyze(system: CoupledSystem, *, method: str = "scan") -> CoupledAnalysis:
     if method not in ("scan", "dense"):
         raise ValueError(f"method must be one of scan, dense, got {method!r}")
     start = time.perf_counter()
-    r = scan_max_lr(system) if method == "scan" else dense_max_lr(system)
+    r = quadratic_max_lr(system) if method == "scan" else dense_max_lr(system)
     seconds = time.perf_counter() - start
     scalar = scalar_bound(system)
     stages = per_stage_bounds(system)

@@ -32,7 +32,7 @@ With one stage and a diagonal Hessian both reduce to the scalar analysis
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -40,6 +40,7 @@ import numpy as np
 
 from stability.checks import check_delay, check_real
 from stability.coupled.transfer import PASSES, StageTransfer, stage_transfer
+from stability.polynomial import SparsePoly
 from stability.rules.base import Rule, taps_read
 
 DENSE_MAX_STATES = 4000
@@ -152,6 +153,27 @@ class CoupledSystem:
         if any(t.decay.terms for t in self.transfers):
             out.append((np.eye(self.dim), tuple(t.decay for t in self.transfers)))
         return tuple(out)
+
+    @property
+    def is_affine(self) -> bool:
+        """P(ω, lr) affine in lr (every registry rule but PipeOptim-AdamW with a decay)."""
+        return all(t.is_affine for t in self.transfers)
+
+    @cached_property
+    def quadratic_couplings(self) -> tuple[tuple[np.ndarray, tuple], ...]:
+        """The lr²-terms of P(ω, lr): (H_pass, per-stage ñ²_pass) where a stage has them."""
+        empty = SparsePoly({}, {})
+        return tuple(
+            (H, tuple(t.quadratic.get(k, empty) for t in self.transfers))
+            for k, H in self.hessians.items()
+            if any(k in t.quadratic for t in self.transfers)
+        )
+
+    def frozen_at(self, lr0: float) -> CoupledSystem:
+        """The affine system equal to this one at lr = lr0 (`StageTransfer.frozen_at`)."""
+        out = replace(self)
+        out.__dict__["transfers"] = tuple(t.frozen_at(lr0) for t in self.transfers)
+        return out
 
     @cached_property
     def max_delay(self) -> int:
@@ -305,6 +327,9 @@ def matrix_polynomial(system: CoupledSystem, omega: Any, lr: float) -> np.ndarra
     for C, polys in system.couplings:
         n = np.stack([poly(omega) for poly in polys], axis=-1)[..., cols]
         P = P + lr * C * n[..., None, :]
+    for C, polys in system.quadratic_couplings:  # PipeOptim-AdamW: lr²·H·diag(ñ²)
+        n = np.stack([poly(omega) for poly in polys], axis=-1)[..., cols]
+        P = P + lr * lr * C * n[..., None, :]
     return P
 
 
@@ -419,27 +444,36 @@ def dense_max_lr(system: CoupledSystem, *, rtol: float = 1e-11) -> CoupledMaxLr:
     """
     scale = float(np.linalg.norm(system.hessian, 2)) or 1.0
     grid = np.logspace(-6, 4, 41) / scale
-    count = 0
-
-    def unstable(lr: float) -> bool:
-        nonlocal count
-        count += 1
-        return spectral_radius(system, lr) > 1 + _UNSTABLE
-
+    unstable = Unstable(system)
     previous = 0.0
     for lr in grid:
         if unstable(lr):
             break
         previous = lr
     else:
-        return _dense_result(None, count)
+        return _dense_result(None, unstable.count)
     if previous == 0.0:
-        return _dense_result(0.0, count)
-    lo, hi = previous, lr
-    while hi - lo > rtol * hi:
-        mid = 0.5 * (lo + hi)
-        lo, hi = (lo, mid) if unstable(mid) else (mid, hi)
-    return _dense_result(hi, count)
+        return _dense_result(0.0, unstable.count)
+    return _dense_result(unstable.bisect(previous, lr, rtol), unstable.count)
+
+
+class Unstable:
+    """``unstable(lr)``: the block state matrix's spectral radius exceeds 1 (flat modes, at
+    exactly 1, count as stable); ``count`` the evaluations so far."""
+
+    def __init__(self, system: CoupledSystem):
+        self.system, self.count = system, 0
+
+    def __call__(self, lr: float) -> bool:
+        self.count += 1
+        return spectral_radius(self.system, lr) > 1 + _UNSTABLE
+
+    def bisect(self, lo: float, hi: float, rtol: float) -> float:
+        """The crossing in (lo, hi] (lo stable, hi unstable) to relative width ``rtol``."""
+        while hi - lo > rtol * hi:
+            mid = 0.5 * (lo + hi)
+            lo, hi = (lo, mid) if self(mid) else (mid, hi)
+        return hi
 
 
 def _dense_result(lr: float | None, evaluations: int) -> CoupledMaxLr:
@@ -450,6 +484,7 @@ __all__ = [
     "DENSE_MAX_STATES",
     "CoupledSystem",
     "CoupledMaxLr",
+    "Unstable",
     "composed_step",
     "coupled_system",
     "dense_max_lr",

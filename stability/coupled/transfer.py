@@ -24,36 +24,27 @@ the quadratic model, PipeMare eq. 3 / eq. 5 / App. B.4 and Kosson eq. 20-23 up t
 (checked for every registry rule in tests/test_coupled.py).  The coupled system of
 `stability.coupled.system` is the matrix version: det[diag(d_j) + lr·Σ_pass H_pass·diag(ñ_pass,j)].
 
-Only the forms that make that matrix polynomial affine in lr are accepted: d affine in lr
-(its lr-part, ``decay``, is AdamW's decoupled weight decay; zero for the `DelayedMomentum`
-engine) and ñ, q proportional to lr (true for every rule of the engine, including the
-velocity-form LWP whose taps carry lr; checked per rule instance, `ValueError` otherwise).
+Accepted forms: d affine in lr (its lr-part, ``decay``, is AdamW's decoupled weight decay;
+zero for the `DelayedMomentum` engine), q proportional to lr, and ñ proportional to lr (true
+for every rule of the engine, including the velocity-form LWP whose taps carry lr) or with an
+lr² part (``quadratic``: PipeOptim's AdamW prediction lr·s·ΔW over the denominator's factor
+ω − c, c = 1 − lr·wd — `stability.coupled.quadratic_lr` solves those); checked per rule
+instance, `ValueError` otherwise.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from stability.dynamics.linear import LR
 from stability.polynomial import SparsePoly, polynomial_determinant
-from stability.rules.base import Rule, taps_read
+from stability.rules.base import Rule, UnitTap, taps_read
 
 PASSES = ("forward", "backward", "recompute")
 """The three weights a gradient is computed from (PipeMare Sec. 2, App. D.1)."""
-
-
-class _Probe:
-    """Tap reader: 1 at one ``(var, lag)`` (or nowhere, ``tap=None``), 0 elsewhere."""
-
-    def __init__(self, tap: tuple[str, int] | None, t: int = 0):
-        self.tap = tap
-        self.t = t
-
-    def __call__(self, var: str, lag: int = 0) -> int:
-        return 1 if (var, lag) == self.tap else 0
 
 
 @dataclass(frozen=True)
@@ -63,6 +54,8 @@ class StageTransfer:
     ``denominator`` d(ω); ``passes[name]`` ñ_name(ω) for name in `PASSES`; ``weights`` q(ω);
     ``decay`` the open-loop terms proportional to lr (AdamW's decoupled weight decay
     w ← w − lr·wd·w; zero for most rules), so that the open-loop polynomial is d + lr·decay.
+    ``quadratic[name]``: the lr² part ñ²_name of a pass (empty for dynamics affine in lr),
+    which then moves by −(lr·ñ + lr²·ñ²)/d·G.
     All are `SparsePoly` in ω with float coefficients, written over the common
     denominator d: on the unit circle a gradient G(ω) moves the pass weights by
     −lr·ñ(ω)/d(ω)·G(ω) and the weights by lr·q(ω)/d(ω)·G(ω) (to first order in lr·decay).
@@ -72,6 +65,12 @@ class StageTransfer:
     passes: dict[str, SparsePoly]
     weights: SparsePoly
     decay: SparsePoly
+    quadratic: dict[str, SparsePoly] = field(default_factory=dict)
+
+    @property
+    def is_affine(self) -> bool:
+        """No lr² terms: the stage's closed loop is affine in lr."""
+        return not any(p.terms for p in self.quadratic.values())
 
     def scaled(self, factor: float) -> StageTransfer:
         """The same stage with its step size multiplied by ``factor`` (T1, PipeMare eq. 4)."""
@@ -80,13 +79,25 @@ class StageTransfer:
             {k: p * factor for k, p in self.passes.items()},
             self.weights * factor,
             self.decay * factor,
+            {k: p * factor**2 for k, p in self.quadratic.items()},
         )
 
+    def frozen_at(self, lr0: float) -> StageTransfer:
+        """The affine stage whose pass terms are lr·(ñ + lr0·ñ²): equal to this one at lr = lr0
+        (`stability.coupled.quadratic_lr`)."""
+        passes = dict(self.passes)
+        for k, p in self.quadratic.items():
+            passes[k] = (passes[k] + p * float(lr0)).cleaned()
+        return StageTransfer(self.denominator, passes, self.weights, self.decay)
+
     def closed_loop(self, lr: Any, gains: dict[str, Any]) -> SparsePoly:
-        """d(ω) + lr·(decay(ω) + Σ κ_pass·ñ_pass(ω)): the stage alone under g = Σ κ_pass·u_pass."""
+        """d(ω) + lr·(decay(ω) + Σ κ_pass·(ñ_pass(ω) + lr·ñ²_pass(ω))): the stage alone under
+        g = Σ κ_pass·u_pass."""
         total = self.denominator + self.decay * lr
         for name, kappa in gains.items():
             total = total + self.passes[name] * (lr * kappa)
+            if name in self.quadratic:
+                total = total + self.quadratic[name] * (lr * lr * kappa)
         return total.cleaned()
 
     def integrator_roots(self) -> int:
@@ -130,14 +141,14 @@ def _lr_degrees(poly: SparsePoly) -> set[int]:
     return {j for j, v in size.items() if v > np.finfo(float).eps * scale}
 
 
-def _affine(poly: SparsePoly, degree: int, what: str, rule: Rule) -> SparsePoly:
-    extra = _lr_degrees(poly) - {degree}
+def _affine(poly: SparsePoly, degrees: set[int], what: str, rule: Rule) -> SparsePoly:
+    extra = _lr_degrees(poly) - degrees
     if extra:
         raise ValueError(
             f"{what} of rule {type(rule).__name__} has lr^{sorted(extra)} terms: the coupled "
-            f"analysis needs dynamics affine in lr (gradient entering with one factor lr)"
+            f"analysis needs the gradient entering with one factor lr (or lr and lr²)"
         )
-    return _lr_part(poly, degree)
+    return _lr_part(poly, 1)
 
 
 def stage_transfer(rule: Rule) -> StageTransfer:
@@ -162,14 +173,14 @@ def stage_transfer(rule: Rule) -> StageTransfer:
     rows = {name: [SparsePoly({}, {}) for _ in range(n)] for name in PASSES}
     for var, lag in taps:
         j = variables.index(var)
-        probe = _Probe((var, lag))
+        probe = UnitTap((var, lag))
         new = rule.update(probe, 0, LR)
         for i, name in enumerate(variables):
             Z[i][j] = Z[i][j] - SparsePoly.monomial(top - 1 - lag, new[name])
         p = rule.passes(probe, LR)
         for name, value in zip(PASSES, (p.forward, p.backward, p.recompute), strict=True):
             rows[name][j] = rows[name][j] + SparsePoly.monomial(depth - lag, value)
-    b_new = rule.update(_Probe(None), 1, LR)
+    b_new = rule.update(UnitTap(None), 1, LR)
     b = [SparsePoly.monomial(0, b_new[name]) for name in variables]
 
     d = polynomial_determinant(Z)
@@ -177,20 +188,22 @@ def stage_transfer(rule: Rule) -> StageTransfer:
         polynomial_determinant([[*r[:i], b[k], *r[i + 1 :]] for k, r in enumerate(Z)])
         for i in range(n)
     ]  # Cramer: column i of Z replaced by b
-    passes = {}
+    passes, quadratic = {}, {}
     for name in PASSES:
         numerator = SparsePoly({}, {})
         for j in range(n):
             numerator = numerator - rows[name][j] * adj_b[j]
-        passes[name] = _affine(numerator, 1, f"the {name} pass", rule)
-    weights = _affine(adj_b[variables.index("w")].shift(depth), 1, "the weight response", rule)
+        passes[name] = _affine(numerator, {1, 2}, f"the {name} pass", rule)
+        if 2 in _lr_degrees(numerator):
+            quadratic[name] = _lr_part(numerator, 2)
+    weights = _affine(adj_b[variables.index("w")].shift(depth), {1}, "the weight response", rule)
     extra = _lr_degrees(d) - {0, 1}
     if extra:
         raise ValueError(
             f"the open-loop polynomial of rule {type(rule).__name__} has lr^{sorted(extra)} "
             "terms: the coupled analysis needs dynamics affine in lr"
         )
-    return StageTransfer(_lr_part(d, 0), passes, weights, _lr_part(d, 1))
+    return StageTransfer(_lr_part(d, 0), passes, weights, _lr_part(d, 1), quadratic)
 
 
 __all__ = ["PASSES", "StageTransfer", "stage_transfer"]

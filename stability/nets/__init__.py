@@ -7,7 +7,7 @@
   sums, minibatch rows.
 * `stability.nets.inconsistent` — backpropagation with forward, backward and recompute weights
   for any module (``--backward current``).
-* `stability.nets.curvature` — Hessian-vector products (``torch.func``, forward-over-reverse)
+* `stability.nets.curvature` — Hessian-vector products (``torch.func``, reverse-over-reverse)
   and Lanczos: top eigenpairs overall and per stage, the negative end of the spectrum.
 * `stability.nets.lowrank` — the network's curvature as a small `CoupledSystem` (top-k
   eigenpairs projected onto the stages), for the coupled per-stage analysis.

@@ -1,12 +1,14 @@
 r"""The Hessian of a network's loss from Hessian-vector products: Lanczos, overall and per stage.
 
 At the model's weights w* (`stability.nets.problem.NetProblem.w_star`) the Hessian ∇²f is
-never formed: `HessianOperator` applies it to a vector by forward-over-reverse differentiation,
+never formed: `HessianOperator` applies it to a vector by reverse-over-reverse differentiation,
 
-    ∇²f(w*)·v = d/dε ∇f(w* + εv) |_{ε=0}     (``torch.func.jvp`` of ``torch.func.grad``),
+    ∇²f(w*)·v = ∇_w ⟨∇f(w), v⟩ |_{w=w*}     (``torch.func.vjp`` of ``torch.func.grad``),
 
-one Hessian-vector product (HVP) costing about two gradient evaluations, and `lanczos` runs the
-implicitly restarted Lanczos method (ARPACK, ``scipy.sparse.linalg.eigsh``) on it:
+one Hessian-vector product (HVP) costing about three gradient evaluations (forward-over-reverse,
+d/dε ∇f(w* + εv), gives the same product and is slower here: `stability.nets.problem`), and
+`lanczos` runs the implicitly restarted Lanczos method (ARPACK, ``scipy.sparse.linalg.eigsh``)
+on it:
 
 * the **top-k eigenpairs** (largest algebraic, ``which="LA"``) of ∇²f — the curvature the
   coupled analysis needs (`stability.nets.lowrank`);
@@ -26,8 +28,10 @@ back — one transfer per product, as any eigensolver on a host needs.
 **Cost.**  The per-stage blocks and the negative end are extra eigen-solves (each needs as many
 products as the top-k one, the negative end several times more: near zero a network's spectrum
 is dense); `curvature` runs them only when asked (``stage_blocks``, ``negative_k``).  The
-products are the same as curvlinops' ``HessianLinearOperator`` (forward-over-reverse with
-``torch.func``); benchmarks/bench_curvature.py times both processes side by side.
+products are exact Hessian-vector products as curvlinops' ``HessianLinearOperator``'s;
+benchmarks/bench_curvature.py times both processes side by side.  ARPACK needs 33 products
+for the top 5 at ``tol=1e-6`` on examples/tiny_transformer.py (``ncv=20``: one Krylov basis of
+20 and one implicit restart), as many as scipy's ``eigsh`` does for curvlinops.
 
 Blocks of at most `DENSE_BLOCK` parameters are formed
 densely (n HVPs, then ``numpy.linalg.eigh``): Lanczos needs k < n and gains nothing there.
@@ -252,11 +256,12 @@ def dense_hessian(problem: NetProblem) -> np.ndarray:
     """∇²f(w*) formed by ``torch.autograd.functional.hessian`` (the reference for small
     models: classic autograd, p reverse passes over the gradient's graph).
 
-    Not ``torch.func.hessian``: in torch 2.13 its batched double backward of ``layer_norm`` is
-    wrong when the normalised input and the affine weight both depend on w (any LayerNorm after
-    a layer with parameters): a product on a LayerNorm block is 1.6e-2 off central differences
-    of the gradient, which agree with ``torch.autograd`` and with the unbatched products here
-    to 1e-9 (benchmarks/bench_curvature.py, table 0; docs/your_model.md).
+    Not ``torch.func.hessian``: in torch 2.13 it is wrong when a ``layer_norm``'s input and
+    affine weight both depend on w (any LayerNorm after a layer with parameters) — the (γ, W)
+    block, 21 % of the largest entry on a 20-parameter example, because it differentiates a
+    vmapped first backward (``jacrev``); ``torch.autograd.functional.hessian`` and the
+    one-vector-at-a-time products here agree with central differences of the gradient to
+    5e-11 (benchmarks/bench_layernorm_hessian.py; docs/your_model.md).
     """
     if problem.dim > DENSE_HESSIAN_MAX:
         raise ValueError(

@@ -31,8 +31,24 @@ flows through):
 u_recomp with it.  The gradient is taken with respect to θ only; W_b (a different tensor)
 stays differentiable for an outer derivative, H_b = ∂g/∂u_bkwd (`stability.nets.sensitivity`).
 Parameter-free layers (activations, pooling, residual sums, attention masks) are
-differentiated as they are, at the activations the backward pass sees.  The granularity is
-the unit (a layer); the stage's backward pass is the chain of its units'.
+differentiated as they are, at the activations the backward pass sees.
+
+**Granularity.**  ``granularity="layer"`` (default): the units above; the stage's backward pass
+is the chain of its units', each at its forward input.  ``granularity="stage"``: the unit is
+as much of a stage as one function of one input is (`stage_units`) — the outermost module
+whose trainable parameters all lie in one stage (a transformer block that is a stage), or a
+run of consecutive children of an ``nn.Sequential`` in one stage (from its first child with
+parameters to its last: the parameter-free ones in between join it) — so the backward pass
+differentiates F_s(a_s; W_b) at the stage's forward input a_s: the activations inside the
+unit are those of the backward weights, as when a stage recomputes its activations from its
+stored input with them.  Where a stage is one such unit, this is the stage's backward pass
+exactly; a stage made of several (an embedding, then a block) chains them at their forward
+inputs.  A parameter held directly by a module whose parameters span stages (a position
+embedding on the model itself) is in no unit: it is differentiated as it is, with its forward
+value (exact where it enters additively); a layer whose parameters span stages is its own
+unit.  A unit that is a single Linear or Conv layer takes
+the bilinear expression, so where every stage is one layer the two granularities agree
+(tests/test_nets_backward.py).
 
 **Recompute.**  The activations are recomputed through the whole model from its input (one
 checkpoint at the input: PipeMare Recompute with a single segment, App. A.3) with θ = u_recomp,
@@ -50,6 +66,8 @@ from __future__ import annotations
 
 import threading
 import warnings
+from collections import OrderedDict
+from collections.abc import Sequence
 from contextlib import contextmanager
 
 import torch
@@ -61,6 +79,9 @@ from stability.nets.problem import NetProblem
 
 BILINEAR = (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
 """Layers with the cheaper bilinear expression (module doc)."""
+
+GRANULARITIES = ("layer", "stage")
+"""The backward pass's units: layers, or as much of each stage as one function is (module doc)."""
 
 CONSTRUCTIONS = ("auto", "general")
 """``auto``: the bilinear expression on Linear/Conv units, the general one elsewhere;
@@ -77,6 +98,67 @@ def units(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
         if any(name.startswith(f"{outer}.") or not outer for outer, _ in found):
             continue
         found.append((name, module))
+    return found
+
+
+class _Run(torch.nn.Sequential):
+    """Consecutive children of an ``nn.Sequential`` in one stage, keyed by their indices there
+    (so ``name.index.param`` is still the parameter's name); the first carries the run."""
+
+
+def stage_units(
+    model: torch.nn.Module, stages: Sequence[Sequence[str]]
+) -> list[tuple[str, torch.nn.Module]]:
+    """The units of ``granularity="stage"`` (module doc), in the model's order: outermost
+    modules whose trainable parameters all lie in one of ``stages`` (parameter names), and
+    runs (`_Run`) of an ``nn.Sequential``'s children in one stage."""
+    stage_of = {n: i for i, group in enumerate(stages) for n in group}
+    found: list[tuple[str, torch.nn.Module]] = []
+
+    def owners(prefix: str, module: torch.nn.Module) -> set[int]:
+        named = module.named_parameters(prefix=prefix.rstrip("."))
+        return {stage_of[n] for n, p in named if p.requires_grad}
+
+    def visit(name: str, module: torch.nn.Module) -> None:
+        prefix = f"{name}." if name else ""
+        where = owners(prefix, module)
+        if not where:
+            return
+        inner = any(p.requires_grad for c in module.children() for p in c.parameters())
+        if len(where) == 1 or not inner:  # one stage, or a layer split across stages
+            found.append((name, module))
+            return
+        if not isinstance(module, torch.nn.Sequential):
+            for child, sub in module.named_children():
+                visit(prefix + child, sub)
+            return
+        run: list[tuple[str, torch.nn.Module]] = []
+        stage = None
+
+        def close() -> None:
+            while run and not any(p.requires_grad for p in run[-1][1].parameters()):
+                run.pop()  # trailing parameter-free children are in no run (module doc)
+            if len(run) == 1:
+                found.append((prefix + run[0][0], run[0][1]))
+            elif run:
+                found.append((name, _Run(OrderedDict(run))))
+            run.clear()
+
+        for child, sub in module.named_children():
+            here = owners(prefix + child + ".", sub)
+            if len(here) > 1:
+                close()
+                visit(prefix + child, sub)
+                stage = None
+            elif here and here != {stage}:
+                close()
+                run.append((child, sub))
+                stage = next(iter(here))
+            elif run:
+                run.append((child, sub))
+        close()
+
+    visit("", model)
     return found
 
 
@@ -122,11 +204,38 @@ def _general(module, w_b: dict[str, torch.Tensor], args, kwargs):
     return tree_map(combine, y, y_b, y_f)
 
 
+def _patch_run(run: _Run, w_b: dict[str, torch.Tensor]) -> list[torch.nn.Module]:
+    """The run's first child computes the whole run (module doc), the others pass their input
+    on (inside the unit's own evaluations each is itself); returns the patched children."""
+    children = list(run)
+    for i, child in enumerate(children):
+        original = type(child).forward.__get__(child)
+        if i == 0:
+
+            def forward(*args, original=original, **kwargs):
+                if getattr(_STATE, "inside", False):
+                    return original(*args, **kwargs)
+                return _general(run, w_b, args, kwargs)
+
+        else:
+
+            def forward(a, original=original):
+                return original(a) if getattr(_STATE, "inside", False) else a
+
+        child.forward = forward
+    return children
+
+
 @contextmanager
-def _backward_weights(found, weights: dict[str, dict[str, torch.Tensor]], construction: str):
-    """Patch every unit's forward with its backward weights ``weights[name]`` (module doc)."""
-    for name, module in found:
-        w_b = weights[name]
+def _backward_weights(found, weights: list[dict[str, torch.Tensor]], construction: str):
+    """Patch every unit's forward with its backward weights (``weights``: one dict per unit of
+    ``found``; module doc)."""
+    patched = []
+    for (_, module), w_b in zip(found, weights, strict=True):
+        if isinstance(module, _Run):
+            patched += _patch_run(module, w_b)
+            continue
+        patched.append(module)
         if construction == "auto" and isinstance(module, BILINEAR):
 
             def forward(a, module=module, w_b=w_b):
@@ -144,7 +253,7 @@ def _backward_weights(found, weights: dict[str, dict[str, torch.Tensor]], constr
     try:
         yield
     finally:
-        for _, module in found:
+        for module in patched:
             del module.forward
 
 
@@ -155,24 +264,30 @@ def inconsistent_gradient(
     u_recomp: torch.Tensor | None = None,
     index: torch.Tensor | None = None,
     construction: str = "auto",
+    granularity: str | None = None,
 ) -> torch.Tensor:
     """∇f(u_fwd, u_bkwd[, u_recomp]): backpropagation with forward weights ``u_fwd``,
     backward weights ``u_bkwd`` and (``u_recomp`` given) activations recomputed with
     ``u_recomp`` (module doc); flat (p,) vectors, over the data (batch by batch, weighted as
     `stability.nets.problem.NetProblem.loss`) or on the samples ``index``.
-    ``construction``: `CONSTRUCTIONS`."""
+    ``construction``: `CONSTRUCTIONS`; ``granularity``: `GRANULARITIES` (module doc; default
+    the problem's, `stability.nets.problem.NetProblem.granularity`)."""
     from stability.nets.batches import call_model
 
+    granularity = problem.granularity if granularity is None else granularity
     if construction not in CONSTRUCTIONS:
         raise ValueError(f"construction must be auto or general, got {construction!r}")
+    if granularity not in GRANULARITIES:
+        raise ValueError(f"granularity must be layer or stage, got {granularity!r}")
     found = check_layers(problem.model)
+    if granularity == "stage":
+        found = stage_units(problem.model, problem.stage_names)
     params_b = problem.params(u_bkwd)
-    weights = {}
+    weights = []
     for name, module in found:
         prefix = f"{name}." if name else ""
-        weights[name] = {
-            n: params_b.get(prefix + n, t.detach()) for n, t in module.named_parameters()
-        }
+        named = module.named_parameters()
+        weights.append({n: params_b.get(prefix + n, t.detach()) for n, t in named})
     batches = [(*problem.data.rows(index), 1.0)] if index is not None else problem.data
 
     def batch_gradient(x, y):
@@ -204,4 +319,12 @@ def _math_attention():
     return sdpa_kernel(SDPBackend.MATH)
 
 
-__all__ = ["BILINEAR", "CONSTRUCTIONS", "check_layers", "inconsistent_gradient", "units"]
+__all__ = [
+    "BILINEAR",
+    "CONSTRUCTIONS",
+    "GRANULARITIES",
+    "check_layers",
+    "inconsistent_gradient",
+    "stage_units",
+    "units",
+]

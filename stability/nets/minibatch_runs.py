@@ -18,18 +18,9 @@ covers, or ``"reshuffle"``); stream s is the same at every step size (common ran
   standard error over the runs is the measured floor.  A run whose ‖w − w*‖ exceeds
   ``divergence`` × the start's (or becomes non-finite) is a blow-up: stopped and left out of the
   means.  ``wander``: max ‖w_t − w*‖ over the runs and steps.
-* `pair_growth` / `measure_almost_sure` — P pairs per step size, the two runs of a pair sharing
-  their stream, one at w₀ and one kicked by 10⁻³·ε along ∇²f(w*)·r (r random: the kick lies in
-  the directions of curvature; the flat ones carry no threshold and would only add a constant
-  part to the gap); γ̂ = mean over pairs of ln(‖Δw_T‖/‖Δw_{T/5}‖)/(4T/5) (the first fifth is a
-  burn-in, as in `stability.noise.lyapunov`; a pair contracted below rounding counts as
-  contracting, one that blew up as growing), unstable if the median over pairs γ̂ > 0,
-  bracketed by `stability.trainer.measure.bisect_max_lr`.  A pair one of whose runs goes
-  further than r₁₀ (below) along v₁ counts as growing: it left the quadratic region the way a
-  linear instability does, and so does a pair whose runs drift off together further than
-  10³·r₁₀ in any direction — without this a network's runs escape along v₁ to flatter ground
-  (the catapult) and two runs sharing their batches then converge together, which would read
-  as stable at several times the linear threshold.
+* the almost-sure bracket is measured by `stability.nets.minibatch_lyapunov` (the runs here
+  carry the offsets ξ_B, whose heavy tails near that threshold take them out of the
+  quadratic region: see there).
 * `quadratic_radius` — the distance r₁₀ from w* along ±v₁ at which the curvature v₁ᵀ∇²f v₁
   has changed by 10 %: the scale of the quadratic region the linearisation assumes.
 """
@@ -42,21 +33,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.func import grad, vmap
+from torch.func import vmap
 
+from stability.nets.lockstep import CHUNK_STEPS, LockstepRuns
 from stability.nets.problem import NetProblem
-from stability.nets.simulator import StageTaps, _assemble, _Ring
-from stability.rules.base import Rule, history_depth
-from stability.trainer.engine import BatchStreams
-from stability.trainer.measure import bisect_max_lr
-
-CHUNK_STEPS = 128
-"""Batch indices drawn per call of the streams."""
-FAR = 1e3
-"""`pair_growth`: a pair whose runs went further than FAR × ``escape`` from w* (in any
-direction) counts as diverging, even if its gap did not grow."""
-KICK = 1e-3
-"""The second run of a pair starts ``KICK`` × ε away from the first."""
+from stability.rules.base import Rule
 
 
 @dataclass(frozen=True)
@@ -69,8 +50,6 @@ class Lockstep:
     blown: np.ndarray
     wander: np.ndarray
     final: np.ndarray
-    snapshot: np.ndarray | None
-    along: np.ndarray | None = None
 
 
 def lockstep(
@@ -88,26 +67,17 @@ def lockstep(
     sampling: str = "iid",
     seed: int = 0,
     divergence: float = 1e6,
-    snapshot: int | None = None,
-    direction: np.ndarray | None = None,
 ) -> Lockstep:
     """R = len(lr) runs of the stage ``rules`` from ``w0`` (R, p), run r on stream
-    ``streams[r]`` (module doc); ``snapshot``: also keep the weights after that many steps;
-    ``direction`` (unit, p): also record each run's largest |dᵀ(w_t − w*)| (``along``)."""
+    ``streams[r]`` (module doc)."""
     lr = np.asarray(lr, dtype=float)
     R = lr.size
     w_star = problem.w_star.detach()
     f_star = float(problem.loss(w_star))
     g_ref = problem.gradient(w_star).detach()
-    depth = max(history_depth(r) for r in rules)
-    variables = list(dict.fromkeys(v for r in rules for v in r.variables))
-    ring = _Ring(variables, depth, problem.vector(w0))
-    taps = [StageTaps(ring, b) for b in problem.blocks]
-    lr_t = problem.vector(lr)[:, None]
-    ids = np.asarray(streams)
-    source = BatchStreams(problem.samples, batch, seed, sampling, int(ids.max()) + 1)
-    X, Y = problem.inputs, problem.targets
-    gradients = vmap(grad(problem.batch_loss))
+    runner = LockstepRuns(problem, rules, lr, w0, streams, batch=batch, sampling=sampling,
+                          seed=seed, tilt=lambda index: g_ref)  # fmt: skip
+    ring = runner.ring
     losses = vmap(problem.loss)
     start = torch.linalg.vector_norm(w0 - w_star, dim=1)
     limit = divergence * torch.clamp(start, min=1e-300)
@@ -116,9 +86,6 @@ def lockstep(
     window_sum, window_count = np.zeros(R), 0
     blown = np.zeros(R, dtype=bool)
     wander = torch.zeros(R, dtype=w_star.dtype, device=w_star.device)
-    along = torch.zeros_like(wander)
-    d = None if direction is None else problem.vector(np.asarray(direction, dtype=float))
-    kept = None
 
     def record(w: torch.Tensor, t: int) -> None:
         nonlocal window_sum, window_count
@@ -133,21 +100,9 @@ def lockstep(
             window_sum = window_sum + excess
             window_count += 1
 
-    record(ring.buffers["w"][ring.head], 0)
-    indices = None
+    record(runner.w, 0)
     for t in range(steps):
-        if t % CHUNK_STEPS == 0:
-            indices = torch.from_numpy(source.take(CHUNK_STEPS)[:, ids].astype(np.int64))
-        index = indices[t % CHUNK_STEPS]  # (R, B)
-        passes = [rule.passes(x, lr_t) for rule, x in zip(rules, taps, strict=True)]
-        u = _assemble(problem, problem.blocks, passes, "forward")
-        g = gradients(u, X[index], Y[index]).detach() - g_ref
-        news = [
-            rule.update(x, g[:, b], lr_t)
-            for rule, x, b in zip(rules, taps, problem.blocks, strict=True)
-        ]
-        ring.push(problem.blocks, news)
-        w = ring.buffers["w"][ring.head]
+        w = runner.step()
         distance = torch.linalg.vector_norm(w - w_star, dim=1)
         bad = ~torch.isfinite(distance) | (distance > limit)
         if bool(bad.any()):
@@ -157,20 +112,13 @@ def lockstep(
             w = ring.buffers["w"][ring.head]
             distance = torch.where(bad, 0.0, distance)
         wander = torch.maximum(wander, distance)
-        if d is not None:
-            along = torch.maximum(along, torch.where(bad, 0.0, ((w - w_star) @ d).abs()))
-        if snapshot == t + 1:
-            kept = w.cpu().numpy().astype(float)
         record(w, t + 1)
     mean = window_sum / window_count if window_count else np.full(R, np.nan)
     at[blown] = np.nan
     mean[blown] = np.nan
     final = ring.buffers["w"][ring.head].cpu().numpy().astype(float)
     final[blown] = np.nan
-    if kept is not None:
-        kept[blown] = np.nan
-    along_np = None if d is None else np.where(blown, np.inf, along.cpu().numpy())
-    return Lockstep(at, mean, blown, wander.cpu().numpy(), final, kept, along_np)
+    return Lockstep(at, mean, blown, wander.cpu().numpy(), final)
 
 
 def start_weights(problem: NetProblem, v1: np.ndarray, perturbation: float) -> torch.Tensor:
@@ -231,99 +179,6 @@ def measure_loss(
     return LossRuns(mean, se, (floor, floor_se), int(res.blown.sum()), wander)
 
 
-def pair_growth(
-    problem: NetProblem,
-    rules: Sequence[Rule],
-    lrs,
-    batch: int,
-    w0: torch.Tensor,
-    *,
-    pairs: int,
-    steps: int,
-    sampling: str = "iid",
-    seed: int = 0,
-    direction: np.ndarray | None = None,
-    escape: float = float("inf"),
-) -> tuple[np.ndarray, float]:
-    """(γ̂ per lr, wander per lr): the median over pairs of ln(‖Δw_T‖/‖Δw_{T/5}‖)/(4T/5)
-    (module doc; a pair one of whose runs went further than ``escape`` along ``direction``
-    counts as growing), and the largest ‖w_t − w*‖ of the lr's runs."""
-    lrs = np.asarray(lrs, dtype=float)
-    L, p = lrs.size, problem.dim
-    eps = float(torch.linalg.vector_norm(w0 - problem.w_star))
-    random = problem.vector(np.random.default_rng([seed, 2]).standard_normal((pairs, p)))
-    w_star = problem.w_star.detach()
-    kick = torch.stack([problem.hvp(w_star, r) for r in random]).detach()  # ∝ ∇²f·r
-    kick *= KICK * max(eps, 1e-12) / torch.linalg.vector_norm(kick, dim=1, keepdim=True)
-    start = torch.broadcast_to(w0, (L, pairs, 2, p)).clone()
-    start[:, :, 1] += kick
-    streams = np.broadcast_to(np.arange(pairs)[None, :, None], (L, pairs, 2)).ravel()
-    res = lockstep(
-        problem,
-        rules,
-        np.repeat(lrs, 2 * pairs),
-        start.reshape(-1, p),
-        streams,
-        batch=batch,
-        steps=steps,
-        sampling=sampling,
-        seed=seed,
-        divergence=1e12,
-        snapshot=steps // 5,
-        direction=direction,
-    )
-
-    def gap(w: np.ndarray) -> np.ndarray:
-        w = w.reshape(L, pairs, 2, p)
-        delta = np.linalg.norm(w[:, :, 1] - w[:, :, 0], axis=-1)
-        return np.where(np.isfinite(delta), np.maximum(delta, np.finfo(float).tiny), np.inf)
-
-    with np.errstate(all="ignore"):
-        early = gap(res.snapshot)
-        growth = np.log(gap(res.final) / early) / (steps - steps // 5)
-        growth[~np.isfinite(early)] = np.inf
-        if res.along is not None:
-            growth[res.along.reshape(L, pairs, 2).max(axis=2) > escape] = np.inf
-        # runs that drift off together (the gap stays small) far beyond the region: diverged
-        growth[res.wander.reshape(L, pairs, 2).max(axis=2) > FAR * escape] = np.inf
-    return np.median(growth, axis=1), res.wander.reshape(L, -1).max(axis=1)
-
-
-def measure_almost_sure(
-    problem: NetProblem,
-    rules: Sequence[Rule],
-    guess: float,
-    batch: int,
-    w0: torch.Tensor,
-    *,
-    pairs: int = 32,
-    steps: int = 4000,
-    sampling: str = "iid",
-    seed: int = 0,
-    rel_tol: float = 0.01,
-    per_round: int = 8,
-    direction: np.ndarray | None = None,
-    escape: float = float("inf"),
-) -> tuple[float | None, float | None, int, float]:
-    """(stable, unstable, runs, wander): the bracket where paired runs drift apart (or escape
-    the quadratic region along ``direction``, `pair_growth`), and the largest ‖w_t − w*‖ among
-    the runs at step sizes judged stable."""
-    wander = [0.0]
-
-    def verdict(lrs):
-        growth, w = pair_growth(
-            problem, rules, lrs, batch, w0, pairs=pairs, steps=steps, sampling=sampling,
-            seed=seed, direction=direction, escape=escape,
-        )  # fmt: skip
-        stable = ~(growth > 0)
-        if stable.any():
-            wander[0] = max(wander[0], float(w[stable].max()))
-        return growth > 0
-
-    found = bisect_max_lr(verdict, guess, per_round=per_round, rel_tol=rel_tol, span=1.5)
-    return found.stable, found.unstable, found.runs * 2 * pairs, wander[0]
-
-
 def quadratic_radius(problem: NetProblem, v1: np.ndarray, change: float = 0.1) -> float:
     """r₁₀: the smallest δ > 0 with |v₁ᵀ∇²f(w* ± δv₁)v₁ − λ₁| ≥ ``change``·|λ₁| (module doc);
     doubling from 10⁻⁶·max(‖w*‖, 1), then 30 bisections; inf if no change up to 10³·‖w*‖."""
@@ -364,16 +219,17 @@ def measure_runs(
     pairs: int,
     pair_steps: int,
     steps: int,
+    separation: float,
     sampling: str = "iid",
     seed: int = 0,
-    direction: np.ndarray | None = None,
-    escape: float = float("inf"),
-) -> tuple[dict, float]:
-    """(``measured``, wander): the keys ``stability noise --measure`` prints — ``runs``,
-    ``expected_loss`` rows [t, mean, se], ``floor`` [mean, se] over the second half of the
-    steps, ``as_bracket`` (paired runs around ``as_lr``), ``pairs`` — and the largest
-    ‖w_t − w*‖ over the loss runs and the stable pairs."""
+) -> tuple[dict, float, float]:
+    """(``measured``, wander, as_wander): the keys ``stability noise --measure`` prints —
+    ``runs``, ``expected_loss`` rows [t, mean, se], ``floor`` [mean, se] over the second half
+    of the steps, ``as_bracket`` (``pairs`` offset-free runs per step size around ``as_lr``,
+    `stability.nets.minibatch_lyapunov`, with its rows ``as_exponents``), ``pairs`` — the
+    largest ‖w_t − w*‖ of the loss runs and that of the almost-sure runs."""
     from stability.checks import finite_or_none as _finite
+    from stability.nets.minibatch_lyapunov import measure_almost_sure
 
     if isinstance(runs, bool) or int(runs) != runs or not 2 <= runs <= 1 << 16:
         raise ValueError(f"runs must be an integer in [2, {1 << 16}], got {runs!r}")
@@ -393,30 +249,28 @@ def measure_runs(
         "blowup_fraction": m.blowups / runs,
         "blowup_criterion": "‖w − w*‖ > 1e6 × its start, or non-finite",
         "as_bracket": None,
+        "as_exponents": [],
         "pairs": int(pairs),
     }
-    wander = m.wander
+    as_wander = 0.0
     if as_lr:
-        stable, unstable, _, w = measure_almost_sure(
-            problem, rules, as_lr, batch, w0,
-            pairs=pairs, steps=pair_steps, sampling=sampling, seed=seed,
-            direction=direction, escape=escape,
+        found = measure_almost_sure(
+            problem, rules, as_lr, batch,
+            runs=pairs, steps=pair_steps, separation=separation, sampling=sampling, seed=seed,
         )  # fmt: skip
-        out["as_bracket"] = [stable, unstable]
-        wander = max(wander, w)
-    return out, wander
+        out["as_bracket"] = [found.stable, found.unstable]
+        out["as_exponents"] = found.rows
+        as_wander = found.wander
+    return out, m.wander, as_wander
 
 
 __all__ = [
-    "FAR",
-    "KICK",
+    "CHUNK_STEPS",
     "Lockstep",
     "LossRuns",
     "lockstep",
-    "measure_almost_sure",
     "measure_loss",
     "measure_runs",
-    "pair_growth",
     "quadratic_radius",
     "start_weights",
 ]

@@ -19,9 +19,12 @@ the same solvers as ``stability noise``:
   min(2k, p) eigenvectors (0 when k = p).
 
 ``measure=True`` adds ``measured``: ``runs`` seeded minibatch runs of the network simulator in
-lockstep from the same start (`stability.nets.minibatch_runs`), and ``protocol`` says how far
-they wandered from w* relative to r₁₀, the distance along v₁ at which the curvature changes by
-10 % (the quadratic region); a measurement beyond r₁₀ is flagged in ``warnings``.
+lockstep from the same start (`stability.nets.minibatch_runs`), and the almost-sure bracket from
+``pairs`` runs per step size of the simulator with the offsets ξ_B removed, their deviation from
+w* renormalised to 10⁻³·r₁₀ (`stability.nets.minibatch_lyapunov`: with the offsets, runs near
+that threshold leave the quadratic region); ``protocol`` says how far both sets of runs
+wandered from w* relative to r₁₀, the distance along v₁ at which the curvature changes by 10 %
+(the quadratic region); a measurement beyond r₁₀ is flagged in ``warnings``.
 """
 
 from __future__ import annotations
@@ -41,8 +44,9 @@ from stability.nets.minibatch_moments import (
     subspace_basis,
 )
 from stability.nets.problem import NetProblem
+from stability.noise.minibatch import MinibatchPrediction
 from stability.pipeline import Pipeline
-from stability.result import Result, output
+from stability.result import output
 
 DEFAULT_K = 10
 """Default number of Hessian eigenvectors spanning the subspace."""
@@ -51,43 +55,22 @@ MAX_SUBSPACE = 128
 problems are m(m+1)/2-dimensional)."""
 MAX_STAGED_SUBSPACE = 64
 """Largest subspace with per-stage delays (its Gramians are dense m² × m² matrices)."""
-ESCAPE = 1.0
-"""A measured pair whose run goes further than ESCAPE × r₁₀ along v₁ counts as diverging
-(`stability.nets.minibatch_runs.pair_growth`): it left the quadratic region the linearisation
-describes.  On teacher31 (benchmark) sgd τ = 0, B = 16: as_max_lr 0.0780, measured bracket
-[0.0698, 0.0699] with ESCAPE = 1, [0.193, 0.194] with 10, [0.277, 0.279] without."""
 FLAT = 1e-9
 """Eigen-directions with λ ≤ FLAT·λ_max are left out of the subspace (flat or saddle: no
 step size is stable along them, so they carry no threshold; reported as ``dropped``)."""
 
 
 @dataclass(frozen=True)
-class NetNoise(Result):
+class NetNoise(MinibatchPrediction):
     """Minibatch training of a network near a minimum: mean-square and almost-sure thresholds,
     expected loss and noise floor on the Galerkin-projected per-sample moments, and with
     ``measure`` the simulator's seeded runs (`stability.nets.noise_public`)."""
 
-    rule: str = output("the rule's registry name")
-    batch: int = output("minibatch size B")
-    lr: float = output("step size of the predictions", "lr")
-    sampling: str = output("sampling of the measured runs (the theory is for iid)")
-    samples: int = output("data rows n")
     n_params: int = output("trainable parameters p")
     k: int = output("Hessian eigenvectors spanning the subspace")
     subspace: int = output("subspace dimension m (Σ per-stage ranks with per-stage delays)")
     dropped: int = output("eigen-directions left out: λ ≤ 1e-9·λ_max (flat or negative)")
     curvature: str = output("per-sample curvature: hessian or ggn (Gauss–Newton part)")
-    sampling_factor: float = output("p = (n − B)/(B(n − 1))")
-    full_batch_max_lr: float | None = output("deterministic (B = n) max stable lr", "lr")
-    ms_max_lr: float | None = output("mean-square max stable lr", "lr")
-    as_max_lr: float | None = output("almost-sure max stable lr (Lyapunov exponent 0)", "lr")
-    as_bracket: list | None = output("confidence interval of as_max_lr (≈95 %)", "lr")
-    expected_loss: list = output("[[t, E f(w_t) − f*], ...] from w* + perturbation", "loss")
-    floor: float | None = output("lim E f − f* (null if not mean-square stable)", "loss")
-    rate: float | None = output("per-step factor of E f − f* − floor (null if unstable)")
-    half_life: float | None = output("steps to halve E f − f* − floor: ln 2/−ln(rate)", "steps")
-    ms_radius: float | None = output("ρ(𝒯), spectral radius of the second-moment map")
-    mean_radius: float = output("ρ(Ā), spectral radius of the mean (full-batch) dynamics")
     subspace_change: float = output(
         "max relative change of ms_max_lr and floor from k to min(2k, p) eigenvectors"
     )
@@ -175,17 +158,22 @@ def net_noise(
     stashing), or ``tau``: a uniform delay (default 0); ``lr``: the step size of
     ``expected_loss``/``floor``/``rate`` (default 0.25 × ``ms_max_lr``); ``at``: the steps of
     ``expected_loss`` (default the 1-2-5 sequence up to ``steps``); ``perturbation``: the start
-    w* + perturbation·√p·v₁.  Implements the recursion of `stability.noise.second_moment` with
-    the per-sample moments of `stability.noise.persample` (Mulayoff & Michaeli 2023's mixture
-    form of E[H_B ⊗ H_B]) and the thresholds of PipeMare Sec. 3.1 at B = n.
+    w* + perturbation·√p·v₁; ``runs``: the loss runs of ``measure``; ``pairs``, ``pair_steps``:
+    the offset-free runs per step size of the measured almost-sure bracket and their length
+    (`stability.nets.minibatch_lyapunov`).  Implements the recursion of
+    `stability.noise.second_moment` with the per-sample moments of `stability.noise.persample`
+    (Mulayoff & Michaeli 2023's mixture form of E[H_B ⊗ H_B]) and the thresholds of PipeMare
+    Sec. 3.1 at B = n.
     """
     from stability.checks import check_choice, check_integer, check_real
     from stability.nets.curvature import curvature as top_curvature
-    from stability.nets.minibatch_runs import KICK, measure_runs, quadratic_radius, start_weights
+    from stability.nets.minibatch_lyapunov import EVERY, SEPARATION, Z_DECIDE
+    from stability.nets.minibatch_runs import measure_runs, quadratic_radius, start_weights
     from stability.nets.prediction import net_rules
     from stability.nets.public import _problem, _rule_params
     from stability.nets.simulator import INCONSISTENT_RULES
     from stability.noise.gramian import DENSE_LOOP_MAX_DIM
+    from stability.noise.lyapunov import bracket_note
     from stability.noise.minibatch import (
         MAX_STEPS,
         check_staged_work,
@@ -204,6 +192,8 @@ def net_noise(
     steps = check_integer("steps", steps, low=1, high=MAX_STEPS)
     batch = check_integer("batch", batch, low=1, high=net.samples)
     check_real("perturbation", perturbation, low=0.0, low_open=True)
+    pairs = check_integer("pairs", pairs, low=2, high=4096)
+    pair_steps = check_integer("pair_steps", pair_steps, low=100, high=MAX_STEPS)
     if lr is not None:
         lr = check_real("lr", lr, low=0.0, low_open=True)
     times = (
@@ -250,7 +240,7 @@ def net_noise(
     w0 = start_weights(net, curv.eigenvectors[:, 0], perturbation)
     e_full = Q.T @ (w0 - net.w_star).cpu().numpy().astype(float)
     small = _subspace(moments, rules, sizes, e_full[cols], uniform)
-    ms, as_lr, bracket = thresholds(
+    limits = thresholds(
         small.builder,
         moments,
         small.full_batch,
@@ -258,6 +248,7 @@ def net_noise(
         runs=lyapunov_runs,
         seed=seed,
     )
+    ms, as_lr = limits["ms_max_lr"], limits["as_max_lr"]
     if lr is None:
         if not ms:
             raise ValueError("lr: no mean-square threshold to take 0.25 × ms_max_lr of; give lr")
@@ -283,32 +274,39 @@ def net_noise(
     warnings: list[str] = [] if near.warning is None else [near.warning]
     measured = None
     if measure:
-        measured, wander = measure_runs(
+        separation = min(SEPARATION * r10, perturbation * p**0.5)
+        measured, wander, as_wander = measure_runs(
             net, rules, lr, batch, times, w0, as_lr,
             runs=runs, pairs=pairs, pair_steps=pair_steps, steps=steps,
-            sampling=sampling, seed=seed, direction=curv.eigenvectors[:, 0], escape=ESCAPE * r10,
+            separation=separation, sampling=sampling, seed=seed,
         )  # fmt: skip
         ratio = wander / r10 if np.isfinite(r10) else 0.0
+        as_ratio = as_wander / r10 if np.isfinite(r10) else 0.0
         protocol.update(
             runs_max_distance=wander,
             runs_max_distance_ratio=ratio,
+            as_gradient="offsets removed: ∇f_B(u) − mean over the batch of ∇ℓ_i(w*) (w* rests)",
+            as_separation=separation,
+            as_renormalised_every=EVERY,
+            as_decision=f"unstable if mean γ > {Z_DECIDE:g} se, stable if < −{Z_DECIDE:g} se",
+            as_max_distance=as_wander,
+            as_max_distance_ratio=as_ratio,
             pair_steps=pair_steps,
-            pair_kick=f"{KICK:g} × the start's distance from w*, random direction",
         )
-        if not ratio <= 1:
-            warnings.append(
-                f"the measured runs left the quadratic region: max ‖w − w*‖ = {ratio:.3g} × "
-                "the distance at which the curvature along v1 changes by 10 %; lower "
-                "perturbation or lr"
-            )
+        for what, value in (("loss runs", ratio), ("almost-sure runs", as_ratio)):
+            if not value <= 1:
+                warnings.append(
+                    f"the measured {what} left the quadratic region: max ‖w − w*‖ = "
+                    f"{value:.3g} × the distance at which the curvature along v1 changes by "
+                    "10 %; lower perturbation or lr"
+                )
     notes = [
         "Galerkin: per-sample Hessians and gradients at w* projected onto the span of the top-k "
         "Hessian eigenvectors" + ("" if uniform else ", per stage (block-diagonal basis)"),
         "the theory is exact for iid sampling of the linearised gradient H_B(w − w*) + ξ_B; "
         "reshuffled epochs are only measured",
         "expected_loss and floor are E f − f* over the sampling from w* + perturbation·√p·v1",
-        f"as_bracket: ±2 standard errors of the Lyapunov exponent over {lyapunov_runs} paths of "
-        f"{lyapunov_steps} steps",
+        bracket_note(lyapunov_runs, lyapunov_steps),
     ]
     return NetNoise(
         rule=rule,
@@ -316,17 +314,13 @@ def net_noise(
         lr=lr,
         sampling=sampling,
         samples=net.samples,
+        **limits,
+        **at_lr,
         n_params=p,
         k=k,
         subspace=moments.dim,
         dropped=int(k - k_kept),
         curvature=curvature,
-        sampling_factor=moments.p,
-        full_batch_max_lr=small.full_batch,
-        ms_max_lr=ms,
-        as_max_lr=as_lr,
-        as_bracket=bracket,
-        **at_lr,
         subspace_change=change,
         eigenvalues=lam[:k].tolist(),
         schedule=pipe.schedule,

@@ -34,6 +34,7 @@ from stability.nets.lowrank import reduced_system
 from stability.nets.simulator import check_stashed
 from stability.pipeline import Pipeline
 from stability.rules.base import Rule
+from stability.rules.discrepancy import t2_refusal
 
 DEFAULT_SCHEDULE = "pipemare"
 _FLAT = 1e-9  # |ω − 1| below this: a flat direction of the rank-k model
@@ -42,13 +43,19 @@ _FLAT = 1e-9  # |ω − 1| below this: a flat direction of the rank-k model
 _NOT_PER_STAGE = ("lam", "delta", "phi", "tau", "tau_fwd", "tau_bkwd", "tau_recomp")
 
 
+STASHED_T2 = "a network stashes weights (τ_bkwd = τ_fwd) unless --backward current"
+"""What `net_rules` adds to the T2 refusal: the way out a network offers."""
+
+
 def net_rules(
     rule: str, values: dict[str, Any], pipe: Pipeline, *, tau_recomp: int | None = None
 ) -> tuple[Rule, ...]:
     """One instance of registry rule ``rule`` per stage, with that stage's delays.
 
     With weight stashing (``pipe.tau_bkwd`` None) rules that read other backward weights are
-    refused (`check_stashed`); otherwise every stage reads its backward weights at
+    refused (`check_stashed`; T2, which has no discrepancy to correct there, in the words of
+    `stability.rules.discrepancy.t2_refusal`, as the trainer and the coupled analysis do);
+    otherwise every stage reads its backward weights at
     τ_bkwd,i (`stability.coupled.system.stage_rules`), and rules with a recompute pass at
     τ_recomp,i = ``tau_recomp`` clipped to [τ_bkwd,i, τ_fwd,i].
     """
@@ -58,6 +65,8 @@ def net_rules(
     spec = get_spec(rule)
     params = {k: v for k, v in values.items() if k in spec.param_names and k not in _NOT_PER_STAGE}
     if pipe.tau_bkwd is None:
+        if rule == "t2":  # T2 under stashing: refused as by train, coupled and noise
+            t2_refusal(pipe.tau_fwd, pipe.tau_fwd, STASHED_T2)
         check_stashed(None, rule)
         rules = stage_rules(rule, pipe.tau_fwd.tolist(), **params)
         for r in rules:

@@ -55,6 +55,19 @@ def _problem(
     return load_problem(problem, stages=stages, dtype=dtype, device=device)
 
 
+def _granularity(net: NetProblem, backward: str, granularity: str) -> NetProblem:
+    """The problem whose backward passes with other weights have ``granularity``'s units
+    (`stability.nets.inconsistent`); only ``backward="current"`` has such passes."""
+    from stability.checks import check_choice
+    from stability.nets.inconsistent import GRANULARITIES
+
+    check_choice("granularity", granularity, GRANULARITIES)
+    if granularity != "layer" and backward != "current":
+        raise ValueError("granularity: stage applies to backward passes with other weights; "
+                         "it needs --backward current")  # fmt: skip
+    return dataclasses.replace(net, granularity=granularity)
+
+
 PIPELINE_KEYWORDS = ("schedule", "stage_delays", "microbatches", "tau")
 """The keywords of a network's pipeline (besides ``stages``, the network's own split):
 `stability.pipeline.Pipeline.from_options`'s, ``tau`` the uniform delay."""
@@ -82,6 +95,16 @@ def _pipeline(
     if not isinstance(pipeline, Pipeline) or pipeline.stages != P:
         raise ValueError(f"pipeline must be a Pipeline of the network's {P} stages")
     return pipeline
+
+
+def _protocol(protocol: NetProtocol | None, measure_steps: int | None) -> NetProtocol:
+    """The measurement protocol: given whole, or the default one with ``measure_steps`` steps
+    per simulator run."""
+    if measure_steps is None:
+        return protocol or NetProtocol()
+    if protocol is not None:
+        raise ValueError("give protocol= or measure_steps, not both")
+    return NetProtocol(steps=check_integer("measure_steps", measure_steps, low=1))
 
 
 def _rule_params(rule: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -136,7 +159,7 @@ def net_curvature(
     """Top-``k`` eigenvalues of ∇²f at the model's weights; per stage with ``stage_blocks``,
     the negative end with ``negative`` (each an extra eigen-solve: off by default).
 
-    Lanczos (ARPACK) on Hessian-vector products by forward-over-reverse differentiation
+    Lanczos (ARPACK) on Hessian-vector products by reverse-over-reverse differentiation
     (`stability.nets.curvature`), in the model's dtype on its device unless ``dtype``
     (``"float32"``/``"float64"``) or ``device`` say otherwise.  ``precond_from``: also the
     top-k of P^{1/2}∇²f P^{1/2} (and each stage's block) with an Adam/AdamW optimizer's P
@@ -270,10 +293,12 @@ def net_max_lr(
     k: int = 20,
     measure: bool = False,
     protocol: NetProtocol | None = None,
+    measure_steps: int | None = None,
     dtype: str | None = None,
     device: str | None = None,
     negative: bool = True,
     precond_from: str | None = None,
+    granularity: str = "layer",
     **params: Any,
 ) -> NetMaxLr:
     """Max stable lr of ``rule`` on a network split into pipeline stages, each with its delay.
@@ -281,22 +306,25 @@ def net_max_lr(
     The exact coupled per-stage analysis (`stability.coupled.scan`; PipeMare eq. 3-5 and
     Kosson eq. 20-23 per stage, coupled through the Hessian) on the rank-``k`` curvature
     (`stability.nets.lowrank`), beside the scalar bound (PipeMare Lemma 1-3 at (λ_max, τ_max));
-    with ``measure`` the simulator's bracket and rates (`stability.nets.bracket`);
+    with ``measure`` the simulator's bracket and rates (`stability.nets.bracket`; its
+    ``protocol``, or the default one with ``measure_steps`` steps per run);
     ``dtype``/``device``: as in `net_curvature`; ``negative=False`` skips the search for
     negative eigenvalues (reported, never used by the prediction).
     ``backward="current"`` (no weight stashing): the analysis carries the network's H_b
     (`stability.nets.sensitivity`; PipeMare eq. 5, App. B.4, D.1 in matrix form) and reports
-    the effective Δ₁.  The rate at 0.5 × max_lr is predicted on the Galerkin model of v₁'s
-    stage pieces (with QᵀH_bQ under ``backward="current"``) and named by ``rate_mode``
-    (`stability.nets.rates`).  Adaptive rules (adam, pipeoptim with Adam) need ``precond_from``
-    and are analysed on P^{1/2}HP^{1/2} (`stability.nets.adaptive`); ``measure`` then also
-    brackets real Adam (``measured_bracket_real``); their rate is that of the top preconditioned
-    eigen-direction's roots (`stability.nets.prediction.predicted_log_rate`), with stashing.
+    the effective Δ₁; ``granularity``: ``"layer"`` or ``"stage"``, the units of that backward
+    pass (`stability.nets.inconsistent`).  The rate at 0.5 × max_lr is predicted on the
+    Galerkin model of v₁'s stage pieces (with QᵀH_bQ under ``backward="current"``) and named
+    by ``rate_mode`` (`stability.nets.rates`).  Adaptive rules (adam, pipeoptim with Adam)
+    need ``precond_from`` and are analysed on P^{1/2}HP^{1/2} (`stability.nets.adaptive`);
+    ``measure`` then also brackets real Adam (``measured_bracket_real``); their rate is that of
+    the top preconditioned eigen-direction's roots
+    (`stability.nets.prediction.predicted_log_rate`), with stashing.
     """
     from stability.nets.adaptive import adaptive_setup, measure_real_max_lr
     from stability.nets.sensitivity import effective_delta, predict_inconsistent
 
-    net = _problem(problem, stages, dtype, device)
+    net = _granularity(_problem(problem, stages, dtype, device), backward, granularity)
     delays = _pipeline_keywords(params)
     k = check_integer("k", k, low=1)
     params = _rule_params(rule, params)
@@ -319,7 +347,7 @@ def net_max_lr(
     a = pred.analysis
     out: dict[str, Any] = {}
     rate_lr = None if not a.max_lr else RATE_FRACTION * a.max_lr
-    protocol = protocol or NetProtocol()
+    protocol = _protocol(protocol, measure_steps)
     if rate_lr is not None and adaptive is not None and stashed:
         out["predicted_rate"] = math.exp(predicted_log_rate(curv, rules, rate_lr))
     elif rate_lr is not None and adaptive is None:
@@ -419,6 +447,17 @@ class NetTrain(Result):
         "adaptive rules with --precond-from: source, step t, β2, ε, min/median/max of P",
         default=None,
     )
+    edge_delta: float | None = output(
+        "Δ₁/λ₁ = −v₁ᵀH_bv₁/λ₁ at the last sharpness sample (--backward current; it enters "
+        "predicted_edge)",
+        default=None,
+    )
+    edge_without_delta: float | None = output(
+        "the coupled edge along v₁ with H_b left out (--backward current): predicted_edge if "
+        "the backward weights did not matter",
+        "1/lr",
+        default=None,
+    )
 
 
 def net_train(
@@ -442,6 +481,7 @@ def net_train(
     device: str | None = None,
     precond_from: str | None = None,
     update: str = "analysed",
+    granularity: str = "layer",
     **params: Any,
 ) -> NetTrain:
     """Train the network from its weights with ``rule`` under per-stage delays (the simulator,
@@ -450,7 +490,8 @@ def net_train(
     ``backward="current"``: no weight stashing — backpropagation with the stages' backward
     (and recompute) weights (`stability.nets.inconsistent`; PipeMare Sec. 2, 3.2, App. D.1),
     τ_bkwd from the schedule or the uniform ``tau_bkwd`` (default 0), ``tau_recomp`` for rule
-    ``recompute``.  ``sharpness_every`` K: λ₁ every K steps and the edge of stability reading
+    ``recompute``; ``granularity``: its units, ``"layer"`` or ``"stage"``.
+    ``sharpness_every`` K: λ₁ every K steps and the edge of stability reading
     (`stability.nets.sharpness`: λ_edge = max_lr(rule, delays; λ = 1)/lr, Cohen et al. 2021
     at τ = 0).  ``dtype``/``device``: as in `net_curvature`.  Adaptive rules
     (`stability.nets.adaptive`): ``update="analysed"`` runs the frozen-P rule with the P of
@@ -464,7 +505,7 @@ def net_train(
     from stability.nets.adaptive import adaptive_setup
     from stability.nets.sharpness import SharpnessTracker, coupled_edge, edge_summary
 
-    net = _problem(problem, stages, dtype, device)
+    net = _granularity(_problem(problem, stages, dtype, device), backward, granularity)
     delays = _pipeline_keywords(params)
     check_real("lr", lr, low=0.0, low_open=True)
     steps = check_integer("steps", steps, low=1)
@@ -517,14 +558,21 @@ def net_train(
     if batch is None and not diverged:
         value = float(log_rate(res.energies["increment"], 1)[0])
         rate = math.exp(value) if math.isfinite(value) else None
-    edge = None
+    edge, edge_delta, without_delta = None, None, None
     if tracker is not None:
         v1 = tracker.vector
         if v1 is None:  # no sample (a fresh Adam stopped before step K): the uniform direction
             v1 = np.full(net.dim, net.dim**-0.5)
-        reading = edge_summary(
-            tracker.samples, coupled_edge(rules, v1, net.stage_sizes, float(lr)), steps, diverged
-        )
+        if backward == "current" and adaptive is None and tracker.point is not None:
+            from stability.nets.sharpness import inconsistent_edge
+
+            predicted, edge_delta = inconsistent_edge(
+                net, rules, tracker.point, tracker.samples[-1][1], v1, float(lr)
+            )
+            without_delta = coupled_edge(rules, v1, net.stage_sizes, float(lr))
+        else:
+            predicted = coupled_edge(rules, v1, net.stage_sizes, float(lr))
+        reading = edge_summary(tracker.samples, predicted, steps, diverged)
         edge = {
             "sharpness": reading.sharpness,
             "predicted_edge": reading.predicted_edge,
@@ -552,9 +600,11 @@ def net_train(
         protocol.update(adaptive.protocol())
     if tracker is not None:
         protocol["sharpness"] = (
-            f"λ₁ by Lanczos (ARPACK, tol 1e-4, warm-started) every {sharpness_every} steps; "
-            "plateau: median over the last quarter of the steps; reached: some λ₁ ≥ 0.9 × "
-            "predicted_edge; predicted_edge from the last eigenvector's stage shares"
+            f"λ₁ by Lanczos (from the previous eigenvector, stopped at Ritz residual 1e-4·λ₁) "
+            f"every {sharpness_every} steps; plateau: median over the last quarter of the "
+            "steps; reached: some λ₁ ≥ 0.9 × predicted_edge; predicted_edge from the last "
+            "eigenvector's stage shares"
+            + ("" if backward == "stashed" else " and H_b at the last sample (edge_delta)")
             + (
                 ""
                 if adaptive is None
@@ -586,6 +636,8 @@ def net_train(
         if tracker is None
         else ("hessian" if adaptive is None else "preconditioned"),
         preconditioner=None if adaptive is None else adaptive.describe(),
+        edge_delta=edge_delta,
+        edge_without_delta=without_delta,
     )
 
 

@@ -48,6 +48,7 @@ import numpy as np
 import torch
 from torch.func import vmap
 
+from stability.checks import check_step_sizes
 from stability.nets.problem import NetProblem
 from stability.rules.base import Passes, Rule, history_depth
 from stability.trainer.engine import BatchStream
@@ -208,10 +209,8 @@ def simulate(
     after every step with the (R_active, p) weights (e.g. to record the sharpness).  See the
     module doc for the rest.
     """
-    lr = np.asarray(lr, dtype=float).reshape(-1)
+    lr = check_step_sizes(lr)
     R, p = lr.size, problem.dim
-    if R == 0 or not np.all(np.isfinite(lr)) or np.any(lr <= 0):
-        raise ValueError("lr must be finite numbers > 0")
     if steps < 1:
         raise ValueError(f"steps must be ≥ 1, got {steps}")
     if len(rules) != len(problem.blocks):

@@ -156,4 +156,12 @@ def almost_sure_max_lr(
     return AlmostSure(_crossing(grid, gamma), bracket, grid, gamma, se)
 
 
-__all__ = ["Z_SCORE", "AlmostSure", "almost_sure_max_lr", "lyapunov_exponents"]
+def bracket_note(runs: int, steps: int) -> str:
+    """What the bracket of `almost_sure_max_lr` covers, as the results' notes say it."""
+    return (
+        f"as_bracket: ±{Z_SCORE:g} standard errors of the Lyapunov exponent over {runs} paths "
+        f"of {steps} steps"
+    )
+
+
+__all__ = ["Z_SCORE", "AlmostSure", "almost_sure_max_lr", "bracket_note", "lyapunov_exponents"]

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from stability.api.resolve import resolve
+from stability.api.tables import MAX_STEPS as TABLE_MAX_STEPS
 from stability.checks import check_choice, check_integer, check_real, finite_or_none
 from stability.limits import NOISE_MAX_STATE
 from stability.pipeline import Pipeline, worst_delay
@@ -39,8 +40,8 @@ MAX_PARAMETERS = 32
 """Largest number of parameters d (the reduced problems are d(d+1)/2-dimensional)."""
 MAX_STATE = NOISE_MAX_STATE
 """Largest state d·s (parameters × slots per parameter; `stability.limits`)."""
-MAX_STEPS = 1_000_000
-"""Largest horizon of the exact recursion."""
+MAX_STEPS = TABLE_MAX_STEPS
+"""Largest horizon of the exact recursion (the ``--steps`` range of `stability.api.tables`)."""
 
 
 def default_times(steps: int) -> list[int]:
@@ -54,35 +55,47 @@ def default_times(steps: int) -> list[int]:
 
 
 @dataclass(frozen=True)
-class Noise(Result):
-    """Minibatch least squares with B rows drawn iid per step: the full-batch, exact
-    mean-square (second-moment map, ρ(𝒯) = 1) and almost-sure (top Lyapunov exponent = 0) max
-    stable lr, the expected excess loss E f − f* over time from the exact second-moment
-    recursion, its floor and rate; with ``measure``, the trainer's independent runs."""
+class MinibatchPrediction(Result):
+    """What the second-moment theory predicts for a rule trained on minibatches of B rows
+    drawn iid per step (module doc): the full-batch, mean-square and almost-sure max stable
+    lr, and at ``lr`` the expected excess loss over time, its floor and rate.  The fields that
+    `Noise` (least squares) and `stability.nets.noise_public.NetNoise` (a network near a
+    minimum) share."""
 
     rule: str = output("the rule's registry name")
     batch: int = output("minibatch size B")
-    lr: float = output("step size", "lr")
+    lr: float = output("step size of the predictions", "lr")
     sampling: str = output("sampling of the measured runs (the theory is for iid)")
     samples: int = output("data rows n")
-    parameters: int = output("parameters d")
     sampling_factor: float = output("p = (n − B)/(B(n − 1))")
     full_batch_max_lr: float | None = output("deterministic (B = n) max stable lr", "lr")
-    ms_max_lr: float | None = output("exact mean-square max stable lr", "lr")
+    ms_max_lr: float | None = output("mean-square max stable lr (ρ(𝒯) = 1)", "lr")
     as_max_lr: float | None = output("almost-sure max stable lr (Lyapunov exponent 0)", "lr")
     as_bracket: list | None = output("confidence interval of as_max_lr (≈95 %)", "lr")
-    expected_loss: list = output("[[t, E f(w_t) − f*], ...] (exact recursion, w₀ = 0)", "loss")
+    expected_loss: list = output(
+        "[[t, E f(w_t) − f*], ...] (exact recursion from the start the notes give)", "loss"
+    )
     floor: float | None = output("lim E f − f* (null if not mean-square stable)", "loss")
     rate: float | None = output("per-step factor of E f − f* − floor (null if unstable)")
     half_life: float | None = output("steps to halve E f − f* − floor: ln 2/−ln(rate)", "steps")
     ms_radius: float | None = output("ρ(𝒯), spectral radius of the second-moment map")
     mean_radius: float = output("ρ(Ā), spectral radius of the mean (full-batch) dynamics")
+
+
+@dataclass(frozen=True)
+class Noise(MinibatchPrediction):
+    """Minibatch least squares with B rows drawn iid per step: the full-batch, exact
+    mean-square (second-moment map, ρ(𝒯) = 1) and almost-sure (top Lyapunov exponent = 0) max
+    stable lr, the expected excess loss E f − f* over time from the exact second-moment
+    recursion, its floor and rate; with ``measure``, the trainer's independent runs."""
+
+    parameters: int = output("parameters d")
     stages: list | None = output("per-stage forward delays (schedule), null for uniform")
     measured: dict | None = output("the trainer's independent runs (null without measure)")
     notes: list = output("what the numbers assume")
 
 
-NOISE_PROBLEM_KEYS = ("standardize", "bias", "samples")
+NOISE_PROBLEM_KEYS = ("problem", "standardize", "bias", "samples")
 """The problem keywords of the minibatch commands (linear regression: `PROBLEM_OPTIONS`' data
 preprocessing), given among a function's keywords."""
 
@@ -96,6 +109,7 @@ def _problem(data: Any, params: dict[str, Any]):
     from stability.trainer.problems import build_problem
 
     given = {k: params.pop(k) for k in NOISE_PROBLEM_KEYS if k in params}
+    check_choice("problem", given.pop("problem", "linreg"), ("linreg",))
     if isinstance(data, LinearRegression):
         return data
     if isinstance(data, Dataset):
@@ -212,6 +226,7 @@ def noise(
     mixture E[H_B ⊗ H_B] = H ⊗ H + p(E[xxᵀ ⊗ xxᵀ] − H ⊗ H) (Mulayoff & Michaeli 2023) and
     the threshold rules of PipeMare Sec. 3.1 (Lemma 1 at B = n).
     """
+    from stability.noise.lyapunov import bracket_note
     from stability.noise.moments import SampleMoments
     from stability.trainer.engine import SAMPLING
 
@@ -233,21 +248,20 @@ def noise(
     check_state(d, state.size)
     check_staged_work(state, problem.hessian, "stages")
     moments = SampleMoments.of(problem, batch)
-    fb = ctx.full_batch
-    ms, as_lr, bracket = thresholds(
-        ctx.builder, moments, fb, steps=lyapunov_steps, runs=lyapunov_runs, seed=seed
+    limits = thresholds(
+        ctx.builder, moments, ctx.full_batch, steps=lyapunov_steps, runs=lyapunov_runs, seed=seed
     )
     at_lr = predict_at(state, moments, -problem.minimizer, times)
     measured = None
     if measure:
+        as_lr = limits["as_max_lr"]
         measured = _measure(ctx, lr, batch, times, runs, sampling, window, steps, seed, as_lr)
         measured["pairs"] = pairs
     notes = [
         "the theory is exact for iid sampling (B distinct indices per step, independent "
         "across steps); reshuffled epochs are only measured",
         "expected_loss and floor are E f − f* over the sampling, from w₀ = 0",
-        "as_bracket: ±2 standard errors of the Lyapunov exponent over "
-        f"{lyapunov_runs} paths of {lyapunov_steps} steps",
+        bracket_note(lyapunov_runs, lyapunov_steps),
     ]
     return Noise(
         rule=ctx.name,
@@ -255,13 +269,9 @@ def noise(
         lr=lr,
         sampling=sampling,
         samples=n,
-        parameters=d,
-        sampling_factor=moments.p,
-        full_batch_max_lr=fb,
-        ms_max_lr=ms,
-        as_max_lr=as_lr,
-        as_bracket=bracket,
+        **limits,
         **at_lr,
+        parameters=d,
         stages=ctx.stages,
         measured=measured,
         notes=notes,
@@ -307,31 +317,39 @@ def check_staged_work(state, hessian: np.ndarray, name: str) -> None:
 
 def thresholds(
     builder, moments, full_batch: float | None, *, steps: int, runs: int, seed: int
-) -> tuple[float | None, float | None, list | None]:
-    """(ms_max_lr, as_max_lr, as_bracket) for a state ``builder`` and the data's ``moments``
-    (`stability.noise.moments.SampleMoments` or `stability.noise.persample.PerSampleMoments`):
+) -> dict[str, Any]:
+    """The thresholds (the `MinibatchPrediction` fields ``sampling_factor``,
+    ``full_batch_max_lr``, ``ms_max_lr``, ``as_max_lr``, ``as_bracket``) for a state ``builder``,
+    the data's ``moments`` (a `stability.noise.moments.Moments`) and the ``full_batch`` max lr:
     the mean-square threshold (`stability.noise.threshold.ms_max_lr`) and the almost-sure one
     from ``runs`` paths of ``steps`` steps (`stability.noise.lyapunov`), between half the former
     and 1.5 × ``full_batch``; both equal ``full_batch`` without noise (p = 0)."""
     from stability.noise.lyapunov import almost_sure_max_lr
     from stability.noise.threshold import ms_max_lr
 
-    if full_batch is None:
-        return None, None, None
-    ms = ms_max_lr(builder, moments, full_batch)
-    if moments.p == 0 or full_batch <= 0:  # 0: a marginal root (momentum 1), nothing to bracket
-        return ms, full_batch, [full_batch, full_batch]
-    found = almost_sure_max_lr(
-        builder, moments, moments.batch, 0.5 * ms, 1.5 * full_batch,
-        steps=steps, runs=runs, seed=seed,
-    )  # fmt: skip
-    return ms, found.max_lr, list(found.bracket)
+    ms, as_lr, bracket = None, None, None
+    if full_batch is not None:
+        ms = ms_max_lr(builder, moments, full_batch)
+        as_lr, bracket = full_batch, [full_batch, full_batch]
+        if not (moments.p == 0 or full_batch <= 0):  # 0: a marginal root (momentum 1)
+            found = almost_sure_max_lr(
+                builder, moments, moments.batch, 0.5 * ms, 1.5 * full_batch,
+                steps=steps, runs=runs, seed=seed,
+            )  # fmt: skip
+            as_lr, bracket = found.max_lr, list(found.bracket)
+    return {
+        "sampling_factor": moments.p,
+        "full_batch_max_lr": full_batch,
+        "ms_max_lr": ms,
+        "as_max_lr": as_lr,
+        "as_bracket": bracket,
+    }
 
 
 def predict_at(state, moments, e0: np.ndarray, times) -> dict[str, Any]:
-    """The predictions at one step size (the `Noise` fields ``expected_loss``, ``floor``,
-    ``rate``, ``half_life``, ``ms_radius``, ``mean_radius``) from w₀ − w* = ``e0``: the exact
-    recursion (`stability.noise.second_moment`), the stationary point and the rates
+    """The predictions at one step size (the `MinibatchPrediction` fields ``expected_loss``,
+    ``floor``, ``rate``, ``half_life``, ``ms_radius``, ``mean_radius``) from w₀ − w* = ``e0``:
+    the exact recursion (`stability.noise.second_moment`), the stationary point and the rates
     (`stability.noise.gramian`)."""
     from stability.noise.gramian import NoiseMap, mean_radius, ms_radius, stationary
     from stability.noise.second_moment import SecondMoments

@@ -24,6 +24,7 @@ matrix-free, through E[x⊗x⊗x⊗x] (d⁴ numbers) when d² < n and through th
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -40,9 +41,60 @@ def sampling_factor(samples: int, batch: int) -> float:
     return (samples - batch) / (batch * (samples - 1))
 
 
+class Moments(ABC):
+    """What the solvers of `stability.noise` read from the data (module doc): n, d, batch B,
+    p, H, F(P) (``fourth``), Σ_ξ, J(u) (``cross``), H_B·u (``batch_apply``) and the noise
+    matrix N built from them.  `SampleMoments` (least squares) and
+    `stability.noise.persample.PerSampleMoments` (per-sample curvatures) are the two kinds."""
+
+    batch: int
+
+    @property
+    @abstractmethod
+    def per_sample(self) -> np.ndarray:
+        """(n, d): one row per sample (x_i for least squares, the gradients g_i otherwise)."""
+
+    @property
+    @abstractmethod
+    def hessian(self) -> np.ndarray:
+        """H = (1/n) Σ H_i."""
+
+    @property
+    @abstractmethod
+    def _fourth(self) -> np.ndarray | None:
+        """E_i[H_i ⊗ H_i] as a (d², d²) matrix on row-major vec P, or None where ``fourth``
+        runs over the samples instead."""
+
+    @abstractmethod
+    def fourth(self, P: np.ndarray) -> np.ndarray:
+        """F(P) = (1/n) Σ_i H_i P H_i for symmetric P (..., d, d)."""
+
+    @property
+    def samples(self) -> int:
+        return self.per_sample.shape[0]
+
+    @property
+    def dim(self) -> int:
+        return self.per_sample.shape[1]
+
+    @cached_property
+    def p(self) -> float:
+        return sampling_factor(self.samples, self.batch)
+
+    def noise_matrix(self) -> np.ndarray:
+        """N = p·(E_i[H_i ⊗ H_i] − H ⊗ H) as a (d², d²) matrix on row-major vec P:
+        N·vec P = vec(E[H_B P H_B] − H P H)."""
+        d = self.dim
+        fourth = self._fourth
+        if fourth is None:
+            fourth = self.fourth(np.eye(d * d).reshape(d * d, d, d)).reshape(d * d, d * d).T
+        return self.p * (fourth - np.kron(self.hessian, self.hessian))
+
+
 @dataclass(frozen=True, eq=False)
-class SampleMoments:
-    """The moments of module doc for rows ``X`` (n, d), residuals ``r`` (n,) and batch B."""
+class SampleMoments(Moments):
+    """The moments of module doc for rows ``X`` (n, d), residuals ``r`` (n,) and batch B
+    (H_i = x_i x_iᵀ)."""
 
     X: np.ndarray
     r: np.ndarray
@@ -55,16 +107,8 @@ class SampleMoments:
         return cls(X, X @ problem.minimizer - problem.y, int(batch))
 
     @property
-    def samples(self) -> int:
-        return self.X.shape[0]
-
-    @property
-    def dim(self) -> int:
-        return self.X.shape[1]
-
-    @cached_property
-    def p(self) -> float:
-        return sampling_factor(self.samples, self.batch)
+    def per_sample(self) -> np.ndarray:
+        return self.X
 
     @cached_property
     def hessian(self) -> np.ndarray:
@@ -103,15 +147,6 @@ class SampleMoments:
         """J(u) = (1/n) Σ_i r_i (x_iᵀ u) x_i x_iᵀ (so E[H_B u ξ_Bᵀ] = p·J(u))."""
         return self._third @ u
 
-    def noise_matrix(self) -> np.ndarray:
-        """N = p·(E[xxᵀ ⊗ xxᵀ] − H ⊗ H) as a (d², d²) matrix on row-major vec P:
-        N·vec P = vec(E[H_B P H_B] − H P H)."""
-        d = self.dim
-        fourth = self._fourth
-        if fourth is None:
-            fourth = self.fourth(np.eye(d * d).reshape(d * d, d, d)).reshape(d * d, d * d).T
-        return self.p * (fourth - np.kron(self.hessian, self.hessian))
-
     def batch_apply(self, index: np.ndarray, U: np.ndarray) -> np.ndarray:
         """H_B·u = X_Bᵀ(X_B u)/B per run: ``index`` (runs, B) the batches, ``U`` (..., runs, d)."""
         runs, batch = index.shape
@@ -120,4 +155,4 @@ class SampleMoments:
         return (Xb.transpose(0, 2, 1) @ Xu[..., None])[..., 0] / batch
 
 
-__all__ = ["SampleMoments", "sampling_factor"]
+__all__ = ["Moments", "SampleMoments", "sampling_factor"]

@@ -20,7 +20,7 @@ except that J(u) is not symmetric for general H_i: the second-moment recursion a
 J(u) + J(u)ᵀ (`stability.noise.second_moment`, which adds 2·`cross`), so `cross` returns the
 symmetric part ½(J + Jᵀ) — for least squares J is already symmetric.
 
-`PerSampleMoments` has the interface of `stability.noise.moments.SampleMoments` (``hessian``,
+`PerSampleMoments` is a `stability.noise.moments.Moments` as `SampleMoments` is (``hessian``,
 ``p``, ``offset_covariance``, ``fourth``, ``cross``, ``noise_matrix``, ``batch_apply``), so
 the solvers of `stability.noise` (recursion, Gramians, thresholds, Lyapunov exponents) take
 either.  The curvatures here are d × d (a network's are Galerkin projections onto a k-dimensional
@@ -34,7 +34,7 @@ from functools import cached_property
 
 import numpy as np
 
-from stability.noise.moments import sampling_factor
+from stability.noise.moments import Moments, sampling_factor
 
 DENSE_FOURTH_MAX = 20_000_000
 """E_i[H_i ⊗ H_i] is formed as a (d², d²) matrix up to this many entries (d ≤ 66); above,
@@ -42,7 +42,7 @@ F(P) runs over the samples."""
 
 
 @dataclass(frozen=True, eq=False)
-class PerSampleMoments:
+class PerSampleMoments(Moments):
     """The moments of module doc for per-sample ``hessians`` (n, d, d), ``gradients`` (n, d)
     and batch size ``batch``."""
 
@@ -59,16 +59,8 @@ class PerSampleMoments:
         sampling_factor(n, self.batch)  # validates batch
 
     @property
-    def samples(self) -> int:
-        return self.gradients.shape[0]
-
-    @property
-    def dim(self) -> int:
-        return self.gradients.shape[1]
-
-    @cached_property
-    def p(self) -> float:
-        return sampling_factor(self.samples, self.batch)
+    def per_sample(self) -> np.ndarray:
+        return self.gradients
 
     @cached_property
     def hessian(self) -> np.ndarray:
@@ -113,14 +105,6 @@ class PerSampleMoments:
         """½(J(u) + J(u)ᵀ), J(u) = (1/n) Σ_i H_i u g̃_iᵀ (module doc)."""
         J = np.einsum("iab,b,ic->ac", self.hessians, u, self.centred) / self.samples
         return 0.5 * (J + J.T)
-
-    def noise_matrix(self) -> np.ndarray:
-        """N = p·(E[H_i ⊗ H_i] − H ⊗ H) as a (d², d²) matrix on row-major vec P."""
-        d = self.dim
-        fourth = self._fourth
-        if fourth is None:
-            fourth = self.fourth(np.eye(d * d).reshape(d * d, d, d)).reshape(d * d, d * d).T
-        return self.p * (fourth - np.kron(self.hessian, self.hessian))
 
     def batch_apply(self, index: np.ndarray, U: np.ndarray) -> np.ndarray:
         """H_B·u per run: ``index`` (runs, B) the batches, ``U`` (..., runs, d)."""

@@ -31,21 +31,9 @@ from functools import cached_property
 import numpy as np
 
 from stability.dynamics.linear import linearize
-from stability.rules.base import Rule, taps_read
+from stability.rules.base import Rule, UnitTap, taps_read
 
 Slot = tuple[str, int]
-
-
-class _UnitTap:
-    """A tap reader: 1 at one slot, 0 elsewhere (None: zero everywhere)."""
-
-    t = 0
-
-    def __init__(self, slot: Slot | None):
-        self.slot = slot
-
-    def __call__(self, var: str, lag: int = 0) -> float:
-        return 1.0 if (var, lag) == self.slot else 0.0
 
 
 def _zero_gradient(u_fwd, u_bkwd, u_recomp):
@@ -93,8 +81,8 @@ def probe(rule: Rule, lr: float, slots: Sequence[Slot]) -> tuple[np.ndarray, ...
 
     K = assemble(linearize(rule, _zero_gradient, lr))
     coupled = assemble(linearize(rule, _unit_gradient, lr))
-    phi = np.array([float(rule.passes(_UnitTap(slot), lr).forward) for slot in slots])
-    new = rule.update(_UnitTap(None), 1.0, lr)
+    phi = np.array([float(rule.passes(UnitTap(slot), lr).forward) for slot in slots])
+    new = rule.update(UnitTap(None), 1.0, lr)
     beta = np.zeros(s)
     for var in rule.variables:
         beta[index[(var, 0)]] = float(new[var])

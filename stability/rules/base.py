@@ -64,6 +64,18 @@ class Rule(Protocol):
     def update(self, x: TapReader, g: Any, lr: Any) -> dict[str, Any]: ...
 
 
+class UnitTap:
+    """A tap reader that is 1 at one ``(var, lag)`` and 0 elsewhere (``tap=None``: 0
+    everywhere): a rule's response to a unit impulse in one slot of its state."""
+
+    def __init__(self, tap: tuple[str, int] | None, t: int = 0):
+        self.tap = tap
+        self.t = t
+
+    def __call__(self, var: str, lag: int = 0) -> int:
+        return 1 if (var, lag) == self.tap else 0
+
+
 class TapRecorder:
     """A tap reader that returns zeros and records which ``(var, lag)`` were read."""
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from stability.checks import check_delay, check_order
+from stability.checks import check_count, check_delay, check_order
 from stability.polynomial import SparsePoly
 from stability.polynomial import term as W
 from stability.quadratic import QuadraticModel
@@ -43,7 +43,6 @@ from stability.rules.base import Passes, TapReader
 from stability.rules.delayed_momentum import DelayedMomentum
 from stability.rules.discrepancy import eq13
 from stability.rules.lwp_sc import eq21
-from stability.rules.sapipe import check_count
 from stability.rules.spec import DELTA, LAM, TAU, ClosedForm, Param, RuleSpec, momentum_param
 
 # -- stash, shrink: presets of the engine ------------------------------------------------------

@@ -50,18 +50,28 @@ def gamma_from_decay(decay: Any, tau_fwd: int, tau_bkwd: int) -> Any:
     return decay ** (1.0 / (tau_fwd - tau_bkwd))
 
 
+def t2_refusal(tau_fwd: Any, tau_bkwd: Any, remedy: str = "") -> None:
+    """Refuse T2 where a stage has no discrepancy to correct (τ_fwd ≤ τ_bkwd: no
+    γ = D^{1/(τ_fwd − τ_bkwd)}, PipeMare Sec. 3.2), e.g. under weight stashing (PipeDream):
+    the one wording of this refusal for the trainer, the coupled analysis, the minibatch
+    theory and the networks (which add the ``remedy`` they offer after a semicolon).  Delays
+    may be per-stage arrays: the first offender is named."""
+    tf, tb = np.broadcast_arrays(np.asarray(tau_fwd), np.asarray(tau_bkwd))
+    bad = np.flatnonzero(tf <= tb)
+    if bad.size:
+        i = bad[0]
+        raise ValueError(
+            f"T2 needs tau_fwd > tau_bkwd (got tau_fwd={tf.flat[i]}, tau_bkwd={tb.flat[i]})"
+            + (f"; {remedy}" if remedy else "")
+        )
+
+
 def _t2_gamma(tau_fwd, tau_bkwd, decay, gamma, *, default_optimal: bool):
     if decay is not None and gamma is not None:
         raise ValueError("give decay or gamma, not both (gamma = decay^(1/(tau_fwd - tau_bkwd)))")
     if gamma is None and decay is None and not default_optimal:
         return None
-    tf, tb = np.broadcast_arrays(np.asarray(tau_fwd), np.asarray(tau_bkwd))
-    bad = np.flatnonzero(tf <= tb)  # per-stage delay arrays too: name the first offender
-    if bad.size:
-        i = bad[0]
-        raise ValueError(
-            f"T2 needs tau_fwd > tau_bkwd (got tau_fwd={tf.flat[i]}, tau_bkwd={tb.flat[i]})"
-        )
+    t2_refusal(tau_fwd, tau_bkwd)
     if gamma is not None:
         return gamma
     if decay is not None:

@@ -48,11 +48,10 @@ from typing import Any
 
 import numpy as np
 
-from stability.checks import check_real
+from stability.checks import check_count, check_real, check_scalar_delay
 from stability.polynomial import SparsePoly
 from stability.quadratic import QuadraticModel
 from stability.rules.base import Passes, TapReader
-from stability.rules.sapipe import check_count, check_scalar_delay
 from stability.rules.spec import LAM, TAU, ClosedForm, Param, RuleSpec
 
 

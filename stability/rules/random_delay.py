@@ -35,13 +35,12 @@ from typing import Any
 
 import numpy as np
 
-from stability.checks import check_real
+from stability.checks import check_real, check_scalar_delay
 from stability.polynomial import SparsePoly
 from stability.polynomial import term as W
 from stability.quadratic import QuadraticModel
 from stability.rules.base import Passes, TapReader
 from stability.rules.delayed_momentum import DelayedMomentum
-from stability.rules.sapipe import check_scalar_delay
 from stability.rules.spec import LAM, ClosedForm, Param, RuleSpec, momentum_param
 
 

@@ -64,7 +64,7 @@ from typing import Any
 
 import numpy as np
 
-from stability.checks import check_choice, check_delay, check_real
+from stability.checks import check_choice, check_delay, check_real, check_scalar_delay
 from stability.polynomial import SparsePoly
 from stability.polynomial import term as W
 from stability.quadratic import QuadraticModel
@@ -74,22 +74,6 @@ from stability.rules.spec import LAM, ClosedForm, Param, RuleSpec, momentum_para
 
 DC_FORMS = ("model", "outer", "diagonal")
 WP_OPTIONS = ("1", "2", "3")
-
-
-def check_scalar_delay(name: str, value: Any) -> int:
-    """A single delay (not a per-parameter array): rules whose structure depends on it."""
-    value = check_delay(name, value)
-    if np.ndim(value) != 0:
-        raise ValueError(f"{name} must be a single integer for this rule, not an array")
-    return value
-
-
-def check_count(name: str, value: Any) -> int:
-    """A count (stages, replicas, …): a single integer ≥ 1."""
-    value = check_scalar_delay(name, value)
-    if value < 1:
-        raise ValueError(f"{name} must be an integer ≥ 1, got {value}")
-    return value
 
 
 def _heavy_ball(tau: Any, momentum: Any) -> DelayedMomentum:

@@ -28,9 +28,11 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from stability.api.tables import SWEEP_MAX_WORKERS
 from stability.checks import Interrupted
 from stability.extras import require
 from stability.result import Result, output
@@ -39,7 +41,7 @@ from stability.sweep.outcome import error_line
 from stability.sweep.specfile import SweepSpec
 from stability.sweep.store import TEXT, Marker, SweepStore, variables
 
-MAX_WORKERS = 256
+MAX_WORKERS = SWEEP_MAX_WORKERS
 """Most local worker processes."""
 
 
@@ -127,6 +129,33 @@ def run_sweep(
     with store.lock():
         store.prepare(spec)
         return _run(spec, store, scheduler, workers, progress or (lambda done, total: None))
+
+
+def sweep(
+    spec: str | Path | SweepSpec | None = None,
+    *,
+    out: str | Path | None = None,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    status: str | Path | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Any:
+    """``stability sweep``: run (or resume) the sweep of ``spec`` (a `SweepSpec` or its TOML
+    file) into ``out`` (`run_sweep`, a `SweepSummary`), or with ``status`` report how far the
+    sweep in that directory has got (`stability.sweep.store.status`, a `SweepStatus`)."""
+    from stability.sweep.specfile import read_spec
+    from stability.sweep.store import status as sweep_status
+
+    if status is not None:
+        if spec is not None or out is not None:
+            raise ValueError("--status DIR takes no SPEC.toml and no --out")
+        return sweep_status(status)
+    if spec is None or out is None:
+        raise ValueError("give SPEC.toml and --out DIR (or --status DIR)")
+    require("sweep")  # before the spec is read or ``out`` (and its .lock) is created
+    if not isinstance(spec, SweepSpec):
+        spec = read_spec(spec)
+    return run_sweep(spec, out, scheduler=scheduler, workers=workers, progress=progress)
 
 
 def _run(spec, store, scheduler, workers, report) -> SweepSummary:

@@ -50,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from stability.checks import check_step_sizes
 from stability.rules.base import Rule, history_depth
 
 TRACKS = ("error", "increment")
@@ -341,10 +342,8 @@ def train(
     ``progress`` is called with the number of steps done (for a progress bar).  See the module
     doc.
     """
-    lr = np.asarray(lr, dtype=float).reshape(-1)
+    lr = check_step_sizes(lr)
     R, p = lr.size, problem.dim
-    if R == 0 or not np.all(np.isfinite(lr)) or np.any(lr <= 0):
-        raise ValueError("lr must be a non-empty array of finite numbers > 0")
     if steps < 1:
         raise ValueError(f"steps must be ≥ 1, got {steps}")
     for name in track:

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from stability.trainer.engine import TrainResult, train
 from stability.trainer.linreg import LinearRegression
 from stability.trainer.mlp import MLP
 
@@ -53,6 +54,24 @@ class Linearization:
         if where == "minimum" and not self.exact:
             return self.rate_w0, self.loss_offset
         return None, 0.0
+
+    def run(self, plan, lrs, *, start: str | None = None, **options: Any) -> TrainResult:
+        """`stability.trainer.engine.train` of ``plan`` at step sizes ``lrs`` on the problem,
+        errors measured from w*: from ``w0`` with divergence judged on f − ``loss_offset``
+        (``start=None``, the stability verdicts' start), or from `start` (``start``)."""
+        w0, offset = (self.w0, self.loss_offset) if start is None else self.start(start)
+        return train(
+            self.problem, plan, lrs, w0=w0, w_star=self.w_star, loss_offset=offset, **options
+        )
+
+    def rate_run(self, plan, lrs, **options: Any) -> TrainResult:
+        """The runs rates are measured on: ``rate_problem`` (an exact problem's error recursion,
+        no rounding floor) from ``rate_w0``, tracking its error from ``rate_w_star``."""
+        offset = self.loss_offset if self.rate_problem is self.problem else 0.0
+        return train(
+            self.rate_problem, plan, lrs, w0=self.rate_w0, w_star=self.rate_w_star,
+            loss_offset=offset, track=("error",), **options,
+        )  # fmt: skip
 
 
 def linreg_linearization(problem: LinearRegression) -> Linearization:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stability.cli.args import add_command, add_output_arguments
+from stability.cli.declared import register_declared
 
 API = "claims"
 EXAMPLES = (
@@ -12,7 +12,7 @@ EXAMPLES = (
 
 
 def register(sub) -> None:
-    p = add_command(
+    register_declared(
         sub,
         "claims",
         usage="[--claim ID ...] [--quick] [--json]",
@@ -23,22 +23,8 @@ def register(sub) -> None:
         "(read through the lexicon of size words, listed in the JSON) and the numbers behind "
         "the verdict.  The full grids take about a minute; --quick uses coarser ones.",
         examples=EXAMPLES,
+        report=report,
     )
-    p.add_argument(
-        "--claim",
-        action="append",
-        metavar="ID",
-        help="check only this claim (repeatable); default: all",
-    )
-    p.add_argument("--quick", action="store_true", help="coarser grids (same statements)")
-    add_output_arguments(p)
-    p.set_defaults(run=run, report=report)
-
-
-def run(args):
-    from stability.api.claims import claims
-
-    return claims(args.claim, quick=args.quick)
 
 
 def report(result) -> str:

@@ -10,7 +10,7 @@ per-stage rule and ``measured_ratio`` = measured/coupled.
 from __future__ import annotations
 
 from stability.cli.args import UsageError
-from stability.cli.problem_args import register_trainer_command, trainer_keywords
+from stability.cli.declared import call, register_declared
 
 API = "coupled"
 EXAMPLES = (
@@ -21,11 +21,10 @@ EXAMPLES = (
 
 
 def register(sub) -> None:
-    register_trainer_command(
+    register_declared(
         sub,
         "coupled",
         title="coupled model and measurement (--measure: the trainer's max-lr bisection)",
-        stage_delays=False,
         usage="--rule RULE --stages P [options] [rule flags] [--json]",
         help="per-stage delays on a full Hessian: exact coupled max lr vs the scalar bounds",
         description="Every pipeline stage with its own delays on the problem's full Hessian: "
@@ -39,11 +38,9 @@ def register(sub) -> None:
 
 
 def run(args):
-    from stability.api.coupled import coupled
-
     if args.stages is None:
         raise UsageError("--stages P is required (the number of pipeline stages)")
-    return coupled(args.rule, **trainer_keywords("coupled", args))
+    return call("coupled", args)
 
 
 def report(result) -> str:

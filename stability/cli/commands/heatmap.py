@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-from stability.cli.args import (
-    add_command,
-    add_output_arguments,
-    add_rule_arguments,
-    float_arg,
-    output_file_arg,
-)
+from stability.cli.declared import register_declared
 
 API = "heatmap"
-METRICS = ("radius", "half-life", "stable")
 EXAMPLES = (
     "heatmap sgd --x lr:0.01:1:32:log --y tau:0:8:9 --csv sgd.csv",
     "heatmap momentum --tau 1 --x lr:1e-3:10:64:log --y momentum:0:0.999:64 --out momentum.png",
@@ -19,7 +12,7 @@ EXAMPLES = (
 
 
 def register(sub) -> None:
-    p = add_command(
+    register_declared(
         sub,
         "heatmap",
         usage="RULE --x P:lo:hi:n[:log] --y P:lo:hi:n[:log] [options] [rule flags] [--json]",
@@ -30,53 +23,9 @@ def register(sub) -> None:
         "when one axis is the step size) and/or a CSV (--csv, one row per grid point); --json "
         "prints the whole grid.",
         examples=EXAMPLES,
+        report=report,
+        progress="heatmap",
     )
-    add_rule_arguments(p)
-    p.add_argument("--x", required=True, metavar="P:lo:hi:n[:log]", help="horizontal axis")
-    p.add_argument("--y", required=True, metavar="P:lo:hi:n[:log]", help="vertical axis")
-    p.add_argument("--lr", type=float_arg("--lr"), help="step size, when no axis is lr")
-    p.add_argument("--metric", choices=METRICS, default="radius", help="colour of the PNG")
-    p.add_argument(
-        "--out",
-        type=output_file_arg("--out"),
-        metavar="F.png",
-        help="write the figure here (missing directories are created)",
-    )
-    p.add_argument(
-        "--csv",
-        type=output_file_arg("--csv"),
-        metavar="F.csv",
-        help="write the grid here (missing directories are created)",
-    )
-    p.add_argument(
-        "--bounds", action="store_true", help="overlay PipeMare Lemma 1/3 bounds (sgd, momentum)"
-    )
-    p.add_argument("--no-max-lr", action="store_true", help="do not overlay the max-lr curve")
-    add_output_arguments(p)
-    p.set_defaults(run=run, report=report)
-
-
-def run(args):
-    from stability.analysis.radius_grid import parse_axis
-    from stability.api.heatmap import heatmap
-    from stability.cli.args import rule_values
-    from stability.cli.progress import progress_bar
-
-    x, y = parse_axis(args.x, "--x"), parse_axis(args.y, "--y")
-    with progress_bar("heatmap", json=args.json) as progress:
-        return heatmap(
-            args.rule,
-            x=x,
-            y=y,
-            out=args.out,
-            csv=args.csv,
-            metric=args.metric,
-            bounds=args.bounds,
-            max_lr_curve=not args.no_max_lr,
-            progress=progress,
-            lr=args.lr,
-            **rule_values(args),
-        )
 
 
 def report(result) -> str:

@@ -5,17 +5,7 @@ trainer runs.
 
 from __future__ import annotations
 
-from stability.cli.args import (
-    add_command,
-    add_minibatch_arguments,
-    add_output_arguments,
-    add_rule_arguments,
-    choice_arg,
-    float_arg,
-    int_arg,
-    int_list,
-)
-from stability.cli.problem_args import add_pipeline_arguments
+from stability.cli.declared import register_declared
 
 API = "noise"
 EXAMPLES = (
@@ -26,41 +16,11 @@ EXAMPLES = (
 )
 
 
-def add_data_arguments(parser) -> None:
-    """Data flags of the least-squares problem (shared with ``stability tradeoff``)."""
-    from stability.trainer.data import STANDARDIZE
-
-    g = parser.add_argument_group("problem and data (least squares)")
-    g.add_argument(
-        "--problem",
-        type=choice_arg("--problem", ("linreg",)),
-        default="linreg",
-        help="least squares (the only problem with exact second moments)",
-    )
-    g.add_argument("--data", default=None, metavar="PATH", help="CSV or LIBSVM file (cpusmall)")
-    g.add_argument(
-        "--standardize",
-        type=choice_arg("--standardize", STANDARDIZE),
-        default="features",
-        help="none: as stored; features: z-score features, centre the target; all: also "
-        "scale the target",
-    )
-    g.add_argument("--bias", action="store_true", help="append an intercept column")
-    g.add_argument(
-        "--samples",
-        type=int_arg("--samples", 1),
-        default=None,
-        metavar="N",
-        help="use a seeded random subset of N rows (default: every row)",
-    )
-    g.add_argument("--batch", type=int_arg("--batch", 1), required=True, help="minibatch size B")
-
-
 def register(sub) -> None:
     from stability.limits import NOISE_MAX_STAGED_WORK
-    from stability.noise.minibatch import MAX_PARAMETERS, MAX_STATE, MAX_STEPS
+    from stability.noise.minibatch import MAX_PARAMETERS, MAX_STATE
 
-    p = add_command(
+    register_declared(
         sub,
         "noise",
         usage="RULE --batch B --lr X [options] [rule flags] [--json]",
@@ -72,62 +32,7 @@ def register(sub) -> None:
         f"parameters and a state of {MAX_STATE} entries (parameters × delay slots); per-stage "
         f"delays: d(d+1)/2 × (slots read)³ ≤ {NOISE_MAX_STAGED_WORK:.1e} (docs/limits.md).",
         examples=EXAMPLES,
-    )
-    add_rule_arguments(p, exclude=("stages", "microbatches"))
-    add_data_arguments(p)
-    g = p.add_argument_group("prediction")
-    g.add_argument("--lr", type=float_arg("--lr"), required=True, help="step size > 0")
-    g.add_argument(
-        "--steps",
-        type=int_arg("--steps", 1, MAX_STEPS),
-        default=1000,
-        help="horizon of the expected-loss curve",
-    )
-    g.add_argument(
-        "--at",
-        type=int_list("--at"),
-        default=None,
-        help="time points t1,t2,... of the curve (default: 0, 1, 2, 5, 10, …, steps)",
-    )
-    add_minibatch_arguments(g, MAX_STEPS)
-    m = p.add_argument_group("measurement")
-    m.add_argument("--measure", action="store_true", help="independent trainer runs")
-    m.add_argument(
-        "--runs",
-        type=int_arg("--runs", 2, 100_000),
-        default=256,
-        help="independently seeded trainer runs of --measure",
-    )
-    add_pipeline_arguments(p)
-    add_output_arguments(p)
-    p.set_defaults(run=run, report=report)
-
-
-def run(args):
-    from stability.cli.args import rule_values
-    from stability.noise.minibatch import noise
-
-    return noise(
-        args.rule,
-        batch=args.batch,
-        lr=args.lr,
-        data=args.data,
-        standardize=args.standardize,
-        bias=args.bias,
-        samples=args.samples,
-        steps=args.steps,
-        at=args.at,
-        sampling=args.sampling,
-        schedule=args.schedule,
-        stage_delays=args.stage_delays,
-        stages=args.stages,
-        microbatches=args.microbatches,
-        measure=args.measure,
-        runs=args.runs,
-        seed=args.seed,
-        lyapunov_steps=args.lyapunov_steps,
-        lyapunov_runs=args.lyapunov_runs,
-        **rule_values(args),
+        report=report,
     )
 
 

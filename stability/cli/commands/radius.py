@@ -32,16 +32,8 @@ def register(sub) -> None:
         "pipeline (--schedule, --stage-delays) ρ is the largest of the stages' radii.",
         examples=EXAMPLES,
         report=report,
-        run=run,
+        progress="Schur-Cohn",
     )
-
-
-def run(args):
-    from stability.cli.declared import call
-    from stability.cli.progress import progress_bar
-
-    with progress_bar("Schur-Cohn", json=args.json) as progress:
-        return call("radius", args, progress=progress)
 
 
 def report(result) -> str:

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stability.api.repro import DEFAULT_OUT_DIR, DEFAULT_REPRO_DIR
-from stability.cli.args import add_command, add_output_arguments, output_dir_arg
+from stability.cli.declared import register_declared
 
 API = "repro"
 EXAMPLES = ("repro --list", "repro pipemare_table1 --quick --out-dir quick-figures")
 
 
 def register(sub) -> None:
-    p = add_command(
+    register_declared(
         sub,
         "repro",
         usage="NAME ... | --all | --list [--quick] [--out-dir DIR] [--json]",
@@ -29,41 +28,9 @@ def register(sub) -> None:
         "whether they hold.  --list shows the names.  The scripts are those of the source "
         "checkout in the working directory.",
         examples=EXAMPLES,
+        report=report,
+        progress="repro",
     )
-    p.add_argument("names", nargs="*", metavar="NAME", help="scripts to run")
-    p.add_argument("--all", action="store_true", help="run every script")
-    p.add_argument("--list", action="store_true", help="list the scripts and exit")
-    p.add_argument("--quick", action="store_true", help="coarse grids (seconds per script)")
-    p.add_argument(
-        "--out-dir",
-        type=output_dir_arg("--out-dir"),
-        default=DEFAULT_OUT_DIR,
-        help=f"default: {DEFAULT_OUT_DIR}/ (the committed figures: --out-dir figures)",
-    )
-    p.add_argument(
-        "--repro-dir",
-        type=Path,
-        default=DEFAULT_REPRO_DIR,
-        help=f"the scripts (default: {DEFAULT_REPRO_DIR}/ of the working directory)",
-    )
-    add_output_arguments(p)
-    p.set_defaults(run=run, report=report)
-
-
-def run(args):
-    from stability.api.repro import repro
-    from stability.cli.progress import progress_bar
-
-    with progress_bar("repro", json=args.json) as progress:
-        return repro(
-            args.names,
-            all=args.all,
-            quick=args.quick,
-            out_dir=args.out_dir,
-            repro_dir=args.repro_dir,
-            list_only=args.list,
-            progress=progress,
-        )
 
 
 def report(result) -> str:

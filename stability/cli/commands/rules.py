@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from stability.cli.args import add_command, add_output_arguments
+from stability.cli.declared import register_declared
 
 API = "rules"
 EXAMPLES = ("rules", "rules t2 --json")
 
 
 def register(sub) -> None:
-    p = add_command(
+    register_declared(
         sub,
         "rules",
         usage="[RULE ...] [--json]",
@@ -18,16 +18,8 @@ def register(sub) -> None:
         "parameters with their flags, defaults and the ranges enforced, its sources and the "
         "papers' closed forms checked against it.",
         examples=EXAMPLES,
+        report=report,
     )
-    p.add_argument("names", nargs="*", metavar="RULE", help="rules to describe (default: all)")
-    add_output_arguments(p)
-    p.set_defaults(run=run, report=report)
-
-
-def run(args):
-    from stability.api.rules import rules
-
-    return rules(*args.names)
 
 
 def report(result) -> str:

@@ -4,15 +4,7 @@ per mitigation (`stability.noise.tradeoff`, ``st.tradeoff``).
 
 from __future__ import annotations
 
-from stability.cli.args import (
-    add_command,
-    add_output_arguments,
-    float_arg,
-    int_arg,
-    output_file_arg,
-    rule_names_arg,
-)
-from stability.cli.commands.noise import add_data_arguments
+from stability.cli.declared import register_declared
 
 API = "tradeoff"
 EXAMPLES = (
@@ -22,9 +14,7 @@ EXAMPLES = (
 
 
 def register(sub) -> None:
-    from stability.checks import MAX_DELAY
-
-    p = add_command(
+    register_declared(
         sub,
         "tradeoff",
         usage="--batch B --tau T [--rules R1,R2,...] [--target X] [--out F.png] [--json]",
@@ -34,36 +24,7 @@ def register(sub) -> None:
         "E f − f* and its noise floor (exact mean-square theory), the Pareto front of the "
         "two, and with --target which rule reaches that excess loss in the fewest steps.",
         examples=EXAMPLES,
-    )
-    add_data_arguments(p)
-    p.add_argument("--tau", type=int_arg("--tau", 0, MAX_DELAY), required=True, help="delay τ")
-    p.add_argument(
-        "--rules",
-        type=rule_names_arg("--rules", several=True),
-        default=("sgd", "momentum", "lwp+sc"),
-        help="comma-separated rule names (default sgd,momentum,lwp+sc)",
-    )
-    p.add_argument("--target", type=float_arg("--target"), default=None, help="excess loss > 0")
-    p.add_argument(
-        "--out", type=output_file_arg("--out"), default=None, metavar="F.png", help="figure"
-    )
-    add_output_arguments(p)
-    p.set_defaults(run=run, report=report)
-
-
-def run(args):
-    from stability.noise.tradeoff import tradeoff
-
-    return tradeoff(
-        batch=args.batch,
-        tau=args.tau,
-        rules=list(args.rules),
-        data=args.data,
-        standardize=args.standardize,
-        bias=args.bias,
-        samples=args.samples,
-        target=args.target,
-        out=args.out,
+        report=report,
     )
 
 

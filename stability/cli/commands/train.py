@@ -9,7 +9,7 @@ sets a floor: there is no asymptotic rate).
 
 from __future__ import annotations
 
-from stability.cli.problem_args import register_trainer_command, trainer_keywords
+from stability.cli.declared import register_declared
 
 API = "train"
 EXAMPLES = (
@@ -20,7 +20,7 @@ EXAMPLES = (
 
 
 def register(sub) -> None:
-    register_trainer_command(
+    register_declared(
         sub,
         "train",
         title="training",
@@ -31,16 +31,8 @@ def register(sub) -> None:
         "with the theory's prediction on the problem's Hessian modes.",
         examples=EXAMPLES,
         report=report,
-        run=run,
+        progress=lambda args: f"train {args.rule}",
     )
-
-
-def run(args):
-    from stability.api.train import train
-    from stability.cli.progress import progress_bar
-
-    with progress_bar(f"train {args.rule}", json=args.json) as progress:
-        return train(args.rule, progress=progress, **trainer_keywords("train", args))
 
 
 def report(result) -> str:

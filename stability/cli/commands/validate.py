@@ -10,7 +10,7 @@ the uniform delays by a pipeline's per-stage delays and reports what the scalar 
 
 from __future__ import annotations
 
-from stability.cli.problem_args import register_trainer_command, trainer_keywords
+from stability.cli.declared import register_declared
 
 API = "validate"
 EXAMPLES = (
@@ -20,11 +20,10 @@ EXAMPLES = (
 
 
 def register(sub) -> None:
-    register_trainer_command(
+    register_declared(
         sub,
         "validate",
         title="measurement protocol",
-        rule="--rules",
         usage="--rules R1,R2,... [options] [rule flags] [--json]",
         help="theory vs trainer: predicted and measured max stable lr and rates",
         description="For each rule of --rules and delay of --taus: the predicted max stable lr "
@@ -32,16 +31,8 @@ def register(sub) -> None:
         "predicted vs measured convergence rates; with --schedule, per-stage delays.",
         examples=EXAMPLES,
         report=report,
-        run=run,
+        progress="validate",
     )
-
-
-def run(args):
-    from stability.api.validate import validate
-    from stability.cli.progress import progress_bar
-
-    with progress_bar("validate", json=args.json) as progress:
-        return validate(args.rules, progress=progress, **trainer_keywords("validate", args))
 
 
 def report(result) -> str:
