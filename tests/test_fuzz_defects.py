@@ -264,3 +264,12 @@ def test_validate_rate_runs_keep_the_documented_steps_limit(flags, flag, text):
     is 10⁶ steps per run), and so was a doubling past it."""
     argv = ["validate", "--rules", "sgd", "--taus", "0", "--steps", "200", *flags]
     assert text in _refused_naming(argv, flag)
+
+
+def test_t1_audit_steps_are_limited_by_their_product_with_the_stages():
+    """The two step flags without a limit of their own (`tests/test_fuzz_cli.py`): --steps is
+    refused past steps × stages ≤ 4e6, and an anneal length of 1e11 is only a parameter."""
+    base = ["t1-audit", "sgd", "--lam", "4", "--lr-schedule", "constant:0.1", "--taus", "1"]
+    _refused_naming([*base, "--anneal-steps", "10", "--steps", "4000001"], "--steps")
+    code, out, err = _call([*base, "--anneal-steps", "100000000000", "--steps", "40"])
+    assert code == 0 and "SAFE" in out, err
