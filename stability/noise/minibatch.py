@@ -310,8 +310,8 @@ def check_staged_work(state, hessian: np.ndarray, name: str) -> None:
         raise ValueError(
             f"{name}: the per-stage minibatch analysis costs d(d+1)/2 × (state slots read)³ = "
             f"{d * (d + 1) // 2} × {n}³ = {work:.2e} per Gramian, at most "
-            f"{NOISE_MAX_STAGED_WORK:.1e} (docs/limits.md): fewer stages or shorter stage "
-            "delays (more microbatches), or fewer parameters"
+            f"{NOISE_MAX_STAGED_WORK:.1e} (docs/limits.md): fewer stages or shorter "
+            "stage_delays (more microbatches), or fewer parameters"
         )
 
 
