@@ -20,28 +20,15 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from fuzz_valid import leaks, names_a_flag, valid_line  # noqa: E402
+from fuzz_valid import data_files, leaks, names_a_flag, valid_line  # noqa: E402
 from test_fuzz_cli import FORBIDDEN, Hang, _bases, _call, _parsers, _problems  # noqa: E402
-
-from stability.trainer.data import synthetic_regression  # noqa: E402
 
 SKIPPED = {"sweep", "repro", "claims"}
 """Commands whose valid lines are files of specs or whole reproductions (fuzzed for refusals
 by the suite only)."""
-
-
-def data_files(tmp: Path) -> dict[str, str]:
-    """A small regression CSV and one whose feature columns are all constant."""
-    data = synthetic_regression([3.0, 1.0, 0.4], samples=48, seed=3, residual=0.2)
-    csv, constant = tmp / "small.csv", tmp / "constant.csv"
-    np.savetxt(csv, np.c_[data.y, data.X], delimiter=",")
-    np.savetxt(constant, np.c_[data.y, np.ones_like(data.X)], delimiter=",")
-    return {"csv": str(csv), "constant": str(constant)}
 
 
 def run(seed: int, calls: int, limit: float, hang: int, tmp: Path) -> dict:

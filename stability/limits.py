@@ -62,6 +62,11 @@ slots the stages read (`stability.noise.modal.relevant_slots`): a Gramian is d(d
 solves of order n on the Schur form, and a command evaluates ~50 (threshold and rate
 bisections): ~10 s at the limit on one core (sgd, d = 12, PipeMare P = 8: 1.5e8, 10 s)."""
 
+TRADEOFF_MAX_WORK = 1.0e7
+"""tradeoff: largest Σ over the scanned (rule, momentum, horizon) points of d(d+1)/2 × s³ (one
+modal Gramian; each point's 7 step sizes take ~400 Gramians in all): ~10 s on one core at the
+limit (the default three rules at τ = 30 on cpusmall, 4.3e7: 31 s)."""
+
 TABLE = (
     ("every command", "delays (tau, tau_fwd, ...)", f"≤ {MAX_DELAY:,}"),
     ("max-lr/radius ea", "tau (default replicas)", f"≤ {EA_MAX_REPLICA_VALUES - 1:,}"),
@@ -77,6 +82,7 @@ TABLE = (
     ("train/validate/coupled", "steps per run", f"≤ {TRAIN_MAX_STEPS:,}"),
     ("noise/tradeoff", "parameters × state size", f"≤ {NOISE_MAX_STATE}"),
     ("noise/net noise per stage", "d(d+1)/2 × (slots read)³", f"≤ {NOISE_MAX_STAGED_WORK:.1e}"),
+    ("tradeoff", "Σ points × d(d+1)/2 × (state size)³", f"≤ {TRADEOFF_MAX_WORK:.1e}"),
 )
 """(command, what is limited, the limit) rows, as in docs/limits.md and ``--help``."""
 
@@ -94,6 +100,7 @@ __all__ = [
     "TRAIN_MAX_STEPS",
     "NOISE_MAX_STATE",
     "NOISE_MAX_STAGED_WORK",
+    "TRADEOFF_MAX_WORK",
     "CERTIFY_MAX_DEGREE",
     "EA_MAX_REPLICA_LAGS",
     "EA_MAX_REPLICA_VALUES",

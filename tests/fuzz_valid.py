@@ -28,6 +28,47 @@ ROOT = Path(__file__).resolve().parents[1]
 NETS = (f"{ROOT / 'examples' / 'diabetes_linear.py'}:problem",)
 """Network problems the net commands load (a small one: the fuzzer must stay fast)."""
 
+ODD_NETS = """
+import torch
+def _data():
+    x = torch.linspace(-1, 1, 24, dtype=torch.float64).reshape(8, 3)
+    return x, x[:, :1] - 0.5 * x[:, 1:2]
+def _problem(model, x, y):
+    return {"model": model, "inputs": x, "targets": y, "loss": lambda o, t: ((o - t) ** 2).mean()}
+def linear():
+    return _problem(torch.nn.Linear(3, 1).double(), *_data())
+def nan_inputs():
+    x, y = _data()
+    x[2, 1] = float("nan")
+    return _problem(torch.nn.Linear(3, 1).double(), x, y)
+def no_parameters():
+    x, y = _data()
+    return _problem(torch.nn.Identity(), x, y[:, :1].repeat(1, 3))
+"""
+"""A file of odd network problems (NaN inputs, no trainable parameters: refused naming
+--problem) beside a plain one."""
+
+
+def data_files(tmp: Path) -> dict[str, str | list[str]]:
+    """The files the valid lines draw: a small regression CSV, one whose features are all
+    constant, one with 40 features (beyond the minibatch commands' 32 parameters) and the odd
+    network problems of `ODD_NETS`."""
+    import numpy as np
+
+    from stability.trainer.data import synthetic_regression
+
+    data = synthetic_regression([3.0, 1.0, 0.4], samples=48, seed=3, residual=0.2)
+    files = {name: tmp / f"{name}.csv" for name in ("csv", "constant", "wide")}
+    np.savetxt(files["csv"], np.c_[data.y, data.X], delimiter=",")
+    np.savetxt(files["constant"], np.c_[data.y, np.ones_like(data.X)], delimiter=",")
+    wide = np.random.default_rng(3).normal(size=(48, 40))
+    np.savetxt(files["wide"], np.c_[data.y, wide], delimiter=",")
+    nets = tmp / "odd_nets.py"
+    nets.write_text(ODD_NETS)
+    odd = [f"{nets}:{f}" for f in ("linear", "nan_inputs", "no_parameters")]
+    return {**{k: str(v) for k, v in files.items()}, "odd_nets": odd}
+
+
 INT_CAPS = {
     "--steps": 600, "--anneal-steps": 400, "--lyapunov-steps": 200, "--lyapunov-runs": 3,
     "--runs": 3, "--measure-steps": 300, "--rate-steps": 100, "--samples": 64, "--batch": 16,
@@ -91,12 +132,14 @@ def rule_value(rng: random.Random, param) -> str:
 def _special(rng: random.Random, flag: str, data: dict[str, str]) -> str | None:
     """Values of flags with a grammar of their own (None: not one of them)."""
     lr = f"{_log_uniform(rng, 1e-4, 1.0):.6g}"
-    if flag == "--lr-schedule":
+    if flag == "--lr-schedule":  # a step factor > 1 is refused naming --lr-schedule
         steps = rng.randint(1, 2000)
         return rng.choice(
             [f"constant:{lr}", f"cosine:{lr}:{steps}", f"warmup:{lr}:{min(steps, 500)}",
-             f"step:{lr}:0.5:{rng.randint(1, 100)},{rng.randint(101, 400)}"]
+             f"step:{lr}:{rng.choice([0.5, 2])}:{rng.randint(1, 100)},{rng.randint(101, 400)}"]
         )  # fmt: skip
+    if flag == "--device":
+        return rng.choice(["cpu", "cpu", "meta"])  # meta: shapes without values, refused
     if flag == "--pipeline":
         return f"{rng.choice(['pipemare', 'pipedream', 'pb', 'gpipe'])}:{rng.randint(1, 6)}"
     if flag in ("--x", "--y"):
@@ -110,9 +153,11 @@ def _special(rng: random.Random, flag: str, data: dict[str, str]) -> str | None:
     if flag == "--hidden":
         return ",".join(str(rng.randint(1, 6)) for _ in range(rng.randint(1, 2)))
     if flag == "--data":
-        return rng.choice([data["csv"], data["csv"], data["constant"]])
+        return rng.choice(
+            [data["csv"], data["csv"], data["constant"]] + [data[k] for k in ("wide",) if k in data]
+        )
     if flag == "--problem" and "--problem" in data.get("net_flags", ""):
-        return rng.choice(NETS)
+        return rng.choice([*NETS, *NETS, *data.get("odd_nets", ())])
     if flag in ("--rule", "--rules"):
         return rng.choice(sorted(RULES))
     return None
@@ -201,9 +246,12 @@ def names_a_flag(err: str, argv: list[str]) -> bool:
 
 
 LEAKS = ("math domain error", "division by zero", "has no attribute", "unsupported operand",
-         "index out of range", "referenced before assignment", "could not certify")  # fmt: skip
+         "index out of range", "referenced before assignment", "could not certify",
+         "RuntimeWarning", "meta tensors", "cannot be log-scaled")  # fmt: skip
 """Python's own messages (or an uncertified analysis) in a report or a refusal: an internal
-error that reached the user as text (issue 25: "train … math domain error")."""
+error that reached the user as text (issue 25: "train … math domain error"; the outsider's
+fuzz: a numpy overflow warning in `noise`'s result, torch's meta-tensor error, matplotlib's
+log scale of a zero floor)."""
 
 
 def leaks(out: str, err: str) -> list[str]:

@@ -328,17 +328,15 @@ VALID_SKIPPED = {"sweep", "repro", "claims"}
 
 def test_fuzz_valid_lines(tmp_path, monkeypatch):
     """Valid random lines (`tests/fuzz_valid.py`: random rules, rule parameters in their
-    declared ranges, flags from their parsers, switches, a data file with constant features):
+    declared ranges, flags from their parsers, switches, odd data files (constant features, 40
+    features) and odd network problems (NaN inputs, no parameters), --device meta):
     a result or one line naming a flag of the line, never an internal error.  The same lines,
     thousands of them with fresh seeds and timed, run in `benchmarks/fuzz_cli.py`."""
-    from fuzz_valid import leaks, names_a_flag, valid_line
+    from fuzz_valid import data_files, leaks, names_a_flag, valid_line
 
     monkeypatch.setenv("STABILITY_CACHE", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
-    data = synthetic_regression([3.0, 1.0, 0.4], samples=48, seed=3, residual=0.2)
-    files = {"csv": str(tmp_path / "small.csv"), "constant": str(tmp_path / "constant.csv")}
-    np.savetxt(files["csv"], np.c_[data.y, data.X], delimiter=",")
-    np.savetxt(files["constant"], np.c_[data.y, np.ones_like(data.X)], delimiter=",")
+    files = data_files(tmp_path)
     (tmp_path / "work").mkdir()
     rng = random.Random(SEED + 1)
     parsers = _parsers()
@@ -361,6 +359,23 @@ def test_fuzz_valid_lines(tmp_path, monkeypatch):
         failures += [f"{' '.join(argv)}: {p}" for p in found]
     assert codes.count(0) >= VALID_CALLS // 3  # most valid lines give a result
     assert not failures, f"{len(failures)} failures:\n" + "\n".join(failures)
+
+
+def test_every_run_length_flag_declares_its_limit():
+    """An integer flag that sets a number of steps accepts no more than a documented limit, so
+    that `test_fuzz_every_command`'s "limit + 1" reaches it (`validate --rate-steps` had no
+    limit and took 10000001; the outsider's fuzz, issue 25)."""
+    by_product = {"t1-audit --steps", "t1-audit --anneal-steps"}  # steps × stages ≤ 4e6;
+    # the anneal length is a schedule parameter, not a run (`test_fuzz_defects`)
+    unlimited = [
+        f"{name} {action.option_strings[-1]}"
+        for name, parser in _parsers().items()
+        for action in _value_flags(parser)
+        if action.option_strings[-1].endswith("steps")
+        and getattr(action.type, "__qualname__", "").startswith("int_arg")
+        and getattr(action.type, "high", None) is None
+    ]
+    assert set(unlimited) == by_product, unlimited
 
 
 EA_AUDIT = "t1-audit ea --elastic 0.0024 --lr-schedule cosine:0.0013114:724 --taus 7,13,9 "

@@ -226,3 +226,50 @@ def test_a_device_without_values_is_refused_naming_device():
     pytest.importorskip("torch")
     problem = f"{Path(__file__).resolve().parents[1] / 'examples' / 'diabetes_linear.py'}:problem"
     _refused_naming(["net", "curvature", "--problem", problem, "--device", "meta"], "--device")
+
+
+TRADEOFF = ["tradeoff", "--batch", "8", "--samples", "32"]
+
+
+def test_tradeoff_enforces_the_documented_state_limit_and_its_own_cost_limit():
+    """`tradeoff --rules sgd --tau 64` ran 24 s of CPU although docs/limits.md gives
+    parameters × state size ≤ 400 for noise/tradeoff (it was enforced by noise only), and the
+    default three rules at τ = 30 took 52 s: both are refused up front, naming --tau."""
+    err = _refused_naming([*TRADEOFF, "--rules", "sgd", "--tau", "64"], "--tau")
+    assert "≤ 400" in err
+    err = _refused_naming([*TRADEOFF, "--tau", "30"], "--tau")
+    assert "docs/limits.md" in err and "Σ points" in err
+
+
+def test_minibatch_commands_refuse_too_many_parameters_naming_data(tmp_path):
+    """A 40-feature file: `noise` said "the data have 40 parameters" naming no flag, and
+    `tradeoff` (no check at all) ran and ended in a matplotlib error ("Data cannot be
+    log-scaled")."""
+    wide = tmp_path / "wide.csv"
+    rng = np.random.default_rng(5)
+    np.savetxt(wide, np.c_[rng.normal(size=48), rng.normal(size=(48, 40))], delimiter=",")
+    for argv in (["noise", "sgd", "--batch", "8", "--lr", "0.01"],
+                 ["tradeoff", "--batch", "8", "--tau", "1", "--rules", "sgd"]):  # fmt: skip
+        assert "40 parameters" in _refused_naming([*argv, "--data", str(wide)], "--data")
+
+
+@pytest.mark.parametrize(
+    "flags, flag, text",
+    [(["--rate-steps", "10000001"], "--rate-steps", "[10, 1000000]"),
+     (["--rate-steps", "100000", "--rate-doublings", "5"], "--rate-steps", "3200000 steps"),
+     (["--rate-doublings", "21"], "--rate-doublings", "[0, 20]")],
+)  # fmt: skip
+def test_validate_rate_runs_keep_the_documented_steps_limit(flags, flag, text):
+    """`validate … --rate-steps 10000001` was accepted (a 10⁷-step run; the documented limit
+    is 10⁶ steps per run), and so was a doubling past it."""
+    argv = ["validate", "--rules", "sgd", "--taus", "0", "--steps", "200", *flags]
+    assert text in _refused_naming(argv, flag)
+
+
+def test_t1_audit_steps_are_limited_by_their_product_with_the_stages():
+    """The two step flags without a limit of their own (`tests/test_fuzz_cli.py`): --steps is
+    refused past steps × stages ≤ 4e6, and an anneal length of 1e11 is only a parameter."""
+    base = ["t1-audit", "sgd", "--lam", "4", "--lr-schedule", "constant:0.1", "--taus", "1"]
+    _refused_naming([*base, "--anneal-steps", "10", "--steps", "4000001"], "--steps")
+    code, out, err = _call([*base, "--anneal-steps", "100000000000", "--steps", "40"])
+    assert code == 0 and "SAFE" in out, err

@@ -213,6 +213,20 @@ def test_stein_gramians_of_per_stage_delays_equal_the_time_domain_sums(name, fir
             np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10 * abs(b).max())
 
 
+@pytest.mark.parametrize("name, params", RULES[:3])
+def test_modal_gramians_equal_the_time_domain_sums(name, params):
+    """Uniform delays: the modal Gramians (Smith doubling on the pairs k ≤ l only) equal the
+    time-domain sums of the full state to 1e-10."""
+    problem = tiny(n=30, d=3, seed=9)
+    st = uniform_state(build_rule(name, **params)[0], 0.05, 3)
+    fast, slow = (
+        gr.gramians(st, problem.hessian, 0.99),
+        gr._impulse_gramians(st, problem.hessian, 0.99),
+    )
+    for a, b in ((fast.forward, slow.forward), (fast.weights, slow.weights)):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10 * abs(b).max())
+
+
 def test_sgd_without_delay_is_the_closed_form():
     """SGD, τ = 0: ms threshold 1/ρ(𝓛⁻¹𝓜) with 𝓛 = H ⊕ H, 𝓜 = (1 − p)H ⊗ H + pE[xxᵀ ⊗ xxᵀ];
     floor ½ tr(H S), vec S = lr·p·(𝓛 − lr𝓜)⁻¹ vec Σ_ξ (dense, d = 3)."""

@@ -158,16 +158,19 @@ VALIDATE_OPTIONS: tuple[Option, ...] = (
     option(
         "rate_steps",
         "first length of the rate runs, doubled until the rate settles (default 20000; 5000 "
-        "for mlp)",
+        "for mlp); rate_steps × 2^rate_doublings ≤ the steps limit",
         "int",
         default=None,
         low=10,
+        high=TRAIN_MAX_STEPS,
     ),
     option(
         "rate_doublings",
         "most doublings of the rate runs (default 5; 1 for mlp)",
         "int",
         default=None,
+        low=0,
+        high=20,
     ),
     option("seeds", "minibatch seeds (unstable if any diverges)", "ints", default=(0, 1, 2)),
     DIVERGENCE,

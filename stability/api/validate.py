@@ -11,6 +11,7 @@ from typing import Any
 from stability.api.commands import command
 from stability.api.resolve import check_params, rule_name
 from stability.api.setup import build, problem_options, schedule_sets, trainer_inputs
+from stability.limits import TRAIN_MAX_STEPS
 from stability.options import check_options
 from stability.result import Result, output
 
@@ -97,6 +98,13 @@ def validate(
         divergence=o["divergence"],
         seeds=o["seeds"],
     )
+    longest = protocol.rate_steps * 2**protocol.rate_doublings
+    if longest > TRAIN_MAX_STEPS:  # the last doubled rate run is a run too
+        raise ValueError(
+            f"rate_steps: the longest rate run ({protocol.rate_steps} steps doubled "
+            f"{protocol.rate_doublings} times) has {longest} steps, at most {TRAIN_MAX_STEPS} "
+            "per run (docs/limits.md)"
+        )
     start = time.monotonic()
     model, dataset, setup = build(options, fit_seed=fit_seed)
     total = len(names) * (len(taus) if pipe is None else 1)

@@ -145,7 +145,7 @@ def setup(rule: Any, problem, pipe: Pipeline | None, params) -> RuleOnData:
         fb = uniform_full_batch(built, problem.hessian_eigenvalues())
         return RuleOnData(r.name, problem, lambda lr: uniform_state(built, lr, d), built, fb, None)
     from stability.agreement.coupled_runs import problem_system
-    from stability.coupled.scan import scan_max_lr
+    from stability.coupled.quadratic_lr import quadratic_max_lr
     from stability.trainer.linearize import linreg_linearization
     from stability.trainer.schedules import pipeline_rule
 
@@ -154,7 +154,7 @@ def setup(rule: Any, problem, pipe: Pipeline | None, params) -> RuleOnData:
     built = problem_system(linreg_linearization(problem), pipe, rule, params)
     system = built.system
     trainer = pipeline_rule(rule, params, pipe, system.stage_sizes)
-    fb = scan_max_lr(system).max_lr
+    fb = quadratic_max_lr(system).max_lr  # the scan; PipeOptim-AdamW: quadratic in lr
     return RuleOnData(
         rule,
         problem,
@@ -236,8 +236,7 @@ def noise(
     problem = _problem(data, params)
     n, d = problem.samples, problem.dim
     batch = check_integer("batch", batch, low=1, high=n)
-    if d > MAX_PARAMETERS:
-        raise ValueError(f"the data have {d} parameters; at most {MAX_PARAMETERS} are supported")
+    check_parameters(d)
     times = (
         default_times(steps)
         if at is None
@@ -246,11 +245,7 @@ def noise(
     pipe = _pipeline(pipeline, params, rule)
     ctx = setup(rule, problem, pipe, params)
     state = ctx.builder(lr)
-    if d * state.size > MAX_STATE:
-        raise ValueError(
-            f"tau: the minibatch analysis's state (parameters × state size) must be ≤ "
-            f"{MAX_STATE} (docs/limits.md), got {d} × {state.size} = {d * state.size}"
-        )
+    check_state(d, state.size)
     check_staged_work(state, problem.hessian, "stages")
     moments = SampleMoments.of(problem, batch)
     limits = thresholds(
@@ -283,6 +278,24 @@ def noise(
     )
 
 
+def check_parameters(d: int) -> None:
+    """Refuse, naming data, more than `MAX_PARAMETERS` parameters."""
+    if d > MAX_PARAMETERS:
+        raise ValueError(
+            f"data: the problem has {d} parameters (features, with the bias); at most "
+            f"{MAX_PARAMETERS} are supported"
+        )
+
+
+def check_state(d: int, size: int) -> None:
+    """Refuse, naming tau, a state d × size beyond `MAX_STATE` (docs/limits.md)."""
+    if d * size > MAX_STATE:
+        raise ValueError(
+            f"tau: the minibatch analysis's state (parameters × state size) must be ≤ "
+            f"{MAX_STATE} (docs/limits.md), got {d} × {size} = {d * size}"
+        )
+
+
 def check_staged_work(state, hessian: np.ndarray, name: str) -> None:
     """Refuse, naming ``name``, per-stage delays whose Gramians cost more than
     `stability.limits.NOISE_MAX_STAGED_WORK` (uniform delays use the cheap modal form)."""
@@ -297,8 +310,8 @@ def check_staged_work(state, hessian: np.ndarray, name: str) -> None:
         raise ValueError(
             f"{name}: the per-stage minibatch analysis costs d(d+1)/2 × (state slots read)³ = "
             f"{d * (d + 1) // 2} × {n}³ = {work:.2e} per Gramian, at most "
-            f"{NOISE_MAX_STAGED_WORK:.1e} (docs/limits.md): fewer stages or shorter stage "
-            "delays (more microbatches), or fewer parameters"
+            f"{NOISE_MAX_STAGED_WORK:.1e} (docs/limits.md): fewer stages or shorter "
+            "stage_delays (more microbatches), or fewer parameters"
         )
 
 

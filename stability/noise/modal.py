@@ -60,7 +60,8 @@ def modal_weights(
     A = state.mode_matrices(lam) / np.sqrt(z)
     beta, phi = state.beta[0], state.phi[0]
     d = lam.size
-    X = np.broadcast_to(np.outer(beta, beta), (d, d, *A.shape[1:])).copy()
+    k, m = np.triu_indices(d)  # X_mk = X_kmᵀ: the pairs k ≤ m only
+    X = np.broadcast_to(np.outer(beta, beta), (k.size, *A.shape[1:])).copy()
     for _ in range(MAX_SQUARINGS):
         size = np.max(np.abs(A))
         if not (size < HUGE and np.max(np.abs(X)) < HUGE):
@@ -68,12 +69,13 @@ def modal_weights(
         if size < 1e-10:
             break
         with np.errstate(over="ignore", invalid="ignore"):  # checked above on the next pass
-            X = X + A[:, None] @ X @ A[None, :].transpose(0, 1, 3, 2)
+            X = X + A[k] @ X @ A[m].transpose(0, 2, 1)
             A = A @ A
     else:
         return None
-    G = np.einsum("a,klab,b->kl", phi, X, phi) / z
-    W = X[:, :, 0, 0] / z
+    G, W = np.zeros((d, d)), np.zeros((d, d))
+    G[k, m] = G[m, k] = np.einsum("a,kab,b->k", phi, X, phi) / z
+    W[k, m] = W[m, k] = X[:, 0, 0] / z
     return V, G, W
 
 

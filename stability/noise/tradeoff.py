@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from stability.api.commands import command
+from stability.options import check_given
 from stability.result import Result, output
 
 FRACTIONS = (0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 0.9)
@@ -55,15 +57,47 @@ def pareto(points: list[list]) -> list[list]:
     return front
 
 
-def _scan(name, tau, problem, moments, noise_map, fractions, momenta):
-    from stability.noise.gramian import mean_radius, ms_radius, stationary
-    from stability.noise.minibatch import setup
-    from stability.noise.threshold import ms_max_lr
+def _grids(name, tau, momenta) -> tuple[tuple, tuple]:
+    """The momenta and LWP horizons a rule is scanned over."""
     from stability.rules.registry import get_spec
 
     names = get_spec(name).param_names
     grid_m = momenta if "momentum" in names else (None,)
     grid_h = (None,) if "horizon" not in names or tau == 0 else (0.5 * tau, tau, 2.0 * tau)
+    return tuple(grid_m), grid_h
+
+
+def check_work(rules, tau, problem, momenta) -> None:
+    """Refuse, naming tau, a scan beyond `stability.limits.TRADEOFF_MAX_WORK`: Σ over the
+    rules' (momentum, horizon) points of d(d+1)/2 × s³ (one modal Gramian, s the rule's state
+    per parameter; each point takes ~40 Gramians)."""
+    from stability.limits import TRADEOFF_MAX_WORK
+    from stability.noise.minibatch import check_parameters, check_state, setup
+
+    d = problem.dim
+    check_parameters(d)
+    work = 0.0
+    for name in rules:
+        grid_m, grid_h = _grids(name, tau, momenta)
+        params = {"tau": tau} | ({} if grid_m == (None,) else {"momentum": grid_m[0]})
+        params |= {} if grid_h == (None,) else {"horizon": grid_h[0]}
+        size = setup(name, problem, None, params).builder(1.0).size
+        check_state(d, size)
+        work += len(grid_m) * len(grid_h) * d * (d + 1) / 2 * float(size) ** 3
+    if work > TRADEOFF_MAX_WORK:
+        raise ValueError(
+            f"tau: the tradeoff scan costs Σ points × d(d+1)/2 × (state size)³ = {work:.2e}, at "
+            f"most {TRADEOFF_MAX_WORK:.1e} (docs/limits.md): a smaller tau, fewer rules or "
+            "fewer parameters"
+        )
+
+
+def _scan(name, tau, problem, moments, noise_map, fractions, momenta):
+    from stability.noise.gramian import mean_radius, ms_radius, stationary
+    from stability.noise.minibatch import setup
+    from stability.noise.threshold import ms_max_lr
+
+    grid_m, grid_h = _grids(name, tau, momenta)
     out = []
     for m in grid_m:
         for h in grid_h:
@@ -115,8 +149,8 @@ def tradeoff(
         raise ValueError("rules must name at least one rule")
     for f in fractions:
         check_real("fractions", f, low=0.0, high=1.0, low_open=True, high_open=True)
-    if target is not None:
-        target = check_real("target", target, low=0.0, low_open=True)
+    target = check_given(command("tradeoff").options, target=target)["target"]
+    check_work(rules, tau, problem, momenta)
     moments = SampleMoments.of(problem, batch)
     noise_map = NoiseMap.of(moments)
     points = {r: _scan(r, tau, problem, moments, noise_map, fractions, momenta) for r in rules}
@@ -153,8 +187,9 @@ def _figure(fronts, points, batch, tau, target, out):
         ax.plot(f[:, 0], f[:, 1], "o-", color=color, ms=4, label=f"{rule} (Pareto front)")
     if target is not None:
         ax.axhline(target, color="black", ls="--", lw=0.8, label="target")
+    floors = [p[1] for pts in points.values() for p in pts] + ([target] if target else [])
     ax.set_xscale("log")
-    ax.set_yscale("log")
+    ax.set_yscale("log" if min(floors, default=1.0) > 0 else "symlog")  # a floor can be 0
     ax.set_xlabel("half-life of E f − f* (steps, log scale)")
     ax.set_ylabel("noise floor lim E f − f* (log scale)")
     ax.set_title(f"speed vs floor: τ = {tau}, B = {batch} (exact mean-square theory)", fontsize=10)
