@@ -1,6 +1,21 @@
 """Network curvature side by side with curvlinops and PyHessian, each as a whole process.
 
-Table 1: ``stability net curvature --problem P --k 5 --json`` (default flags) against
+Table 1 (in this process, one thread): CPU seconds per Hessian-vector product, reverse-over-reverse
+(``vjp`` of ``grad``, the toolkit's default) against forward-over-reverse (``jvp`` of ``grad``),
+interleaved, on the shipped transformer, the stand-in and the CNN, and how far apart the two
+products are.  (The torch 2.13 LayerNorm second-derivative bug that makes ``torch.func.hessian``
+and curvlinops differ from us on LayerNorm models: benchmarks/bench_layernorm_hessian.py.)
+
+Table 2 (not with ``--quick``): the shipped 1.07·10⁶-parameter examples/tiny_transformer.py
+(float32, 8 stages, a DataLoader of its 16 analysis sequences in batches of 8), whole processes
+with ``uptime``'s load beside each: ``net curvature --k 5`` on two threads (issue 24's bar:
+≤ 120 s on two cores; ``OMP_NUM_THREADS=2``, the CLI's default ``OMP_WAIT_POLICY=PASSIVE``)
+and on one; ``net max-lr --k 5`` under the PipeMare schedule over the 8 stages (P = 8) for
+momentum 0.9, lwp+sc (momentum 0.9) and adam (β1 0.9) with ``--precond-from`` the training's
+cached AdamW state (`tiny_transformer.adamw_state`), each on two threads (and the curvature
+with spinning threads, ``OMP_WAIT_POLICY=ACTIVE``, for comparison).
+
+Table 3: ``stability net curvature --problem P --k 5 --json`` (default flags) against
 
 * ``curvlinops``: ``HessianLinearOperator(model, loss, params, [(inputs, targets)])`` and scipy's
   ``eigsh(k=5, which="LA", tol=1e-6)`` (benchmarks/baseline_eigs.py);
@@ -16,22 +31,8 @@ stand-in for issue 24's held-out model).  Columns: wall and CPU seconds, ratios
 (toolkit / baseline: ≤ 1.5 is issue 24's bar), and the largest relative difference of the top 5
 from the toolkit's.
 
-Table 0 (in this process, one thread): CPU seconds per Hessian-vector product, reverse-over-reverse
-(``vjp`` of ``grad``, the toolkit's default) against forward-over-reverse (``jvp`` of ``grad``),
-interleaved, on the shipped transformer, the stand-in and the CNN, and how far apart the two
-products are.  (The torch 2.13 LayerNorm second-derivative bug that makes ``torch.func.hessian``
-and curvlinops differ from us on LayerNorm models: benchmarks/bench_layernorm_hessian.py.)
-
-Table 2: what float32 costs: ``net curvature --k 5 --dtype float32`` against ``--dtype float64``
+Table 4: what float32 costs: ``net curvature --k 5 --dtype float32`` against ``--dtype float64``
 on the same problems (the float64 values the reference; relative differences of the top 5).
-
-Table 3 (not with ``--quick``): the shipped 1.07·10⁶-parameter examples/tiny_transformer.py
-(float32, 8 stages, a DataLoader of its 16 analysis sequences in batches of 8), whole processes
-with ``uptime``'s load beside each: ``net curvature --k 5`` on two threads (issue 24's bar:
-≤ 120 s on two cores; ``OMP_NUM_THREADS=2``, the CLI's default ``OMP_WAIT_POLICY=PASSIVE``)
-and on one; ``net max-lr --k 5`` under the PipeMare schedule over the 8 stages (P = 8) for
-momentum 0.9, lwp+sc (momentum 0.9) and adam (β1 0.9) with ``--precond-from`` the training's
-cached AdamW state (`tiny_transformer.adamw_state`), each on two threads.
 
 Run: ``.venv/bin/python benchmarks/bench_curvature.py [--quick] [--pyhessian]``.
 """

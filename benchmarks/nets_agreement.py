@@ -210,11 +210,15 @@ def markdown(agreement, truncation) -> str:
             f"{f(r['max_lr'], 6)} | [{f(lo, 6)}, {f(hi, 6)}] | {f(r['ratio'])} | "
             f"{f(rates[0], 5)} | {f(rates[1], 5)} | {f(r['rate_ratio'])} | {where} |"
         )
-    lines += [
-        "",
-        "| network | rule (pipemare) | dense max lr | rank 1 | rank 5 | rank 10 | rank 20 |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    lines += (
+        []
+        if not truncation
+        else [
+            "",
+            "| network | rule (pipemare) | dense max lr | rank 1 | rank 5 | rank 10 | rank 20 |",
+            "|---|---|---|---|---|---|---|",
+        ]
+    )
     for r in truncation:
         ranks = " | ".join(f"{r[f'rank_{k}']:+.2e}" for k in (1, 5, 10, 20))
         lines.append(f"| {r['network']} | {r['rule']} | {f(r['dense_max_lr'], 6)} | {ranks} |")

@@ -31,6 +31,7 @@ BENCHMARKS = [
     ("bench_curvature.py", ["--quick?"]),
     ("bench_transformer_bracket.py", []),
     ("bench_adam.py", ["--quick?"]),
+    ("bench_sharpness.py", ["--quick?"]),
 ]
 
 

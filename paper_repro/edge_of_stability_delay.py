@@ -65,8 +65,8 @@ FULL = (
     ("lwp+sc τ=2", "lwp+sc", {"tau": 2}, None, 6000, 50, {"momentum": 0.9}),
     ("sc τ=2", "sc", {"tau": 2}, None, 6000, 50, {"momentum": 0.9}),
     ("pipemare P=4", "sgd", PIPEMARE, 0.02, 19000, 50, {}),
-    ("discrepancy P=4", "discrepancy", NO_STASH, 0.03, 6000, 50, {}),
-    ("t2 P=4", "t2", NO_STASH, 0.03, 6000, 50, {}),
+    ("discrepancy P=4", "discrepancy", NO_STASH, 0.03, 16000, 50, {}),
+    ("t2 P=4", "t2", NO_STASH, 0.03, 12000, 50, {}),
 )
 QUICK = (
     ("sgd τ=0", "sgd", {"tau": 0}, 0.17, 400, 20, {}),
@@ -215,9 +215,9 @@ def figure(rows):
     ax.set_ylabel("λ₁ / predicted edge  (max_lr(rule, delays; λ=1)/η)")
     ax.set_ylim(0, 2.0)
     ax.set_title(
-        "edge of stability under delay: sharpness over its predicted edge "
+        "edge of stability under delay: λ₁ over its predicted edge "
         "(dashed: no weight stashing, H_b in the edge)",
-        fontsize=10,
+        fontsize=9,
     )
     text = "\n".join(
         f"{r['label']}: edge {r['predicted_edge']:.3g}, ratio "

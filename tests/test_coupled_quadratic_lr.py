@@ -82,3 +82,13 @@ def test_matrix_polynomial_carries_the_lr_squared_terms():
     P = matrix_polynomial(system, omega, lr)
     scale = np.abs(np.linalg.det(matrix_polynomial(system, np.exp(1j * np.linspace(0, 3, 7)), lr)))
     assert np.max(np.abs(np.linalg.det(P))) < 1e-8 * np.max(scale)
+
+
+def test_the_scan_alone_refuses_dynamics_quadratic_in_lr():
+    """The lr² terms are not in the scan's couplings: it refuses rather than drop them."""
+    from stability.coupled.scan import scan_max_lr
+
+    system = _adamw(np.array([[2.0]]), (1,), (3,), 3.0)
+    with pytest.raises(ValueError, match="quadratic_max_lr"):
+        scan_max_lr(system)
+    assert scan_max_lr(system.frozen_at(0.1)).max_lr > 0  # frozen: affine, scanned

@@ -20,6 +20,7 @@ torch = pytest.importorskip("torch")
 from stability.analysis.boundary import max_lr  # noqa: E402
 from stability.cli.main import main  # noqa: E402
 from stability.coupled.system import CoupledSystem, composed_step  # noqa: E402
+from stability.nets import inconsistent  # noqa: E402
 from stability.nets.curvature import dense_hessian, top_eigenpair  # noqa: E402
 from stability.nets.inconsistent import inconsistent_gradient, stage_units  # noqa: E402
 from stability.nets.prediction import net_rules  # noqa: E402
@@ -252,6 +253,11 @@ def test_stage_granularity_on_blocks_with_a_parameter_of_the_model():
     got = inconsistent_gradient(net, uf, ub, granularity="stage")
     assert float((got - want).abs().max()) <= 1e-12 * float(want.abs().max())
     same = inconsistent_gradient(net, uf, uf, granularity="stage")
+    assert float((same - net.gradient(uf)).abs().max()) <= 1e-12 * float(want.abs().max())
+    # layer granularity: the model's own parameter (pos) is in no unit, its layers are units
+    layers = [n for n, _ in inconsistent.units(net.model)]
+    assert layers == ["inp", *(f"blocks.{i}.{j}" for i in (0, 1) for j in (0, 1, 3)), "out"]
+    same = inconsistent_gradient(net, uf, uf)
     assert float((same - net.gradient(uf)).abs().max()) <= 1e-12 * float(want.abs().max())
 
 

@@ -135,3 +135,32 @@ def test_the_development_guide_shows_the_code(capsys):
     assert (spec.module, spec.function_name, spec.result_name, spec.rule) == (
         "stability.api.claims", "claims", "Claims", None
     )  # fmt: skip
+
+
+def test_every_flag_of_every_command_comes_from_the_registry():
+    """No flag is spelled by hand: every (sub)command's parser is the registry's entry, and
+    each of its flags is an option of that entry, a rule parameter's or the common ones."""
+    import argparse
+
+    from stability.cli.main import make_parser
+    from stability.rules.registry import RULES
+
+    def parsers(parser, name=""):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub, child in action.choices.items():
+                    yield from parsers(child, f"{name} {sub}".strip())
+        if name and not parser._subparsers:
+            yield name, parser
+
+    found = dict(parsers(make_parser()))
+    assert set(found) == set(COMMANDS)
+    rule_flags = {"--" + p.name.replace("_", "-") for s in RULES.values() for p in s.params}
+    common = {"-h", "--help", "--json", "--rule", "--rules"}
+    for name, parser in found.items():
+        spec = COMMANDS[name]
+        declared = {o.flag for o in spec.all_options}
+        declared |= {f"{o.flag}-{c}" for o in spec.all_options if o.switches for c in o.choices}
+        flags = {s for a in parser._actions for s in a.option_strings}
+        assert flags - declared - rule_flags - common == set(), name
+        assert {o.flag for o in spec.all_options if not o.positional and not o.switches} <= flags

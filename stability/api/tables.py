@@ -134,6 +134,12 @@ PROBLEM_OPTIONS: tuple[Option, ...] = tuple(
 """The trainer's problem and its data (`stability.api.setup.problem_options` builds the
 `stability.trainer.problems.ProblemOptions` from them)."""
 
+
+def output_file(name: str, doc: str, metavar: str) -> Option:
+    """An optional file the command writes (the command line checks it can be created)."""
+    return option(name, doc, "path", default=None, metavar=metavar, path="write-file")
+
+
 # -- the analysis-side commands ------------------------------------------------------------------
 
 HEATMAP_OPTIONS: tuple[Option, ...] = (
@@ -141,22 +147,8 @@ HEATMAP_OPTIONS: tuple[Option, ...] = (
     option("y", "vertical axis", "str", metavar="P:lo:hi:n[:log]"),
     option("lr", "step size, when no axis is lr", "real", default=None, low=0.0, low_open=True),
     option("metric", "colour of the PNG", "str", default="radius", choices=HEATMAP_METRICS),
-    option(
-        "out",
-        "write the figure here (missing directories are created)",
-        "path",
-        default=None,
-        metavar="F.png",
-        path="write-file",
-    ),
-    option(
-        "csv",
-        "write the grid here (missing directories are created)",
-        "path",
-        default=None,
-        metavar="F.csv",
-        path="write-file",
-    ),
+    output_file("out", "write the figure here (missing directories are created)", "F.png"),
+    output_file("csv", "write the grid here (missing directories are created)", "F.csv"),
     option("bounds", "overlay PipeMare Lemma 1/3 bounds (sgd, momentum)", "bool", default=False),
     option(
         "max_lr_curve",
@@ -354,7 +346,7 @@ TRADEOFF_OPTIONS: tuple[Option, ...] = (
         "rules", "rule names", "rules", default=("sgd", "momentum", "lwp+sc"), metavar="R1,R2,..."
     ),
     option("target", "excess loss > 0", "real", default=None, low=0.0, low_open=True),
-    option("out", "figure", "path", default=None, metavar="F.png", path="write-file"),
+    output_file("out", "figure", "F.png"),
 )
 """``tradeoff``'s options (`stability.noise.tradeoff.tradeoff`)."""
 

@@ -65,9 +65,9 @@ def passive_omp_wait(environ=os.environ) -> bool:
     With more than one thread (the user's ``OMP_NUM_THREADS``), torch's OpenMP threads spin
     while they wait for work by default; on a machine whose cores are shared, the spinning
     thread takes the core from the one that has work.  Measured on the 1.07·10⁶-parameter
-    examples/tiny_transformer.py, ``net curvature --k 5`` on two threads at load ≈ 8 on two
-    cores: 159 s of CPU and 369 s wall spinning, 16 s of CPU and 63 s wall passive (one
-    thread: 14 s of CPU; benchmarks/bench_curvature.py, table 3).  It must run before torch
+    examples/tiny_transformer.py, ``net curvature --k 5`` on two threads at load 9–10 on two
+    cores: 159 s of CPU and 619 s wall spinning, 15 s of CPU and 57 s wall passive (one
+    thread: 12.5 s of CPU; benchmarks/bench_curvature.py, table 2).  It must run before torch
     is imported to take effect.
     """
     if "OMP_WAIT_POLICY" in environ:

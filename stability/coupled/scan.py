@@ -282,6 +282,11 @@ def scan_max_lr(system: CoupledSystem, *, lr_cap: float | None = None) -> Couple
     ``lr_cap``: a first guess of the answer (default: `_first_guess`); it only decides where
     the search starts.
     """
+    if not system.is_affine:
+        raise ValueError(
+            "the frequency scan needs dynamics affine in lr; PipeOptim-AdamW's are quadratic "
+            "(stability.coupled.quadratic_lr.quadratic_max_lr solves them)"
+        )
     stable, margin, reason = _small_lr(system)
     if not stable:
         return CoupledMaxLr(0.0, None, None, (), f"frequency scan ({reason})", 0, False)
@@ -410,7 +415,7 @@ def _finish(scan: _Scan, best, method: str = "frequency scan") -> CoupledMaxLr:
     weights = np.abs(freq.response(np.array([theta]))[2][0, system.stage_index] * x) ** 2
     shares = np.array([weights[blk].sum() for blk in system.blocks]) / weights.sum()
     certified = False
-    if system.state_size <= CERTIFY_MAX_STATES:
+    if system.stepped and system.state_size <= CERTIFY_MAX_STATES:
         below = spectral_radius(system, lr * (1 - 1e-6))
         above = spectral_radius(system, lr * (1 + 1e-6))
         certified = below < 1 + 1e-10 < above

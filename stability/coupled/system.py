@@ -73,12 +73,15 @@ class CoupledSystem:
             ``None`` passes do not enter the gradient).
         lr_scales: per-stage step-size factors (T1, PipeMare eq. 4); stage i steps with
             lr·lr_scales[i].  Default 1.
+        stepped: the block state matrix (`state_matrix`, which steps the rules) is this
+            system's; False for `frozen_at` systems, whose transfers are not their rules' step.
     """
 
     rules: tuple[Rule, ...]
     stage_sizes: tuple[int, ...]
     hessians: dict[str, np.ndarray]
     lr_scales: tuple[float, ...] = field(default=())
+    stepped: bool = True
 
     def __post_init__(self):
         sizes = tuple(int(n) for n in self.stage_sizes)
@@ -171,7 +174,7 @@ class CoupledSystem:
 
     def frozen_at(self, lr0: float) -> CoupledSystem:
         """The affine system equal to this one at lr = lr0 (`StageTransfer.frozen_at`)."""
-        out = replace(self)
+        out = replace(self, stepped=False)
         out.__dict__["transfers"] = tuple(t.frozen_at(lr0) for t in self.transfers)
         return out
 

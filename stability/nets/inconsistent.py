@@ -9,6 +9,10 @@ recomputed with a third set of weights, u_recomp.  `inconsistent_gradient` compu
 every layer of any module ``torch.func`` differentiates.  A **unit** is a module that holds
 trainable parameters of its own (with everything below it: ``nn.MultiheadAttention`` with its
 output projection, a ``LayerNorm``, an ``Embedding``, a ``Linear``); units never nest (`units`).
+The model itself is no unit when its children hold parameters too: its own parameters (a
+position embedding, a class token) are then differentiated as they are, with their forward
+values — exact where they enter additively — and its children are the units (else every
+layer of a GPT- or ViT-like model would be one unit, the whole model).
 Each unit's forward is replaced, for the one reverse pass that computes g, by an expression
 whose value is the forward one and whose derivatives are the backward pass's (⁻: no gradient
 flows through):
@@ -90,10 +94,14 @@ CONSTRUCTIONS = ("auto", "general")
 
 def units(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
     """The units (module doc): modules that hold trainable parameters of their own, the
-    outermost where one holds another, in the model's order."""
+    outermost where one holds another (the model itself only if its children hold none), in
+    the model's order."""
     found: list[tuple[str, torch.nn.Module]] = []
+    inner = any(p.requires_grad for c in model.children() for p in c.parameters())
     for name, module in model.named_modules():
         if not any(p.requires_grad for p in module.parameters(recurse=False)):
+            continue
+        if not name and inner:
             continue
         if any(name.startswith(f"{outer}.") or not outer for outer, _ in found):
             continue

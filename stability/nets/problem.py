@@ -35,9 +35,9 @@ reverse-over-reverse for Hessian-vector products — the gradient of ⟨∇f, v�
 batches; one batch for ``inputs``/``targets``).  Reverse-over-reverse is the default because it
 is faster here than forward-over-reverse (``torch.func.jvp`` of ``grad``) and works for every
 loss (torch 2.13 has no forward-mode derivative of ``mse_loss``'s backward): CPU seconds per
-product, one thread, float32 (benchmarks/bench_curvature.py, table 0) — 0.21 against 0.28 on
-the 1.07·10⁶-parameter examples/tiny_transformer.py, 0.60 against 0.78 on the 1.4·10⁵
-benchmarks/curvature_transformer.py, 0.0175 against 0.020 on the digits CNN (float64); the two
+product, one thread, float32 (benchmarks/bench_curvature.py, table 1) — 0.24 against 0.30 on
+the 1.07·10⁶-parameter examples/tiny_transformer.py, 0.63 against 0.99 on the 1.4·10⁵
+benchmarks/curvature_transformer.py, 0.0174 against 0.0186 on the digits CNN (float64); the two
 agree to rounding.  ``hvp_mode=FORWARD_OVER_REVERSE`` selects the other.
 Minibatches select samples of the data (`stability.nets.batches`).
 Attention runs on PyTorch's math kernel (``sdpa_kernel(SDPBackend.MATH)``): the fused

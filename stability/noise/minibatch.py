@@ -145,7 +145,7 @@ def setup(rule: Any, problem, pipe: Pipeline | None, params) -> RuleOnData:
         fb = uniform_full_batch(built, problem.hessian_eigenvalues())
         return RuleOnData(r.name, problem, lambda lr: uniform_state(built, lr, d), built, fb, None)
     from stability.agreement.coupled_runs import problem_system
-    from stability.coupled.scan import scan_max_lr
+    from stability.coupled.quadratic_lr import quadratic_max_lr
     from stability.trainer.linearize import linreg_linearization
     from stability.trainer.schedules import pipeline_rule
 
@@ -154,7 +154,7 @@ def setup(rule: Any, problem, pipe: Pipeline | None, params) -> RuleOnData:
     built = problem_system(linreg_linearization(problem), pipe, rule, params)
     system = built.system
     trainer = pipeline_rule(rule, params, pipe, system.stage_sizes)
-    fb = scan_max_lr(system).max_lr
+    fb = quadratic_max_lr(system).max_lr  # the scan; PipeOptim-AdamW: quadratic in lr
     return RuleOnData(
         rule,
         problem,

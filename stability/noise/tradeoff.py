@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from stability.api.commands import command
+from stability.options import check_given
 from stability.result import Result, output
 
 FRACTIONS = (0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 0.9)
@@ -147,8 +149,7 @@ def tradeoff(
         raise ValueError("rules must name at least one rule")
     for f in fractions:
         check_real("fractions", f, low=0.0, high=1.0, low_open=True, high_open=True)
-    if target is not None:
-        target = check_real("target", target, low=0.0, low_open=True)
+    target = check_given(command("tradeoff").options, target=target)["target"]
     check_work(rules, tau, problem, momenta)
     moments = SampleMoments.of(problem, batch)
     noise_map = NoiseMap.of(moments)

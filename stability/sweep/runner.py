@@ -32,9 +32,11 @@ from typing import Any
 
 import numpy as np
 
+from stability.api.commands import command
 from stability.api.tables import SWEEP_MAX_WORKERS
 from stability.checks import Interrupted
 from stability.extras import require
+from stability.options import check_given
 from stability.result import Result, output
 from stability.sweep.catalog import get_command
 from stability.sweep.outcome import error_line
@@ -123,8 +125,8 @@ def run_sweep(
     require("sweep")  # before ``out`` and its lock are created
     if scheduler is not None and workers is not None:
         raise ValueError("--workers applies to the local cluster; not with --scheduler")
-    if workers is not None and not 1 <= workers <= MAX_WORKERS:
-        raise ValueError(f"workers must be an integer in [1, {MAX_WORKERS}], got {workers}")
+    checked = check_given(command("sweep").options, scheduler=scheduler, workers=workers)
+    scheduler, workers = checked["scheduler"], checked["workers"]
     store = SweepStore(Path(out))
     with store.lock():
         store.prepare(spec)
