@@ -273,3 +273,42 @@ def test_t1_audit_steps_are_limited_by_their_product_with_the_stages():
     _refused_naming([*base, "--anneal-steps", "10", "--steps", "4000001"], "--steps")
     code, out, err = _call([*base, "--anneal-steps", "100000000000", "--steps", "40"])
     assert code == 0 and "SAFE" in out, err
+
+
+def test_minibatch_commands_refuse_a_singular_hessian_naming_data():
+    """`noise sgd … --samples 12` (12 parameters, 12 rows centred: rank 11) ended in numpy's
+    "Geometric sequence cannot include zero": the flat direction is a marginal mode, so no lr
+    was mean-square stable (ms_max_lr 0) and the almost-sure search started at 0.  A singular
+    Hessian is now refused naming --data (14 rows give a result)."""
+    argv = ["noise", "sgd", "--tau", "2", "--batch", "8", "--lr", "0.05", "--steps", "50",
+            "--lyapunov-steps", "100", "--lyapunov-runs", "2", "--samples"]  # fmt: skip
+    assert "singular (rank 11 < 12" in _refused_naming([*argv, "12"], "--data")
+    code, out, err = _call([*argv, "14"])
+    assert code == 0, err
+    assert "Geometric" not in _refused_naming(
+        ["tradeoff", "--batch", "8", "--tau", "1", "--rules", "sgd", "--samples", "12"], "--data"
+    )
+
+
+def test_validate_with_long_stage_delays_takes_the_frequency_scan():
+    """`validate … --schedule pipemare --stage-delays 100000` said "the block state matrix
+    would have 1200024 rows (> 4000); use the frequency scan" (an API hint, no flag): the
+    coupled prediction now takes that scan where the block state matrix is too large; the
+    scan equals the dense bisection where both apply (delays 3, 1)."""
+    from stability.agreement.comparison import coupled_max_lr
+    from stability.coupled.scan import scan_max_lr
+    from stability.coupled.system import coupled_system, dense_max_lr
+    from stability.pipeline import Pipeline
+    from stability.trainer.linearize import linreg_linearization
+    from stability.trainer.linreg import LinearRegression
+
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((20, 3))
+    setup = linreg_linearization(LinearRegression(X, X @ [1.0, -1.0, 0.5]))
+    pipe = Pipeline.from_options(
+        schedule="pipemare", stages=3, stage_delays=[1500]
+    )  # > 4000 states
+    assert coupled_max_lr(setup, "sgd", {}, pipe, [1, 1, 1]) > 0
+    system = coupled_system(setup.problem.hessian, stage_sizes=[2, 1], rule="sgd",
+                            tau_fwd=[3, 1])  # fmt: skip
+    assert scan_max_lr(system).max_lr == pytest.approx(dense_max_lr(system).max_lr, rel=1e-6)

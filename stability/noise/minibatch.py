@@ -236,7 +236,7 @@ def noise(
     problem = _problem(data, params)
     n, d = problem.samples, problem.dim
     batch = check_integer("batch", batch, low=1, high=n)
-    check_parameters(d)
+    check_problem(problem)
     times = (
         default_times(steps)
         if at is None
@@ -278,12 +278,22 @@ def noise(
     )
 
 
-def check_parameters(d: int) -> None:
-    """Refuse, naming data, more than `MAX_PARAMETERS` parameters."""
+def check_problem(problem) -> None:
+    """Refuse, naming data, more than `MAX_PARAMETERS` parameters or a singular Hessian (no
+    strict minimum: a flat direction is a marginal mode, ρ(Ā) = 1 at every lr)."""
+    d = problem.dim
     if d > MAX_PARAMETERS:
         raise ValueError(
             f"data: the problem has {d} parameters (features, with the bias); at most "
             f"{MAX_PARAMETERS} are supported"
+        )
+    lam = problem.hessian_eigenvalues()
+    if not lam[0] > 1e-12 * max(float(lam[-1]), 1e-300):
+        rank = int(np.sum(lam > 1e-12 * max(float(lam[-1]), 1e-300)))
+        raise ValueError(
+            f"data: the Hessian XᵀX/n is singular (rank {rank} < {d} parameters, "
+            f"{problem.samples} rows): the minibatch analysis needs a strict minimum; use more "
+            "rows (samples) or drop collinear features"
         )
 
 
@@ -333,7 +343,8 @@ def thresholds(
         as_lr, bracket = full_batch, [full_batch, full_batch]
         if not (moments.p == 0 or full_batch <= 0):  # 0: a marginal root (momentum 1)
             found = almost_sure_max_lr(
-                builder, moments, moments.batch, 0.5 * ms, 1.5 * full_batch,
+                builder, moments, moments.batch, 0.5 * ms if ms > 0 else 1e-6 * full_batch,
+                1.5 * full_batch,
                 steps=steps, runs=runs, seed=seed,
             )  # fmt: skip
             as_lr, bracket = found.max_lr, list(found.bracket)

@@ -72,10 +72,10 @@ def check_work(rules, tau, problem, momenta) -> None:
     rules' (momentum, horizon) points of d(d+1)/2 × s³ (one modal Gramian, s the rule's state
     per parameter; each point takes ~40 Gramians)."""
     from stability.limits import TRADEOFF_MAX_WORK
-    from stability.noise.minibatch import check_parameters, check_state, setup
+    from stability.noise.minibatch import check_problem, check_state, setup
 
     d = problem.dim
-    check_parameters(d)
+    check_problem(problem)
     work = 0.0
     for name in rules:
         grid_m, grid_h = _grids(name, tau, momenta)
