@@ -383,3 +383,18 @@ def test_pipeoptim_adamw_with_weight_decay_is_the_reduced_systems_threshold(file
     assert r.max_lr == pytest.approx(dense_max_lr(pred.system).max_lr, rel=1e-7)
     plain = net_max_lr(net, "pipeoptim", weight_decay=0.0, **common).max_lr
     assert abs(r.max_lr / plain - 1) > 1e-3
+
+
+def test_measured_bracket_with_weight_decay_contains_the_prediction(files):
+    """AdamW's decay in the measured runs acts on w − w* (`adam_stages.Centred`), as in the
+    linearisation: with a decay that moves the threshold, the bracket still holds it."""
+    protocol = NetProtocol(steps=400, rate_steps=200, rel_tol=0.008)
+    kw = dict(tau=2, beta1=0.9, precond_from=str(files / "state.pt"), k=6, protocol=protocol)
+    plain = net_max_lr(_net(files), "adam", **kw)
+    r = net_max_lr(_net(files), "adam", weight_decay=20.0, measure=True, **kw)
+    assert abs(r.max_lr / plain.max_lr - 1) > 0.1  # the decay moves the threshold
+    lo, hi = r.measured_bracket
+    assert (hi - lo) / lo <= 0.01
+    assert lo * 0.95 <= r.max_lr <= hi * 1.05
+    real_lo, real_hi = r.measured_bracket_real
+    assert 0 < real_lo < real_hi

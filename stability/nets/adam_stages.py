@@ -50,6 +50,64 @@ class _Whitened:
         return value / self.s if var == "w" and _tensor(value) else value
 
 
+def _mapped(p: Passes, f) -> Passes:
+    """The passes ``p`` with each weight vector mapped by ``f`` (a pass shared by two roles
+    stays one object)."""
+    mapped: dict[int, Any] = {}
+    out = []
+    for u in (p.forward, p.backward, p.recompute):
+        if id(u) not in mapped:
+            mapped[id(u)] = f(u)
+        out.append(mapped[id(u)])
+    return Passes(*out)
+
+
+class _Shifted:
+    """Tap reader of the centred stage: ``w`` minus the centre c (others unchanged)."""
+
+    def __init__(self, x, c: torch.Tensor):
+        self.x, self.c = x, c
+
+    @property
+    def t(self) -> int:
+        return self.x.t
+
+    def __call__(self, var: str, lag=0):
+        value = self.x(var, lag)
+        return value - self.c if var == "w" and _tensor(value) else value
+
+
+class Centred:
+    """A stage rule run on the deviation w − c from a centre c (the stage's block of w*).
+
+    AdamW's decoupled decay then acts on the deviation, w ← w − lr·(P·m + wd·(w − w*)): the
+    decay of the linearisation about w* (c = 1 − lr·wd multiplies w − w*,
+    `stability.rules.adam`), which with the tilted gradient of `stability.nets.bracket` keeps
+    w* a fixed point of the measured runs.  (Uncentred, the decay pulls every run towards 0
+    and the tilted runs drift away from w* at any lr.)  The rules are affine with weights
+    summing to one in w, so without decay centring changes nothing but rounding."""
+
+    def __init__(self, inner, centre: torch.Tensor):
+        self.inner, self.c = inner, centre
+        self.variables = inner.variables
+
+    def __getattr__(self, name: str):  # tau, preconditioner, … of the inner rule
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def _to_w(self, u):
+        return u + self.c if _tensor(u) else u
+
+    def passes(self, x, lr) -> Passes:
+        return _mapped(self.inner.passes(_Shifted(x, self.c), lr), self._to_w)
+
+    def update(self, x, g, lr) -> dict[str, Any]:
+        new = dict(self.inner.update(_Shifted(x, self.c), g, lr))
+        new["w"] = self._to_w(new["w"])
+        return new
+
+
 class FrozenStage:
     """The frozen-P stage rule in weight space (module doc); ``inner``: P = 1, ``scale``: the
     stage's block of P^{1/2}."""
@@ -68,14 +126,7 @@ class FrozenStage:
         return u * self.s if _tensor(u) else u
 
     def passes(self, x, lr) -> Passes:
-        p = self.inner.passes(_Whitened(x, self.s), lr)
-        mapped: dict[int, Any] = {}
-        out = []
-        for u in (p.forward, p.backward, p.recompute):
-            if id(u) not in mapped:
-                mapped[id(u)] = self._to_w(u)
-            out.append(mapped[id(u)])
-        return Passes(*out)
+        return _mapped(self.inner.passes(_Whitened(x, self.s), lr), self._to_w)
 
     def update(self, x, g, lr) -> dict[str, Any]:
         g_x = g * self.s if _tensor(g) else g
@@ -152,4 +203,4 @@ class RealStage:
         return 1.0 / (v.sqrt() / bc2_sqrt + self.inner.eps)
 
 
-__all__ = ["FrozenStage", "RealStage"]
+__all__ = ["Centred", "FrozenStage", "RealStage"]

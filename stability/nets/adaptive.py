@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from stability.nets.adam_stages import FrozenStage, RealStage
+from stability.nets.adam_stages import Centred, FrozenStage, RealStage
 from stability.nets.preconditioned import preconditioned_curvature, weight_direction
 from stability.nets.preconditioner import Preconditioner, is_adaptive, load_preconditioner
 from stability.nets.problem import NetProblem
@@ -65,19 +65,26 @@ class AdaptiveSetup:
         """The unit weight-space direction P^{1/2}x₁ of a whitened eigenvector."""
         return weight_direction(self.scale.numpy(), x1)
 
-    def frozen(self, rules) -> tuple[FrozenStage, ...]:
-        """The analysis rules (P = 1) as frozen-P stage rules of the network."""
+    def frozen(self, rules, *, centred: bool = False) -> tuple:
+        """The analysis rules (P = 1) as frozen-P stage rules of the network; ``centred``: run
+        on the deviation from w* (`stability.nets.adam_stages.Centred`, the measured runs)."""
         s = self._here(self.scale)
-        return tuple(FrozenStage(r, s[b]) for r, b in zip(rules, self.net.blocks, strict=True))
+        stages = [FrozenStage(r, s[b]) for r, b in zip(rules, self.net.blocks, strict=True)]
+        return self._centred(stages) if centred else tuple(stages)
+
+    def _centred(self, stages) -> tuple:
+        w_star = self.net.w_star.detach()
+        return tuple(Centred(r, w_star[b]) for r, b in zip(stages, self.net.blocks, strict=True))
 
     def _here(self, t: torch.Tensor) -> torch.Tensor:
         """``t`` in the problem's dtype, on its device (the simulator's tensors)."""
         return t.to(dtype=self.net.dtype, device=self.net.device)
 
-    def real(self, rules, *, first_moment: bool = True) -> tuple[RealStage, ...]:
+    def real(self, rules, *, first_moment: bool = True, centred: bool = False) -> tuple:
         """Real Adam/AdamW stage rules continuing the source's state (fresh without one);
         ``first_moment=False``: with m = 0 (the state of a stationary point: the tilted runs of
-        `stability.nets.bracket`, where ∇f(w*) is subtracted, keep v and t only)."""
+        `stability.nets.bracket`, where ∇f(w*) is subtracted, keep v and t only); ``centred``:
+        run on the deviation from w* (`stability.nets.adam_stages.Centred`)."""
         out = []
         for r, b in zip(rules, self.net.blocks, strict=True):
             inner = r.trainer_rule()
@@ -90,7 +97,7 @@ class AdaptiveSetup:
                 m = torch.zeros_like(m)
             v = self._here(self.precond.exp_avg_sq[b])
             out.append(RealStage(inner, m, v, int(step)))
-        return tuple(out)
+        return self._centred(out) if centred else tuple(out)
 
     def rules(self, rule: str, pipe, tau_recomp: int | None = None) -> tuple:
         """The analysis's stage rules (P = 1) over ``pipe`` (`stability.nets.prediction.net_rules`).
@@ -199,7 +206,7 @@ def measure_real_max_lr(
     from stability.nets.bracket import start_point
     from stability.nets.simulator import consistent, simulate
 
-    stages = setup.real(rules, first_moment=False)
+    stages = setup.real(rules, first_moment=False, centred=True)
 
     def verdict(lrs: np.ndarray) -> np.ndarray:
         res = simulate(

@@ -363,7 +363,7 @@ def net_max_lr(
         v1 = curv.eigenvectors[:, 0]
         sim = rules
         if adaptive is not None:  # frozen P in weight space, along P^1/2·x̃₁
-            sim, v1 = adaptive.frozen(rules), adaptive.direction(v1)
+            sim, v1 = adaptive.frozen(rules, centred=True), adaptive.direction(v1)
             real = measure_real_max_lr(adaptive, rules, v1, a.max_lr, protocol)
             out["measured_bracket_real"] = [real.stable, real.unstable]
             out["real_ratio"] = None if real.max_lr is None else real.max_lr / a.max_lr
