@@ -56,6 +56,9 @@ NOISE_MAX_STATE = 400
 τ ≲ 32 for sgd at d = 12).  The almost-sure estimate runs 2 × 12 step sizes × 32 paths × 4,000
 steps of the random linear system, O(d·s²) per step: ~10–25 s at the limit on one core."""
 
+NOISE_MAX_STEP_CURVATURE = 1e150
+"""noise / net noise: largest lr·|λ|max, whose products and squares in the second moments stay
+finite in float64 (beyond it the state matrix overflows to inf, then NaN)."""
 NOISE_MAX_STAGED_WORK = 1.5e8
 """noise / tradeoff / net noise with per-stage delays: largest d(d+1)/2 × n³, n = the state
 slots the stages read (`stability.noise.modal.relevant_slots`): a Gramian is d(d+1)/2 Stein
@@ -81,6 +84,7 @@ TABLE = (
     ("train/validate", "modes × degree (rate prediction)", f"≤ {RATE_PREDICTION_MAX_WORK:,}"),
     ("train/validate/coupled", "steps per run", f"≤ {TRAIN_MAX_STEPS:,}"),
     ("noise/tradeoff", "parameters × state size", f"≤ {NOISE_MAX_STATE}"),
+    ("noise/net noise", "lr × λmax (in magnitude)", f"≤ {NOISE_MAX_STEP_CURVATURE:.0e}"),
     ("noise/net noise per stage", "d(d+1)/2 × (slots read)³", f"≤ {NOISE_MAX_STAGED_WORK:.1e}"),
     ("tradeoff", "Σ points × d(d+1)/2 × (state size)³", f"≤ {TRADEOFF_MAX_WORK:.1e}"),
 )
@@ -100,6 +104,7 @@ __all__ = [
     "TRAIN_MAX_STEPS",
     "NOISE_MAX_STATE",
     "NOISE_MAX_STAGED_WORK",
+    "NOISE_MAX_STEP_CURVATURE",
     "TRADEOFF_MAX_WORK",
     "CERTIFY_MAX_DEGREE",
     "EA_MAX_REPLICA_LAGS",

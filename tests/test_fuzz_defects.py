@@ -312,3 +312,18 @@ def test_validate_with_long_stage_delays_takes_the_frequency_scan():
     system = coupled_system(setup.problem.hessian, stage_sizes=[2, 1], rule="sgd",
                             tau_fwd=[3, 1])  # fmt: skip
     assert scan_max_lr(system).max_lr == pytest.approx(dense_max_lr(system).max_lr, rel=1e-6)
+
+
+def test_minibatch_commands_refuse_an_overflowing_lr_naming_lr():
+    """`net noise --rule pipesgd … --lr 1e308` (and `noise`) ended in numpy's "Array must not
+    contain infs or NaNs": lr·λ overflowed float64 in the state matrix.  Such an lr is refused
+    naming --lr with its bound; a large but representable one still gives a result."""
+    argv = ["noise", "sgd", "--tau", "2", "--batch", "8", "--steps", "50", "--samples", "64",
+            "--lyapunov-steps", "100", "--lyapunov-runs", "2", "--lr"]  # fmt: skip
+    assert "at most 1e+150" in _refused_naming([*argv, "1e308"], "--lr")
+    code, out, err = _call([*argv, "1e100"])
+    assert code == 0, err
+    net = ["net", "noise", "--problem", "examples/diabetes_linear.py:problem", "--rule", "sgd",
+           "--tau", "1", "--batch", "16", "--k", "4", "--steps", "50", "--lyapunov-steps", "100",
+           "--lyapunov-runs", "2", "--lr", "1e308"]  # fmt: skip
+    assert "overflow" in _refused_naming(net, "--lr")

@@ -357,6 +357,21 @@ def thresholds(
     }
 
 
+def check_representable(state, hessian: np.ndarray) -> None:
+    """Refuse, naming ``lr``, a step size whose lr·|λ|max (the gradient's entry β̃ times the
+    largest curvature) exceeds `stability.limits.NOISE_MAX_STEP_CURVATURE`: the state matrix and
+    its second moments would overflow float64 (inf, then NaN) instead of giving a result."""
+    from stability.limits import NOISE_MAX_STEP_CURVATURE as MAX_STEP_CURVATURE
+
+    lam = float(np.max(np.abs(np.linalg.eigvalsh(hessian)), initial=0.0))
+    reach = float(np.max(np.abs(state.beta), initial=0.0)) * lam
+    if not reach <= MAX_STEP_CURVATURE:
+        raise ValueError(
+            f"lr: lr·|λ|max = {reach:.3g} would overflow float64 in the second moments; "
+            f"at most {MAX_STEP_CURVATURE:.0e} (lr ≤ {MAX_STEP_CURVATURE:.0e}/|λ|max)"
+        )
+
+
 def predict_at(state, moments, e0: np.ndarray, times) -> dict[str, Any]:
     """The predictions at one step size (the `MinibatchPrediction` fields ``expected_loss``,
     ``floor``, ``rate``, ``half_life``, ``ms_radius``, ``mean_radius``) from w₀ − w* = ``e0``:
@@ -365,6 +380,7 @@ def predict_at(state, moments, e0: np.ndarray, times) -> dict[str, Any]:
     from stability.noise.gramian import NoiseMap, mean_radius, ms_radius, stationary
     from stability.noise.second_moment import SecondMoments
 
+    check_representable(state, moments.hessian)
     noise_map = NoiseMap.of(moments)
     curve = SecondMoments(state, moments).expected_loss(e0, times)
     rho_mean = mean_radius(state, moments.hessian)
