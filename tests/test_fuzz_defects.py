@@ -312,3 +312,14 @@ def test_validate_with_long_stage_delays_takes_the_frequency_scan():
     system = coupled_system(setup.problem.hessian, stage_sizes=[2, 1], rule="sgd",
                             tau_fwd=[3, 1])  # fmt: skip
     assert scan_max_lr(system).max_lr == pytest.approx(dense_max_lr(system).max_lr, rel=1e-6)
+
+
+def test_data_whose_squares_overflow_are_refused_naming_data(tmp_path):
+    """`validate … --data huge.csv` (values ~1e200) ended in numpy's "zero-size array to
+    reduction operation maximum which has no identity" (every mode lost to overflow)."""
+    huge = tmp_path / "huge.csv"
+    rng = np.random.default_rng(5)
+    np.savetxt(huge, rng.normal(size=(48, 4)) * 1e200, delimiter=",")
+    argv = ["validate", "--rules", "sgd", "--schedule", "pipemare", "--stages", "3",
+            "--steps", "200", "--data", str(huge)]  # fmt: skip
+    assert "overflows" in _refused_naming(argv, "--data")
