@@ -327,3 +327,14 @@ def test_minibatch_commands_refuse_an_overflowing_lr_naming_lr():
            "--tau", "1", "--batch", "16", "--k", "4", "--steps", "50", "--lyapunov-steps", "100",
            "--lyapunov-runs", "2", "--lr", "1e308"]  # fmt: skip
     assert "overflow" in _refused_naming(net, "--lr")
+
+
+def test_data_whose_squares_overflow_are_refused_naming_data(tmp_path):
+    """`validate … --data huge.csv` (values ~1e200) ended in numpy's "zero-size array to
+    reduction operation maximum which has no identity" (every mode lost to overflow)."""
+    huge = tmp_path / "huge.csv"
+    rng = np.random.default_rng(5)
+    np.savetxt(huge, rng.normal(size=(48, 4)) * 1e200, delimiter=",")
+    argv = ["validate", "--rules", "sgd", "--schedule", "pipemare", "--stages", "3",
+            "--steps", "200", "--data", str(huge)]  # fmt: skip
+    assert "overflows" in _refused_naming(argv, "--data")

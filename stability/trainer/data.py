@@ -284,6 +284,7 @@ def preprocess(
     writes as ``--data``)."""
     check_choice("standardize", standardize, STANDARDIZE)
     if standardize == "none":
+        _check_magnitude(X, y, source)
         return X, y, ()
     std = X.std(axis=0)
     scale = np.max(np.abs(X), axis=0)
@@ -304,7 +305,21 @@ def preprocess(
                 "(standardize 'all')"
             )
         ys = ys / sy
+    _check_magnitude(Xs, ys, source)
     return Xs, ys, tuple(int(j) for j in np.flatnonzero(constant))
+
+
+HUGE = 1e150
+"""Values past this (after preprocessing) overflow the loss's squares and the Hessian."""
+
+
+def _check_magnitude(X: np.ndarray, y: np.ndarray, source: str) -> None:
+    biggest = max(float(np.max(np.abs(X), initial=0.0)), float(np.max(np.abs(y), initial=0.0)))
+    if not biggest <= HUGE:
+        raise ValueError(
+            f"data: {source} has values of magnitude {biggest:.1e} after preprocessing: the "
+            "squared loss overflows; rescale the data"
+        )
 
 
 def load_regression(
