@@ -35,11 +35,12 @@ def _tensor(value: Any) -> bool:
     return isinstance(value, torch.Tensor)
 
 
-class _Whitened:
-    """Tap reader of the whitened stage: ``w`` divided by s = P^{1/2} (others unchanged)."""
+class _WeightReader:
+    """Tap reader that maps the ``w`` taps by ``f`` (others unchanged): the whitened stage
+    reads w/s, the centred stage w − c."""
 
-    def __init__(self, x, s: torch.Tensor):
-        self.x, self.s = x, s
+    def __init__(self, x, f):
+        self.x, self.f = x, f
 
     @property
     def t(self) -> int:
@@ -47,7 +48,7 @@ class _Whitened:
 
     def __call__(self, var: str, lag=0):
         value = self.x(var, lag)
-        return value / self.s if var == "w" and _tensor(value) else value
+        return self.f(value) if var == "w" and _tensor(value) else value
 
 
 def _mapped(p: Passes, f) -> Passes:
@@ -60,21 +61,6 @@ def _mapped(p: Passes, f) -> Passes:
             mapped[id(u)] = f(u)
         out.append(mapped[id(u)])
     return Passes(*out)
-
-
-class _Shifted:
-    """Tap reader of the centred stage: ``w`` minus the centre c (others unchanged)."""
-
-    def __init__(self, x, c: torch.Tensor):
-        self.x, self.c = x, c
-
-    @property
-    def t(self) -> int:
-        return self.x.t
-
-    def __call__(self, var: str, lag=0):
-        value = self.x(var, lag)
-        return value - self.c if var == "w" and _tensor(value) else value
 
 
 class Centred:
@@ -99,11 +85,14 @@ class Centred:
     def _to_w(self, u):
         return u + self.c if _tensor(u) else u
 
+    def _reader(self, x):
+        return _WeightReader(x, lambda w: w - self.c)
+
     def passes(self, x, lr) -> Passes:
-        return _mapped(self.inner.passes(_Shifted(x, self.c), lr), self._to_w)
+        return _mapped(self.inner.passes(self._reader(x), lr), self._to_w)
 
     def update(self, x, g, lr) -> dict[str, Any]:
-        new = dict(self.inner.update(_Shifted(x, self.c), g, lr))
+        new = dict(self.inner.update(self._reader(x), g, lr))
         new["w"] = self._to_w(new["w"])
         return new
 
@@ -125,12 +114,15 @@ class FrozenStage:
     def _to_w(self, u):
         return u * self.s if _tensor(u) else u
 
+    def _reader(self, x):
+        return _WeightReader(x, lambda w: w / self.s)
+
     def passes(self, x, lr) -> Passes:
-        return _mapped(self.inner.passes(_Whitened(x, self.s), lr), self._to_w)
+        return _mapped(self.inner.passes(self._reader(x), lr), self._to_w)
 
     def update(self, x, g, lr) -> dict[str, Any]:
         g_x = g * self.s if _tensor(g) else g
-        new = dict(self.inner.update(_Whitened(x, self.s), g_x, lr))
+        new = dict(self.inner.update(self._reader(x), g_x, lr))
         new["w"] = self._to_w(new["w"])
         return new
 
