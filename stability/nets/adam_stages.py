@@ -16,6 +16,8 @@ engine) into the stage rules of a network with a *diagonal* preconditioner:
   that state (a constant history, as the weights have), and the step count runs from t.  It keeps
   the v it last wrote (``last_v``, ``count``) so that the current preconditioner P_t can be read
   during a run (`stability.nets.adam_edge`).
+* `Centred` — either of them run on the deviation from w*, so that AdamW's decay acts on
+  w − w* as in the linearisation (the measured runs of `net max-lr --measure`).
 
 Tap values that are plain numbers (the probes of `stability.rules.base.taps_read` and
 `stability.nets.simulator.consistent`, which only ask *which* taps a pass reads) pass through
