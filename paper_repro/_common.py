@@ -262,3 +262,21 @@ def momentum_grid(quick: bool):
     if quick:
         return np.concatenate((np.linspace(0.0, 0.9, 10), 1.0 - np.logspace(-1, -4, 16)[1:]))
     return parameter_grid("momentum", 1)
+
+
+def edge_run(res, delays: dict, lr: float, steps: int, every: int) -> dict[str, Any]:
+    """The fields both edge-of-stability scripts store of one `stability.net_train` run with
+    ``sharpness_every``: its delays, protocol, outcome and edge reading (predicted edge,
+    plateau, ratio; `stability.nets.sharpness`)."""
+    return {
+        "delays": {**delays, "stage_taus": res.stage_taus},
+        "lr": lr,
+        "steps": steps,
+        "sharpness_every": every,
+        "diverged": res.diverged,
+        "final_loss": res.final_loss,
+        "predicted_edge": res.predicted_edge,
+        "plateau": res.plateau,
+        "reached": res.reached,
+        "edge_ratio": res.edge_ratio,
+    }

@@ -136,16 +136,7 @@ def run(model, label, delays, lr, steps, every, options=None) -> dict:
         "model": model,
         "label": f"{model} {label}",
         "options": options,
-        "delays": {**delays, "stage_taus": res.stage_taus},
-        "lr": lr,
-        "steps": steps,
-        "sharpness_every": every,
-        "diverged": res.diverged,
-        "final_loss": res.final_loss,
-        "predicted_edge": res.predicted_edge,
-        "plateau": res.plateau,
-        "reached": res.reached,
-        "edge_ratio": res.edge_ratio,
+        **_common.edge_run(res, delays, lr, steps, every),
         "edge_slope": None if tau is None else edge_slope(tau, res.predicted_edge * lr),
         "plateau_log_rate": None
         if tau is None or res.plateau is None
