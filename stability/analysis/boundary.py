@@ -175,11 +175,18 @@ def _locus(
     grid = np.broadcast_shapes(*(np.shape(c) for p in (A, B) for c in p.terms.values()))
     ka, ca = _stack(A, grid)
     kb, cb = _stack(B, grid)
+    # lr·B is solved as (lr·scale)·(B/scale), scale the power of 2 nearest max|B|: the
+    # crossing angles do not change, nothing is rounded (the results are bit for bit those
+    # without it), and |B|² cannot underflow when B's coefficients are tiny (Gradient
+    # Shrinking: s^τ ~ 1e-192 made every lr look unstable)
+    top = np.max(np.abs(cb), axis=0)
+    scale = np.where((top > 0) & np.isfinite(top), np.ldexp(1.0, np.frexp(top)[1]), 1.0)
+    cb = cb / scale
     degree = int(max(ka.max(), kb.max()))
     best_lr = np.full(ca.shape[1], np.inf)
     best_theta = np.full(ca.shape[1], np.nan)
     chunk = max(1, 2_000_000 // (8 * degree + 80))
-    order = np.argsort(-np.max(np.abs(cb), axis=0), kind="stable") if minimum else None
+    order = np.argsort(-scale, kind="stable") if minimum else None
     least = np.inf  # the least crossing found so far (minimum: the checks stop there)
     for start in range(0, ca.shape[1], chunk):
         cols = np.arange(start, min(start + chunk, ca.shape[1]))
@@ -194,9 +201,9 @@ def _locus(
             # stable just below lr₁ ⇒ stable on (0, lr₁): no crossing was found below lr₁.
             # If not, either a crossing fell between samples (resample finer) or nothing is
             # stable for small lr (then lr₁/2 is not stable either: the result is 0).
-            if minimum:
-                least = min(least, float(np.min(lr)))
-            check = np.minimum(lr, least)
+            if minimum:  # in units of the true lr (each column's lr is scaled by its own B)
+                least = min(least, float(np.min(lr / scale[cols])))
+            check = np.minimum(lr, least * scale[cols])
             finite = np.isfinite(check)
             below = circle.stable(np.where(finite, check * (1 - _BELOW), 1.0), degree)
             best_lr[cols], best_theta[cols] = lr, theta
@@ -212,7 +219,7 @@ def _locus(
             if density == 128:  # unresolved after 16× resampling: report it, do not guess
                 raise ArithmeticError("max lr: a crossing could not be resolved on the circle")
             cols = cols[retry]
-    return best_lr, best_theta
+    return best_lr / scale, best_theta
 
 
 class _Circle:
