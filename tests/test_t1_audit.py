@@ -104,6 +104,9 @@ def test_cli_json_and_pipeline_delays(capsys):
         (["--taus", "1", "--tau", "3"], "--tau is set per stage by the audit"),
         ([], "give the stage delays with taus or with pipeline"),
         (["--pipeline", "pipemare"], "--pipeline is written NAME:P[:N]"),
+        # the schedule's own words name its parameters: prefixed with the flag (outsider fuzz)
+        (["--pipeline", "nosuch:3"], "--pipeline 'nosuch:3': schedule must be one of"),
+        (["--pipeline", "pipemare:0"], "--pipeline 'pipemare:0': stages must be an integer"),
     ],
 )
 def test_cli_errors_are_one_line(capsys, extra, needle):
