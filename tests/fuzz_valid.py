@@ -257,3 +257,16 @@ log scale of a zero floor)."""
 def leaks(out: str, err: str) -> list[str]:
     """The `LEAKS` found in the output or the refusal."""
     return [f"internal message in the output: {w!r}" for w in LEAKS if w in out or w in err]
+
+
+NUMBER_NAN = re.compile(r"(?<![\w-])(nan|-?inf)(?![\w-])", re.IGNORECASE)
+
+
+def non_finite(argv: list[str], out: str) -> list[str]:
+    """NaN or ±inf printed as a number in a text report (``--json`` has null instead): a
+    report must say in words what such a value means (the outsider's fuzz: t1-audit printed
+    "margin -inf" for a stage stable for no lr)."""
+    if "--json" in argv:
+        return []
+    hits = [m.group(0) for m in NUMBER_NAN.finditer(out)]
+    return [f"non-finite number printed: {hits[:3]}"] if hits else []

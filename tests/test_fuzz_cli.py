@@ -330,9 +330,10 @@ def test_fuzz_valid_lines(tmp_path, monkeypatch):
     """Valid random lines (`tests/fuzz_valid.py`: random rules, rule parameters in their
     declared ranges, flags from their parsers, switches, odd data files (constant features, 40
     features) and odd network problems (NaN inputs, no parameters), --device meta):
-    a result or one line naming a flag of the line, never an internal error.  The same lines,
+    a result or one line naming a flag of the line, never an internal error, and no NaN or
+    inf printed as a number in a text report.  The same lines,
     thousands of them with fresh seeds and timed, run in `benchmarks/fuzz_cli.py`."""
-    from fuzz_valid import data_files, leaks, names_a_flag, valid_line
+    from fuzz_valid import data_files, leaks, names_a_flag, non_finite, valid_line
 
     monkeypatch.setenv("STABILITY_CACHE", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
@@ -354,6 +355,7 @@ def test_fuzz_valid_lines(tmp_path, monkeypatch):
             continue
         codes.append(code)
         found = _problems(argv, None, False, code, out, err) + leaks(out, err)
+        found += non_finite(argv, out)
         if code == 2 and not names_a_flag(err, argv):
             found.append(f"refusal names no flag of the line: {err.strip()}")
         failures += [f"{' '.join(argv)}: {p}" for p in found]
@@ -394,6 +396,26 @@ DEFECTS = [
     ("halflife t2 --delta 0.5 --kappa 10", 0, "delta = 0.5 does not enter"),
     ("halflife discrepancy --tau-fwd 3 --tau-bkwd 1 --delta 0.5 --kappa 10", 2, "--delta"),
     ("poly ea --tau 2 --lr 0.5", 2, "rule 'ea'"),
+    # the outsider's fuzz, seed 25301 (2026-11-25 evening): |B|² underflowed (s^16 = 1e-192),
+    # the locus answered 0 and the text printed "margin -inf"; a schedule refusal named no
+    # flag of t1-audit; an unresolved crossing at τ = 1e5 ended in an internal error after 27 s
+    (
+        "t1-audit shrink --taus 1,4,16 --steps 2000 --shrink-factor 1e-12 --lam 1 "
+        "--anneal-steps 5000 --lr-schedule cosine:0.0168072:2718",
+        0,
+        "stage max lr:  1e+11, 2.64977e+46, 7.48802e+189",
+    ),  # fmt: skip
+    (
+        "t1-audit momentum --momentum 0.9 --anneal-steps 100 --lr-schedule warmup:0.020195:822 "
+        "--steps 191 --pipeline nosuch:3 --json",
+        2,
+        "--pipeline 'nosuch:3': schedule must be one of",
+    ),  # fmt: skip
+    (
+        "train --rule dc --tau 100000 --problem mlp --lr 0.05 --steps 30",
+        0,
+        "tau too large for a max-lr prediction",
+    ),
 ]
 
 
@@ -402,13 +424,13 @@ def test_defects_of_the_independent_fuzzer(line, code, text, tmp_path):
     """Each line the independent fuzzer failed on (issue 25 item 3), through the same checks:
     a result or a refusal naming its flag, no internal message, and the text that shows the
     cause was fixed (the coupled line: the closed form for zero delays, not a 30 s scan)."""
-    from fuzz_valid import leaks
+    from fuzz_valid import leaks, non_finite
 
     constant, one = tmp_path / "constant.csv", tmp_path / "one.csv"
     np.savetxt(constant, np.c_[np.arange(6.0), np.ones((6, 2))], delimiter=",")
     np.savetxt(one, [[1.0, 1.0], [-1.0, -1.0]], delimiter=",")  # lr·λ = 1: every root at 0
     argv = line.format(constant=constant, one=one).split()
     got, out, err = _call(argv)
-    assert not _problems(argv, None, False, got, out, err) + leaks(out, err)
+    assert not _problems(argv, None, False, got, out, err) + leaks(out, err) + non_finite(argv, out)
     assert got == code, err
     assert text in (out if code == 0 else err)
