@@ -127,3 +127,18 @@ def test_stage_blocks():
     blocks = stage_blocks(H, [2, 3])
     np.testing.assert_array_equal(blocks[0], H[:2, :2])
     np.testing.assert_array_equal(blocks[1], H[2:, 2:])
+
+
+def test_an_unresolved_crossing_is_a_note_not_an_internal_error(monkeypatch):
+    """The locus raises ArithmeticError when a crossing stays unresolved after 16× resampling
+    (dc at τ ≈ 2e4 on an MLP's modes): the run still happens, the prediction says why."""
+    from stability.analysis import modes as modes_module
+
+    def unresolved(rule, model):
+        raise ArithmeticError("max lr: a crossing could not be resolved on the circle")
+
+    monkeypatch.setattr(modes_module, "min_max_lr_grid", unresolved)
+    rule, _ = build_rule("dc", tau=3)
+    lam = np.array([0.5, 1.0])
+    out = modes_module.predict_modes(rule, modes_module.Modes(lam, 0.1 * lam, 0.0 * lam), lr=0.1)
+    assert out.max_lr is None and out.note.endswith("could not be resolved on the circle")
