@@ -49,7 +49,7 @@ from functools import cached_property
 
 import numpy as np
 
-from stability.noise.modal import Loop, SteinLoop, modal_weights
+from stability.noise.modal import FREE_LOOP_SOLVES, Loop, SteinLoop, modal_weights
 from stability.noise.moments import SampleMoments
 from stability.noise.state import StateSpace
 
@@ -162,11 +162,15 @@ class NoiseMap:
 
 
 def _free(state: StateSpace, moments, z: float) -> Loop | SteinLoop | None | bool:
-    """The matrix-free loop for many parameters (``None``: z ≤ ρ(Ā)²), or False (dense)."""
-    if moments.dim <= DENSE_LOOP_MAX_DIM:
-        return False
+    """The matrix-free loop (``None``: z ≤ ρ(Ā)²), or False (dense): for uniform delays on
+    more than `DENSE_LOOP_MAX_DIM` parameters; for per-stage delays when the d(d+1)/2 Stein
+    solves of the dense Gramians cost more than the loop's (`stability.noise.modal.
+    FREE_LOOP_SOLVES`)."""
+    d = moments.dim
     if state.uniform:
-        return Loop.modal(state, moments.hessian, z, moments)
+        return False if d <= DENSE_LOOP_MAX_DIM else Loop.modal(state, moments.hessian, z, moments)
+    if d * (d + 1) // 2 <= FREE_LOOP_SOLVES:
+        return False
     return SteinLoop.of(state, moments.hessian, z, moments)
 
 
