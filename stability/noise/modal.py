@@ -25,9 +25,11 @@ application costs O(d³) plus the noise map N(P) = p·(F(P) − HPH).  Then
 * the stationary forward second moment solves (I − 𝒢₁N)P∞ = 𝒢₁(pΣ_ξ) (GMRES), and
   S∞^{ww} = 𝒲₁(N(P∞) + pΣ_ξ).
 
-This is the path for d > `stability.noise.gramian.DENSE_LOOP_MAX_DIM` (a network's projected
-curvature with k up to a few hundred), where the dense (d(d+1)/2)² eigenproblem costs minutes;
-the tests check it against the dense one.
+This is the path for d > `stability.noise.gramian.DENSE_LOOP_MAX_DIM` with uniform delays (a
+network's projected curvature with k up to a few hundred), where the dense (d(d+1)/2)²
+eigenproblem costs minutes, and for per-stage delays once d(d+1)/2 > `FREE_LOOP_SOLVES` (the
+dense Gramians' d(d+1)/2 Stein solves cost more than ARPACK's); the tests check it against the
+dense one.
 """
 
 from __future__ import annotations
@@ -46,9 +48,11 @@ STEIN_BLOCK = 32
 FREE_LOOP_SOLVES = 48
 """Per-stage states on d parameters use the matrix-free `SteinLoop` (one Stein solve per ARPACK
 or GMRES step) instead of the dense Gramians (d(d+1)/2 batched solves) when d(d+1)/2 exceeds
-this: ARPACK's Perron root takes ~21 single solves, each ~3× the CPU of one of the batched
-dense ones (teacher31 under PipeMare P = 4, n = 206: 0.035 s against 0.010 s).  It is also the
-cost `staged_work` counts for one evaluation on that path."""
+this: ARPACK's Perron root takes ~21 single solves, each ~2× the CPU of one of the batched
+dense ones (measured, one thread: teacher31 under PipeMare P = 4, d = 31, n = 206: 0.019 s
+against 0.0093 s, the Perron root 0.44–0.50 s against 4.6 s dense; cpusmall, d = 12, PipeMare
+P = 8, n = 124: 0.115 s against 0.186 s).  It is also the cost `staged_work` counts for one
+evaluation on that path."""
 HUGE = 1e150
 """Smith doubling gives up (the Gramian diverges) once Â or the partial sum passes this."""
 MAX_SQUARINGS = 64
