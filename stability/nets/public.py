@@ -434,7 +434,9 @@ class NetTrain(Result):
         "max_lr(rule, delays; λ = 1)/lr; per-stage delays: the coupled edge along v₁", "1/lr"
     )
     plateau: float | None = output(
-        "median λ₁ over the last quarter of the steps (null: diverged or edge not reached)", "1/lr"
+        "median λ₁ over the last quarter of the steps, samples from the first reach on "
+        "(null: diverged or edge not reached)",
+        "1/lr",
     )
     reached: bool | None = output("some λ₁ sample came within 10 % of predicted_edge (≥ 0.9×)")
     edge_ratio: float | None = output("plateau / predicted_edge")
@@ -602,8 +604,8 @@ def net_train(
         protocol["sharpness"] = (
             f"λ₁ by Lanczos (from the previous eigenvector, stopped at Ritz residual 1e-4·λ₁) "
             f"every {sharpness_every} steps; plateau: median over the last quarter of the "
-            "steps; reached: some λ₁ ≥ 0.9 × predicted_edge; predicted_edge from the last "
-            "eigenvector's stage shares"
+            "steps, from the first reach on; reached: some λ₁ ≥ 0.9 × predicted_edge; "
+            "predicted_edge from the last eigenvector's stage shares"
             + ("" if backward == "stashed" else " and H_b at the last sample (edge_delta)")
             + (
                 ""
