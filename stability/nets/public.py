@@ -460,6 +460,13 @@ class NetTrain(Result):
         "1/lr",
         default=None,
     )
+    oscillation_curvature: float | None = output(
+        "Rayleigh quotient of the (preconditioned) Hessian over the run's oscillation near the "
+        "crossing angle, last quarter (uniform delays, full batch; stability.nets.oscillation)",
+        "1/lr",
+        default=None,
+    )
+    oscillation_ratio: float | None = output("oscillation_curvature / predicted_edge", default=None)
 
 
 def net_train(
@@ -541,6 +548,11 @@ def net_train(
             tracker = PreconditionedTracker.of(adaptive, sim, sharpness_every)
     if tracker is not None:
         tracker.start(net.w_star)
+        if batch is None and backward == "stashed":  # the oscillation's curvature (full batch)
+            from stability.nets.oscillation import oscillation_probe
+            from stability.nets.sharpness import PLATEAU_FRACTION
+
+            tracker.probe = oscillation_probe(rules, net.stage_sizes, steps, PLATEAU_FRACTION)
     res = simulate(
         net,
         sim,
@@ -575,7 +587,13 @@ def net_train(
         else:
             predicted = coupled_edge(rules, v1, net.stage_sizes, float(lr))
         reading = edge_summary(tracker.samples, predicted, steps, diverged)
+        probe = None if diverged else tracker.probe
+        curvature = None if probe is None else probe.curvature(net)
         edge = {
+            "oscillation_curvature": curvature,
+            "oscillation_ratio": None
+            if curvature is None or not predicted
+            else curvature / predicted,
             "sharpness": reading.sharpness,
             "predicted_edge": reading.predicted_edge,
             "plateau": reading.plateau,
@@ -640,6 +658,8 @@ def net_train(
         preconditioner=None if adaptive is None else adaptive.describe(),
         edge_delta=edge_delta,
         edge_without_delta=without_delta,
+        oscillation_curvature=None if edge is None else edge["oscillation_curvature"],
+        oscillation_ratio=None if edge is None else edge["oscillation_ratio"],
     )
 
 

@@ -124,6 +124,11 @@ class SharpnessTracker:
         self.vector: np.ndarray | None = None
         self.point: torch.Tensor | None = None
         self.hvps = 0
+        self.probe = None  # an `stability.nets.oscillation.OscillationProbe`, fed every step
+
+    def scale(self) -> torch.Tensor | None:
+        """P_t^{1/2} of the curvature read (None: the plain Hessian)."""
+        return None
 
     def _record(self, step: int, w: torch.Tensor) -> None:
         op = HessianOperator(self.problem, w=w)
@@ -142,6 +147,8 @@ class SharpnessTracker:
         self._record(0, w0)
 
     def __call__(self, step: int, w: torch.Tensor) -> None:
+        if self.probe is not None and torch.all(torch.isfinite(w[0])):
+            self.probe.observe(step, w[0], self.scale())
         if step % self.every == 0 and torch.all(torch.isfinite(w[0])):
             self._record(step, w[0])
 
