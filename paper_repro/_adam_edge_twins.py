@@ -61,10 +61,11 @@ def _loss(spec: dict):
     return f, w0
 
 
-def real_adam(f, w, tau: int, lr: float, steps: int, beta1=0.9, beta2=0.999, eps=1e-8):
+def real_adam(f, w, tau: int, lr: float, steps: int, beta1=0.9, beta2=0.999, eps=1e-8, freeze=None):
     """Yield (t, w_t, the delayed weights whose gradient step t applied, P_t) for t = 1 …
     ``steps`` of full-batch real Adam on ``f`` from ``w`` (``torch.optim.AdamW``'s step with
-    the gradient at w_{t−1−τ}, a constant history before the start)."""
+    the gradient at w_{t−1−τ}, a constant history before the start); from step ``freeze`` on
+    P is held (v no longer updated)."""
     grad = torch.func.grad(f)
     m, v = torch.zeros_like(w), torch.zeros_like(w)
     hist = [w.clone()] * (tau + 1)
@@ -72,8 +73,9 @@ def real_adam(f, w, tau: int, lr: float, steps: int, beta1=0.9, beta2=0.999, eps
         delayed = hist[-1 - tau]
         g = grad(delayed)
         m = beta1 * m + (1 - beta1) * g
-        v = beta2 * v + (1 - beta2) * g * g
-        P = 1 / ((v / (1 - beta2**t)).sqrt() + eps)
+        if freeze is None or t <= freeze:
+            v = beta2 * v + (1 - beta2) * g * g
+            P = 1 / ((v / (1 - beta2**t)).sqrt() + eps)
         w = w - lr * (m / (1 - beta1**t)) * P
         hist = [*hist[1:], w.clone()]
         yield t, w, delayed, P

@@ -42,6 +42,8 @@ REQUIRES = ("torch", "sklearn")
 NAME = "adam_edge_delay"
 SOURCE = "Cohen et al. 2022 (adaptive methods at the edge of stability) under delay, issue 22"
 TOLERANCE = 0.20
+OSCILLATION_TOLERANCE = 0.10
+"""The issue's tolerance for a corrected reading (set before the held-out runs were read)."""
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "cancer_mlp.py"
 
 MODELS = {
@@ -142,6 +144,8 @@ def run(model, label, delays, lr, steps, every, options=None) -> dict:
         if tau is None or res.plateau is None
         else log_rho(tau, res.plateau * lr),
         "first_reached": next((s for s, v in res.sharpness if v >= 0.9 * res.predicted_edge), None),
+        "oscillation_curvature": res.oscillation_curvature,
+        "oscillation_ratio": res.oscillation_ratio,
         "sharpness": res.sharpness,
     }
 
@@ -173,6 +177,28 @@ def claim(row) -> _common.Claim:
             k: row[k]
             for k in ("lr", "steps", "predicted_edge", "plateau", "reached", "first_reached")
         },
+    )
+
+
+def oscillation_claim(row) -> _common.Claim:
+    """The frozen-P edge read on the run's oscillation (`stability.nets.oscillation`)."""
+    ratio = row["oscillation_ratio"]
+    return _common.Claim(
+        id=f"adam-eos-oscillation-{_id(row)}",
+        source=SOURCE,
+        statement=f"{row['label']}, η = {row['lr']:.4g}: the Rayleigh quotient of P̄^1/2 H P̄^1/2 "
+        "over the run's oscillation near the crossing angle (last quarter) lies within 10 % of "
+        "the frozen-P edge, whatever λ₁ does",
+        direction=f"|oscillation_ratio − 1| ≤ {OSCILLATION_TOLERANCE}",
+        scope=f"{describe(row['model'])}, full batch, {row['steps']} steps; λ₁ plateau / edge "
+        + ("—" if row["edge_ratio"] is None else f"{row['edge_ratio']:.3f}"),
+        direction_holds=ratio is not None and abs(ratio - 1) <= OSCILLATION_TOLERANCE,
+        size=_common.Size(
+            float("nan") if ratio is None else ratio,
+            "× predicted_edge",
+            "oscillation_curvature / predicted_edge",
+        ),
+        numbers={k: row[k] for k in ("oscillation_curvature", "oscillation_ratio", "edge_ratio")},
     )
 
 
@@ -219,6 +245,9 @@ def figure(rows, others, twins):
     ratios = [np.nan if r["edge_ratio"] is None else r["edge_ratio"] for r in others]
     y = np.arange(len(others))
     bx.scatter(ratios, y, color=["C3" if abs(q - 1) > TOLERANCE else "C0" for q in ratios])
+    osc = [np.nan if r["oscillation_ratio"] is None else r["oscillation_ratio"] for r in others]
+    bx.scatter(osc, y, marker="x", color="C2", label="oscillation_curvature / edge")
+    bx.legend(fontsize=7, loc="lower right")
     bx.axvline(1.0, color="black", ls="--", lw=1.2)
     bx.axvspan(1 - TOLERANCE, 1 + TOLERANCE, color="0.9", zorder=0)
     for k, q in enumerate(ratios):
@@ -230,7 +259,7 @@ def figure(rows, others, twins):
     ]
     bx.set_yticks(y, names)
     bx.tick_params(axis="y", labelsize=7)
-    bx.set_xlabel("plateau / predicted edge (null: edge not reached in the run)")
+    bx.set_xlabel("plateau / predicted edge (dots; null: edge not reached in the run)")
     bx.set_title("held-out MLPs and the digits τ = 2 sweeps (the 20 % band shaded)", fontsize=10)
     if twins:
         rates = ", ".join(f"{k} {v:.4f}" for k, v in twins["rates"].items())
@@ -347,12 +376,25 @@ def main(argv=None) -> dict:
         )
     claims = [claim(r) for r in rows + others if r["options"].get("beta2") is None]
     claims += [excess_claim(r) for r in rows if r["delays"].get("tau") != 0]
+    claims += [
+        oscillation_claim(r)
+        for r in rows + others
+        if r["delays"].get("tau", 0) > 0 and r["options"].get("beta2") is None
+    ]
     claims += sweep_claims(rows + others)
-    twins = None
+    twins = dissection = None
     if not args.quick:
         twins = dissect_digits()
         claims += twin_claims(twins)
-    data = {"models": MODELS, "rows": rows, "heldout_and_sweeps": others, "twins": twins}
+        dissection = dissect_excess()
+        claims += dissection_claims(dissection)
+    data = {
+        "models": MODELS,
+        "rows": rows,
+        "heldout_and_sweeps": others,
+        "twins": twins,
+        "dissection": dissection,
+    }
     return _common.write(
         args,
         NAME,
@@ -384,6 +426,88 @@ def dissect_digits(t0: int = 2250, n: int = 300) -> dict:
         "mean_ratio": out["mean_lam"] / edge,
         "frozen_rate": log_rho(tau, out["lam"] * lr),
     }
+
+
+ORBITS = (  # the two 10-output misses and a single-output control, τ = 2, η = 0.003
+    ("digits", 0),
+    ("digits500-relu32", 0),
+    ("diabetes-tanh24", 0),
+)
+
+
+def dissect_excess() -> dict:
+    """`_adam_edge_orbit` on the τ = 2 runs of `ORBITS`: v̂ within the period (scalar model),
+    P frozen on the network, the single-mode normal form and the oscillation as a whole."""
+    import _adam_edge_orbit as adam_edge_orbit
+    import edge_of_stability_delay
+
+    def spec(model, seed):
+        if model == "digits":
+            return edge_of_stability_delay.problem(True)
+        return adam_edge_zoo.problem(model, seed)
+
+    return {
+        "scalar": {str(b2): adam_edge_orbit.scalar_ratio(2, b2) for b2 in (0.99, 0.999)},
+        "frozen_P": adam_edge_orbit.frozen_continuation(
+            spec("digits", 0), 2, 0.003, 1500, 3000, 50
+        ),
+        "orbits": {m: adam_edge_orbit.orbit(spec(m, s), 2, 0.003, 3000, 750) for m, s in ORBITS},
+    }
+
+
+def dissection_claims(d) -> list:
+    """Graded claims of `dissect_excess`."""
+    scalar = max(abs(v - 1) for v in d["scalar"].values())
+    frozen = d["frozen_P"]["ratio"]
+    out = [
+        _common.Claim(
+            id="adam-eos-not-v-within-period",
+            source=SOURCE,
+            statement="v̂ reacting to the oscillation within its period does not make the "
+            "excess: real Adam at τ = 2 on w²/2, where the oscillation alone drives v, settles "
+            "within 1 % of the frozen-P edge (β2 = 0.99 and 0.999)",
+            direction="|mean lr·P_t / edge − 1| ≤ 0.01",
+            scope="scalar quadratic, β1 = 0.9, 100,000 steps, mean over the last fifth",
+            direction_holds=bool(scalar <= 0.01),
+            size=_common.Size(scalar, "relative", "largest |ratio − 1|"),
+            numbers=d["scalar"],
+        ),
+        _common.Claim(
+            id="adam-eos-not-v-frozen",
+            source=SOURCE,
+            statement="with P frozen from step 1,500 (v no longer updated) the digits MLP's "
+            "preconditioned sharpness still settles ≥ 20 % above the frozen-P edge: the excess "
+            "is the frozen-P rule's on the network, not Adam's adaptation",
+            direction="median λ₁(P H_t)/edge over steps 2,250–3,000 ≥ 1.2",
+            scope="digits MLP, τ = 2, η = 0.003",
+            direction_holds=bool(frozen >= 1.2),
+            size=_common.Size(frozen, "× predicted_edge", "median λ₁(P H_t) / edge"),
+            numbers=d["frozen_P"],
+        ),
+    ]
+    for model, r in d["orbits"].items():
+        single = r["single_mode_edge_ratio"]
+        out.append(
+            _common.Claim(
+                id=f"adam-eos-orbit-{model}",
+                source=SOURCE,
+                statement=f"{model}, τ = 2: a single mode's nonlinearity (third-order harmonic "
+                "balance along q at the measured amplitude) moves its neutral λ₁ by < 2 %; "
+                "the oscillation spans the near-critical modes (λ within 20 % of the edge) and "
+                "its Rayleigh quotient is within 10 % of the edge",
+                direction="|single-mode λ₁*/edge − 1| < 0.02 and |R/edge − 1| ≤ 0.10",
+                scope=f"{describe(model)}, η = 0.003, the last {r['window']} of 3,000 steps; "
+                f"λ₁(centre)/edge {r['lam_centre'][0]:.3f}, {r['near_critical']} near-critical "
+                f"modes, top eigenvector's share of the oscillation {r['top_share']:.3f}",
+                direction_holds=bool(
+                    abs(single - 1) < 0.02
+                    and abs(r["oscillation_ratio"] - 1) <= OSCILLATION_TOLERANCE
+                ),
+                size=_common.Size(r["oscillation_ratio"], "× predicted_edge", "R / edge"),
+                numbers=r,
+            )
+        )
+    return out
 
 
 if __name__ == "__main__":
