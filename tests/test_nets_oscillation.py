@@ -142,5 +142,8 @@ def test_net_train_oscillation_curvature_is_that_of_an_independent_adam_loop():
     expected = _direct(W, s, probe.angles, H)
     assert res.oscillation_curvature == pytest.approx(expected, rel=1e-6)
     assert res.oscillation_ratio == pytest.approx(expected / res.predicted_edge, rel=1e-12)
+    assert res.reached
+    slow = net_train(net, "adam", tau=2, lr=1e-4, steps=steps, sharpness_every=100, update="real")
+    assert not slow.reached and slow.oscillation_curvature is None  # no edge, no edge oscillation
     pipe = net_train(net, "sgd", lr=0.01, steps=40, sharpness_every=20, tau=1, batch=8)
     assert pipe.oscillation_curvature is None and pipe.oscillation_ratio is None

@@ -462,7 +462,8 @@ class NetTrain(Result):
     )
     oscillation_curvature: float | None = output(
         "Rayleigh quotient of the (preconditioned) Hessian over the run's oscillation near the "
-        "crossing angle, last quarter (uniform delays, full batch; stability.nets.oscillation)",
+        "crossing angle, last quarter (uniform delays, full batch, edge reached before the last "
+        "quarter; stability.nets.oscillation)",
         "1/lr",
         default=None,
     )
@@ -588,6 +589,9 @@ def net_train(
             predicted = coupled_edge(rules, v1, net.stage_sizes, float(lr))
         reading = edge_summary(tracker.samples, predicted, steps, diverged)
         probe = None if diverged else tracker.probe
+        reached_at = reading.first_reached
+        if probe is not None and (reached_at is None or reached_at >= probe.first):
+            probe = None  # the window must lie on the edge: reached before it starts
         curvature = None if probe is None else probe.curvature(net)
         edge = {
             "oscillation_curvature": curvature,
