@@ -124,16 +124,7 @@ def test_net_train_oscillation_curvature_is_that_of_an_independent_adam_loop():
     net = problem_from_dict(spec, stages=1)
     steps, lr = 400, 0.01
     res = net_train(net, "adam", tau=2, lr=lr, steps=steps, sharpness_every=100, update="real")
-    model, X, Y = spec["model"], spec["inputs"], spec["targets"]
-    names = [n for n, _ in model.named_parameters()]
-    shapes = [q.shape for q in model.parameters()]
-    sizes = [q.numel() for q in model.parameters()]
-
-    def f(w):
-        parts = torch.split(w, sizes)
-        params = {n: t.reshape(z) for n, t, z in zip(names, parts, shapes, strict=True)}
-        return spec["loss"](torch.func.functional_call(model, params, (X,)), Y)
-
+    f = net.loss  # the full-batch loss of the flat weights
     run = _real_adam(f, net.w_star.clone(), 2, lr, steps)[-steps // 4 :]
     W = torch.stack([w for w, _ in run]).numpy()
     s = torch.stack([q for _, q in run]).mean(0).numpy()
