@@ -167,6 +167,7 @@ def net_noise(
     """
     from stability.checks import check_choice, check_integer, check_real
     from stability.nets.curvature import curvature as top_curvature
+    from stability.nets.lockstep import RunSetup
     from stability.nets.minibatch_lyapunov import EVERY, SEPARATION, Z_DECIDE
     from stability.nets.minibatch_runs import measure_runs, quadratic_radius, start_weights
     from stability.nets.prediction import net_rules
@@ -276,9 +277,8 @@ def net_noise(
     if measure:
         separation = min(SEPARATION * r10, perturbation * p**0.5)
         measured, wander, as_wander = measure_runs(
-            net, rules, lr, batch, times, w0, as_lr,
-            runs=runs, pairs=pairs, pair_steps=pair_steps, steps=steps,
-            separation=separation, sampling=sampling, seed=seed,
+            RunSetup(net, rules, batch, sampling, seed), lr, times, w0, as_lr,
+            runs=runs, pairs=pairs, pair_steps=pair_steps, steps=steps, separation=separation,
         )  # fmt: skip
         ratio = wander / r10 if np.isfinite(r10) else 0.0
         as_ratio = as_wander / r10 if np.isfinite(r10) else 0.0
