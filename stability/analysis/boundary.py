@@ -219,7 +219,10 @@ def _locus(
             if density == 128:  # unresolved after 16× resampling: report it, do not guess
                 raise ArithmeticError("max lr: a crossing could not be resolved on the circle")
             cols = cols[retry]
-    return best_lr / scale, best_theta
+    # a crossing beyond float64's range (λ ~ 1e-323) overflows here, with numpy's warning,
+    # which the result carries; it is reported as the largest float, not as "no crossing"
+    true = best_lr / scale
+    return np.where(np.isinf(true) & np.isfinite(best_lr), np.finfo(float).max, true), best_theta
 
 
 class _Circle:
