@@ -416,6 +416,13 @@ DEFECTS = [
         0,
         "tau too large for a max-lr prediction",
     ),
+    # seed 25302: EA-Pipe with no elastic force has a multiplier at 1 (no lr is stable)
+    (
+        "t1-audit ea --pipeline pipemare:4 --anneal-steps 100 --steps 500 --json --lam 3.26934 "
+        "--sync-period 35 --elastic 0 --lr-schedule warmup:0.117981:1948",
+        0,
+        '"max_lr": [0.0, 0.0, 0.0, 0.0]',
+    ),  # fmt: skip
 ]
 
 

@@ -361,3 +361,17 @@ def test_validate_on_an_mlp_is_refused_above_its_work_limit():
     with pytest.raises(ValueError, match="steps: .* × 3 seeds"):  # 3 × 4 × 5000 × (64·77 + 10⁴)
         _check_mlp_work(regression, 4, protocol, 64)
     assert 4 * 5000 * (128 * 77 + 10_000) < VALIDATE_MLP_MAX_WORK
+
+
+@pytest.mark.parametrize("sync_period", [1, 5, 35])
+def test_ea_without_elastic_force_is_stable_for_no_lr(sync_period):
+    """EA-Pipe with α = 0 (the outsider's fuzz, seed 25302: `t1-audit ea --elastic 0
+    --sync-period 35 …` ended in "Floquet bisection could not certify"): the master never
+    moves, so the dense monodromy has a multiplier at 1 at every lr, and the answer is 0."""
+    rule = ElasticAveraging(tau=2, elastic=0.0, sync_period=sync_period)
+    model = QuadraticModel(3.26934)
+    for lr in (1e-6, 1e-2, 0.3):
+        mu = np.linalg.eigvals(np.asarray(monodromy(rule, model, lr), dtype=float))
+        assert np.min(np.abs(mu - 1.0)) < 1e-12
+    result = max_lr(rule, model)
+    assert result.max_lr == 0.0 and "multiplier at 1" in result.method

@@ -507,6 +507,8 @@ def _floquet_max_lr(rule: Rule, model: QuadraticModel) -> MaxLr:
     ``crossing_angle`` is the argument of the per-period multiplier μ = e^{iθ} that reaches
     the unit circle (π: a period-doubling flip, 0: a real multiplier at 1).
     """
+    if getattr(rule, "marginal", False):  # a multiplier exactly 1 at every lr (EA-Pipe, α = 0)
+        return MaxLr(0.0, None, "Floquet (a multiplier at 1 for every lr: not stable for lr > 0)")
     i = None
     for start in range(0, _FLOQUET_GRID.size, _SCAN_CHUNK):
         stable = floquet_stable(rule, model, _FLOQUET_GRID[start : start + _SCAN_CHUNK])

@@ -95,6 +95,13 @@ class ElasticAveraging:
         n = self.replicas
         return n * (-(-(self.tau + 1) // n)) - 1
 
+    @property
+    def marginal(self) -> bool:
+        """With elastic force α = 0 the master never moves: a Floquet multiplier exactly 1 at
+        every lr, so no lr > 0 is asymptotically stable (`stability.analysis.boundary` answers
+        0 without a bisection, which float64 could not certify on a multiplier at 1)."""
+        return bool(np.all(np.asarray(self.elastic) == 0))
+
     def single_replica(self) -> ElasticAveraging:
         """One replica with the same per-replica dynamics: its forward pass reads it m − 1 of
         its own updates back, m = ⌈(τ+1)/N⌉, and it syncs every τ_s-th round.  N of these
