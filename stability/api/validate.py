@@ -143,7 +143,7 @@ def _check_mlp_work(model, rows: int, protocol, batch: int | None) -> None:
         raise ValueError(
             f"steps: an MLP validation of {rows} rows (rules × taus) × {protocol.steps} steps × "
             f"({rows_per_step} samples × {model.dim} parameters + 10,000){seeds} = {work:.2g} "
-            f"exceeds {VALIDATE_MLP_MAX_WORK:.0e} (docs/limits.md); use fewer taus or rules, "
+            f"exceeds {VALIDATE_MLP_MAX_WORK:.2g} (docs/limits.md); use fewer taus or rules, "
             "fewer steps or samples"
         )
 
