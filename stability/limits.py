@@ -54,12 +54,12 @@ default MLP's 77 modes); above it the max-lr prediction is left out with a note,
 still happens."""
 
 VALIDATE_MLP_MAX_WORK = 4.5e8
-"""validate on an MLP: largest rows × steps × (B·p + 10,000) (× seeds with minibatches), B
-the samples (or --batch), p the parameters, rows = rules × taus: the bisection and rate runs
-of a row cost 3.4–3.8e-8 s per unit on one core (10,000: the per-step overhead of the numpy
-trainer in units of B·p), so ~15–17 s at the limit (the default 4 rows at 128 × 77: 4.0e8,
-13.6 s; cpusmall's target as 99 classes at 128 × 567, one τ: 4.1e8, 15.8 s; its default 4
-rows: 1.7e9, 56 s, refused)."""
+"""validate (and coupled --measure, one row) on an MLP: largest rows × steps × (B·p + 10,000)
+(× seeds with minibatches), B the samples (or --batch), p the parameters, rows = rules × taus:
+the bisection and rate runs of a row cost 3.4–3.8e-8 s per unit on one core (10,000: the
+per-step overhead of the numpy trainer in units of B·p), so ~15–17 s at the limit (the
+default 4 rows at 128 × 77: 4.0e8, 13.6 s; cpusmall's target as 99 classes at 128 × 567, one
+τ: 4.1e8, 15.8 s; its default 4 rows: 1.7e9, 56 s, refused)."""
 
 TRAIN_MAX_STEPS = 1_000_000
 """train / validate / coupled --measure: largest --steps per run (the reference trainer takes
@@ -109,7 +109,7 @@ TABLE = (
         f"≤ {MODES_MAX_LR_MAX_WORK:,}",
     ),
     (
-        "validate (mlp)",
+        "validate/coupled --measure (mlp)",
         "rows × steps × (samples × parameters + 10,000)",
         f"≤ {VALIDATE_MLP_MAX_WORK:.2g}",
     ),

@@ -345,7 +345,7 @@ def test_validate_on_an_mlp_is_refused_above_its_work_limit():
     classes: 567 parameters) took 56-65 s of CPU; it is refused in one line naming --steps by
     the documented cost model, which admits the default regression MLP (13.6 s) and one τ of
     the classification."""
-    from stability.api.validate import _check_mlp_work
+    from stability.agreement.comparison import check_mlp_work as _check_mlp_work
     from stability.limits import VALIDATE_MLP_MAX_WORK
     from stability.trainer.mlp import MLP
 
@@ -375,3 +375,12 @@ def test_ea_without_elastic_force_is_stable_for_no_lr(sync_period):
         assert np.min(np.abs(mu - 1.0)) < 1e-12
     result = max_lr(rule, model)
     assert result.max_lr == 0.0 and "multiplier at 1" in result.method
+
+
+def test_coupled_measure_on_an_mlp_is_refused_above_the_same_limit():
+    """`coupled … --measure --problem mlp --steps 20000 --samples 400` (the outsider's fuzz,
+    seed 25302: 20.2 s of CPU) is one bisection row of the same cost model: refused."""
+    argv = ("coupled --rule momentum --momentum 0.5 --stages 3 --schedule pipedream --measure "
+            "--problem mlp --steps 20000 --samples 400").split()  # fmt: skip
+    err = _refused_naming(argv, "--steps")
+    assert "1 rows" in err and "400 samples × 77 parameters" in err

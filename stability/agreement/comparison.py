@@ -75,6 +75,28 @@ class Protocol:
         return d
 
 
+def check_mlp_work(model, rows: int, protocol: Protocol, batch: int | None) -> None:
+    """Refuse an MLP measurement (validate, coupled --measure) above `VALIDATE_MLP_MAX_WORK`
+    (its cost model, docs/limits.md): rows × steps × (B·p + 10,000), × the seeds with
+    minibatches."""
+    from stability.limits import VALIDATE_MLP_MAX_WORK
+    from stability.trainer.mlp import MLP
+
+    if not isinstance(model, MLP):
+        return
+    rows_per_step = batch or model.samples
+    repeats = len(protocol.seeds) if batch else 1
+    work = rows * protocol.steps * (rows_per_step * model.dim + 10_000) * repeats
+    if work > VALIDATE_MLP_MAX_WORK:
+        seeds = f" × {repeats} seeds" if batch else ""
+        raise ValueError(
+            f"steps: an MLP measurement of {rows} rows (rules × taus) × {protocol.steps} steps × "
+            f"({rows_per_step} samples × {model.dim} parameters + 10,000){seeds} = {work:.2g} "
+            f"exceeds {VALIDATE_MLP_MAX_WORK:.2g} (docs/limits.md); use fewer taus or rules, "
+            "fewer steps or samples"
+        )
+
+
 def _train(
     setup: Linearization, rule, lrs, protocol: Protocol, *, steps, batch=None, seed=0, track=()
 ):
@@ -305,6 +327,7 @@ def validate_pipeline(
 
 __all__ = [
     "Protocol",
+    "check_mlp_work",
     "measure_max_lr",
     "measure_rates",
     "scalar_stage_predictions",

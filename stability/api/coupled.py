@@ -72,7 +72,7 @@ def coupled(
     >>> c.critical_stage, c.scalar_ratio < 1
     (2, True)
     """
-    from stability.agreement.comparison import Protocol
+    from stability.agreement.comparison import Protocol, check_mlp_work
     from stability.agreement.coupled_runs import measure as measure_trainer
     from stability.agreement.coupled_runs import problem_system
     from stability.coupled.summary import analyze
@@ -135,6 +135,7 @@ def coupled(
         steps = default.steps if steps is None else steps
         steps = check_integer("steps", steps, low=10, high=TRAIN_MAX_STEPS)
         protocol = Protocol(steps=steps, rel_tol=float(rel_tol))
+        check_mlp_work(model, 1, protocol, None)
         m = measure_trainer(built, setup, analysis.max_lr, protocol)
         measured.update(
             measured_max_lr=m.max_lr,
