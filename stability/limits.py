@@ -90,7 +90,7 @@ TRADEOFF_MAX_WORK = 1.0e7
 modal Gramian; each point's 7 step sizes take ~400 Gramians in all): ~10 s on one core at the
 limit (the default three rules at τ = 30 on cpusmall, 4.3e7: 31 s)."""
 
-TABLE = (
+TABLE = (  # one row a limit: (command, what is limited, allowed)
     ("every command", "delays (tau, tau_fwd, ...)", f"≤ {MAX_DELAY:,}"),
     ("max-lr/radius ea", "tau (default replicas)", f"≤ {EA_MAX_REPLICA_VALUES - 1:,}"),
     ("max-lr/radius ea", "replicas", f"≥ (tau+1)/{EA_MAX_REPLICA_LAGS}"),
@@ -102,27 +102,16 @@ TABLE = (
     ("radius --certify", "degree (state size)", f"≤ {CERTIFY_MAX_DEGREE}"),
     ("t1-audit", "steps × stages", f"≤ {T1_AUDIT_MAX_CELLS:,}"),
     ("train/validate", "modes × degree (rate prediction)", f"≤ {RATE_PREDICTION_MAX_WORK:,}"),
-    (
-        "train/validate",
-        "modes × degree (max-lr prediction, Δ or Φ ≠ 0)",
-        f"≤ {MODES_MAX_LR_MAX_WORK:,}",
-    ),
-    (
-        "validate (mlp)",
-        "rows × steps × (samples × parameters + 10,000)",
-        f"≤ {VALIDATE_MLP_MAX_WORK:.0e}",
-    ),
+    ("train/validate", "modes × degree (max-lr, Δ or Φ ≠ 0)", f"≤ {MODES_MAX_LR_MAX_WORK:,}"),
+    ("validate (mlp)", "rows × steps × (samples × params + 1e4)", f"≤ {VALIDATE_MLP_MAX_WORK:.0e}"),
     ("train/validate/coupled", "steps per run", f"≤ {TRAIN_MAX_STEPS:,}"),
     ("noise/tradeoff", "parameters × state size", f"≤ {NOISE_MAX_STATE}"),
     ("noise/net noise", "lr × λmax (in magnitude)", f"≤ {NOISE_MAX_STEP_CURVATURE:.0e}"),
     ("noise per stage", "min(d(d+1)/2, 48) × (slots read)³", f"≤ {NOISE_MAX_STAGED_WORK:.1e}"),
-    (
-        "net noise per stage",
-        "min(d(d+1)/2, 48) × (slots read)³",
-        f"≤ {NET_NOISE_MAX_STAGED_WORK:.1e}",
-    ),
+    ("net noise per stage", "min(d(d+1)/2, 48) × (slots read)³",
+     f"≤ {NET_NOISE_MAX_STAGED_WORK:.1e}"),
     ("tradeoff", "Σ points × d(d+1)/2 × (state size)³", f"≤ {TRADEOFF_MAX_WORK:.1e}"),
-)
+)  # fmt: skip
 """(command, what is limited, the limit) rows, as in docs/limits.md and ``--help``."""
 
 
