@@ -423,6 +423,14 @@ DEFECTS = [
         0,
         '"max_lr": [0.0, 0.0, 0.0, 0.0]',
     ),  # fmt: skip
+    # seed 25303: the warm-up handed ε < 0 to torch.optim.AdamW, whose refusal named no flag
+    (
+        "net train --problem " + str(ROOT / "examples" / "diabetes_linear.py") + ":problem "
+        "--rule adam --stages 2 --tau 1 --lr 0.1 --steps 50 --eps=-0.1 "
+        "--precond-from warmup:20:0.000295 --json",
+        2,
+        "--eps must be a finite real number > 0",
+    ),  # fmt: skip
 ]
 
 

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from stability.checks import check_real
 from stability.nets.problem import NetProblem
 
 WARMUP_DIVERGENCE = 1e6
@@ -131,6 +132,12 @@ def load_preconditioner(
         )
     if source.startswith("warmup:"):
         steps, lr = _parse_warmup(source)
+        # the rule's ranges, checked before torch.optim.AdamW sees them (its own refusal,
+        # "Invalid epsilon value", names no flag; the outsider's fuzz)
+        check_real("beta1", beta1, low=0.0, high=1.0, high_open=True)
+        check_real("beta2", beta2, low=0.0, high=1.0, high_open=True)
+        check_real("eps", eps, low=0.0, low_open=True)
+        check_real("weight_decay", weight_decay, low=0.0)
         return warmup(
             problem,
             steps,
