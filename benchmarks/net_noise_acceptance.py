@@ -216,6 +216,7 @@ def cause_case(net, source, runs=64, steps=4000):
     """Training runs (offsets ξ_B included) at 0.25·ms, ms and 0.97·as of case ``source``:
     their largest ‖w − w*‖ / r₁₀ and the fraction beyond r₁₀ (module doc)."""
     from stability.nets.curvature import curvature
+    from stability.nets.lockstep import RunSetup
     from stability.nets.minibatch_runs import lockstep, quadratic_radius, start_weights
     from stability.nets.noise_public import _pipeline
     from stability.nets.prediction import net_rules
@@ -227,8 +228,9 @@ def cause_case(net, source, runs=64, steps=4000):
     out = {"source": source["key"], "r10": r10, "runs": runs, "steps": steps, "rows": []}
     for name, lr in (("0.25 ms", 0.25 * source["ms_max_lr"]), ("ms", source["ms_max_lr"]),
                      ("0.97 as", 0.97 * source["as_max_lr"])):  # fmt: skip
-        res = lockstep(net, rules, np.full(runs, lr), torch.broadcast_to(w0, (runs, net.dim)),
-                       np.arange(runs), batch=16, steps=steps, divergence=1e12)  # fmt: skip
+        res = lockstep(RunSetup(net, rules, 16), np.full(runs, lr),
+                       torch.broadcast_to(w0, (runs, net.dim)), np.arange(runs), steps=steps,
+                       divergence=1e12)  # fmt: skip
         ratio = np.where(res.blown, np.inf, res.wander / r10)
         out["rows"].append({"lr": name, "value": lr, "max_ratio": float(ratio.max()),
                             "median_ratio": float(np.median(ratio)),

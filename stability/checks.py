@@ -167,6 +167,19 @@ def finite_or_none(value: Any) -> float | None:
     return x if math.isfinite(x) else None
 
 
+def parse_finite(text: str, not_a_number: str, not_finite: str) -> float:
+    """``float(text)`` for text that spells a finite real number; otherwise a `ValueError`
+    with the caller's words: ``not_a_number`` for text that is no number, ``not_finite`` for
+    NaN or an infinity (a command-line flag and a data file's cell word them differently)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(not_a_number) from None
+    if not math.isfinite(value):
+        raise ValueError(not_finite)
+    return value
+
+
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C during a long run, carrying what was completed (each finished piece is already
     written atomically; nothing partial is left).  The CLI prints the message on one line."""

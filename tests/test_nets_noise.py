@@ -150,6 +150,7 @@ def test_ms_max_lr_with_per_stage_delays_equals_the_dense_operator(tiny):
 
 def test_simulator_runs_follow_the_linearisation_with_the_same_batches(tiny):
     """lockstep = w_{t+1} − w* = e_t − lr·(H_B e_t + ξ_B) to second order in the distance."""
+    from stability.nets.lockstep import RunSetup
     from stability.nets.minibatch_runs import CHUNK_STEPS, lockstep
     from stability.nets.prediction import net_rules
     from stability.pipeline import Pipeline
@@ -162,8 +163,8 @@ def test_simulator_runs_follow_the_linearisation_with_the_same_batches(tiny):
     rules = net_rules("sgd", {}, Pipeline.from_options(tau=0, stages=2, backward="stashed"))
     lr, steps, batch, R = 0.01, 15, 4, 3
     e0 = 1e-4 * np.random.default_rng(1).standard_normal((R, tiny.dim))
-    res = lockstep(tiny, rules, np.full(R, lr), w + torch.as_tensor(e0), np.array([0, 1, 2]),
-                   batch=batch, steps=steps, seed=7)  # fmt: skip
+    res = lockstep(RunSetup(tiny, rules, batch, seed=7), np.full(R, lr), w + torch.as_tensor(e0),
+                   np.array([0, 1, 2]), steps=steps)  # fmt: skip
     idx = BatchStreams(tiny.samples, batch, 7, "iid", 3).take(CHUNK_STEPS)  # as the runs draw
     e = e0.copy()
     for t in range(steps):

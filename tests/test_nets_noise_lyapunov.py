@@ -15,6 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from stability.nets.lockstep import RunSetup  # noqa: E402
 from stability.nets.minibatch_lyapunov import (  # noqa: E402
     EVERY,
     check_rest,
@@ -67,7 +68,7 @@ def test_offset_free_runs_measure_the_lyapunov_exponent_of_the_linearisation(tin
     Hs = _per_sample(tiny)
     rules = net_rules("sgd", {}, Pipeline.from_options(tau=1, stages=2, backward="stashed"))
     lrs, runs, steps = np.array([0.3, 0.6]), 3, 200
-    got = exponents(tiny, rules, lrs, 8, runs=runs, steps=steps, separation=1e-7, seed=5)
+    got = exponents(RunSetup(tiny, rules, 8, seed=5), lrs, runs=runs, steps=steps, separation=1e-7)
     for i, lr in enumerate(lrs):
         want = _benettin(Hs, lr, 1, 8, runs, steps, seed=5)
         assert got.gamma[i] == pytest.approx(want.mean(), abs=1e-7)
@@ -83,7 +84,7 @@ def test_bracket_of_a_network_contains_the_prediction(tiny):
 
     r = st.net_noise(tiny, "sgd", batch=8, k=tiny.dim, tau=1, steps=10)
     rules = net_rules("sgd", {}, Pipeline.from_options(tau=1, stages=2, backward="stashed"))
-    found = measure_almost_sure(tiny, rules, r.as_max_lr, 8, runs=16, steps=1500,
+    found = measure_almost_sure(RunSetup(tiny, rules, 8), r.as_max_lr, runs=16, steps=1500,
                                 separation=1e-6, rel_tol=0.02)  # fmt: skip
     assert 0.95 * found.stable <= r.as_max_lr <= 1.05 * found.unstable
     assert found.unstable / found.stable < 1.15

@@ -64,12 +64,18 @@ class ExactFloat(float):
 
 def float_arg(flag: str) -> Callable[[str], ExactFloat]:
     def parse(text: str) -> ExactFloat:
+        from stability.checks import parse_finite  # numpy: not before the entry point's threads
+
         try:
-            value = ExactFloat(text)
-        except ValueError:
-            raise UsageError(f"{flag} must be a real number, got {text!r}") from None
-        if not math.isfinite(value):
-            raise UsageError(f"{flag} must be a finite real number, got {text}")
+            value = ExactFloat(
+                parse_finite(
+                    text,
+                    f"{flag} must be a real number, got {text!r}",
+                    f"{flag} must be a finite real number, got {text}",
+                )
+            )
+        except ValueError as refusal:
+            raise UsageError(str(refusal)) from None
         value.exact = Fraction(text.strip().replace("_", ""))
         return value
 

@@ -16,6 +16,7 @@ stationary point), `stability.nets.minibatch_lyapunov` by the batch's own gradie
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -30,23 +31,34 @@ CHUNK_STEPS = 128
 """Batch indices drawn per call of the streams."""
 
 
+@dataclass(frozen=True)
+class RunSetup:
+    """What every run of a measurement shares: the network ``problem``, its stage ``rules``, the
+    batch size B, the ``sampling`` of the batch streams (``"iid"`` or ``"reshuffle"``) and
+    their ``seed``."""
+
+    problem: NetProblem
+    rules: Sequence[Rule]
+    batch: int
+    sampling: str = "iid"
+    seed: int = 0
+
+
 class LockstepRuns:
-    """The runs (module doc): ``lr`` (R,), ``w0`` (R, p) as a constant history (the other state
-    variables 0), ``streams`` (R,) the stream of each run; `step` advances all of them."""
+    """The runs (module doc) of ``setup``: ``lr`` (R,), ``w0`` (R, p) as a constant history
+    (the other state variables 0), ``streams`` (R,) the stream of each run; `step` advances all
+    of them."""
 
     def __init__(
         self,
-        problem: NetProblem,
-        rules: Sequence[Rule],
+        setup: RunSetup,
         lr: np.ndarray,
         w0: torch.Tensor,
         streams: np.ndarray,
         *,
-        batch: int,
         tilt: Callable[[torch.Tensor], torch.Tensor],
-        sampling: str = "iid",
-        seed: int = 0,
     ):
+        problem, rules = setup.problem, setup.rules
         self.problem, self.rules, self.tilt = problem, tuple(rules), tilt
         variables = list(dict.fromkeys(v for r in rules for v in r.variables))
         self.ring = _Ring(variables, max(history_depth(r) for r in rules), problem.vector(w0))
@@ -54,7 +66,7 @@ class LockstepRuns:
         self.lr = problem.vector(np.asarray(lr, dtype=float))[:, None]
         self.streams = np.asarray(streams)
         self.source = BatchStreams(
-            problem.samples, batch, seed, sampling, int(self.streams.max()) + 1
+            problem.samples, setup.batch, setup.seed, setup.sampling, int(self.streams.max()) + 1
         )
         self.gradients = vmap(grad(problem.batch_loss))
         self.X, self.Y = problem.inputs, problem.targets
@@ -84,4 +96,4 @@ class LockstepRuns:
         return self.w
 
 
-__all__ = ["CHUNK_STEPS", "LockstepRuns"]
+__all__ = ["CHUNK_STEPS", "LockstepRuns", "RunSetup"]

@@ -51,7 +51,7 @@ import numpy as np
 import torch
 from torch.func import grad, vmap
 
-from stability.nets.lockstep import LockstepRuns
+from stability.nets.lockstep import LockstepRuns, RunSetup
 from stability.nets.problem import NetProblem
 from stability.nets.simulator import StageTaps, _Ring
 from stability.rules.base import Rule, history_depth
@@ -108,19 +108,16 @@ def check_rest(problem: NetProblem, rules: Sequence[Rule]) -> None:
 
 
 def exponents(
-    problem: NetProblem,
-    rules: Sequence[Rule],
+    setup: RunSetup,
     lrs,
-    batch: int,
     *,
     runs: int,
     steps: int,
     separation: float,
-    sampling: str = "iid",
-    seed: int = 0,
 ) -> Exponents:
     """γ̂ at each of ``lrs`` from ``runs`` runs each (module doc); run r on stream r at every
     step size; δ₀ = ``separation`` (an absolute distance)."""
+    problem, seed = setup.problem, setup.seed
     lrs = np.asarray(lrs, dtype=float)
     L, p = lrs.size, problem.dim
     R = L * runs
@@ -132,8 +129,7 @@ def exponents(
     d0 = torch.stack([problem.hvp(w_star, r) for r in z]).detach()  # ∝ ∇²f(w*)·z
     d0 = separation * d0 / torch.linalg.vector_norm(d0, dim=1, keepdim=True)
     d0 = d0.repeat(L, 1)  # run (l, r) starts at the same deviation for every l
-    runner = LockstepRuns(problem, rules, np.repeat(lrs, runs), w_star + d0,
-                          np.tile(np.arange(runs), L), batch=batch, sampling=sampling, seed=seed,
+    runner = LockstepRuns(setup, np.repeat(lrs, runs), w_star + d0, np.tile(np.arange(runs), L),
                           tilt=lambda index: per_sample[index].mean(dim=1))  # fmt: skip
     ring = runner.ring
     rest = _rest(ring, w_star)
@@ -181,28 +177,23 @@ class AlmostSureBracket:
 
 
 def measure_almost_sure(
-    problem: NetProblem,
-    rules: Sequence[Rule],
+    setup: RunSetup,
     guess: float,
-    batch: int,
     *,
     runs: int = 32,
     steps: int = 4000,
     separation: float,
-    sampling: str = "iid",
-    seed: int = 0,
     rel_tol: float = 0.01,
     per_round: int = 8,
     span: float = 1.5,
     max_rounds: int = 8,
 ) -> AlmostSureBracket:
     """The bracket of γ(lr) = 0 around ``guess`` (module doc)."""
-    check_rest(problem, rules)
+    check_rest(setup.problem, setup.rules)
     seen: dict[float, tuple[float, float, int, float]] = {}
 
     def evaluate(grid) -> None:
-        e = exponents(problem, rules, grid, batch, runs=runs, steps=steps,
-                      separation=separation, sampling=sampling, seed=seed)  # fmt: skip
+        e = exponents(setup, grid, runs=runs, steps=steps, separation=separation)
         for i, lr in enumerate(e.lr):
             seen[float(lr)] = (float(e.gamma[i]), float(e.se[i]), int(e.verdict[i]),
                                float(e.wander[i]))  # fmt: skip

@@ -35,9 +35,8 @@ import numpy as np
 import torch
 from torch.func import vmap
 
-from stability.nets.lockstep import CHUNK_STEPS, LockstepRuns
+from stability.nets.lockstep import CHUNK_STEPS, LockstepRuns, RunSetup
 from stability.nets.problem import NetProblem
-from stability.rules.base import Rule
 
 
 @dataclass(frozen=True)
@@ -53,30 +52,26 @@ class Lockstep:
 
 
 def lockstep(
-    problem: NetProblem,
-    rules: Sequence[Rule],
+    setup: RunSetup,
     lr: np.ndarray,
     w0: torch.Tensor,
     streams: np.ndarray,
     *,
-    batch: int,
     steps: int,
     times: Sequence[int] = (),
     window: tuple[int, int] | None = None,
     record_every: int = 10,
-    sampling: str = "iid",
-    seed: int = 0,
     divergence: float = 1e6,
 ) -> Lockstep:
-    """R = len(lr) runs of the stage ``rules`` from ``w0`` (R, p), run r on stream
-    ``streams[r]`` (module doc)."""
+    """R = len(lr) runs of ``setup`` from ``w0`` (R, p), run r on stream ``streams[r]``
+    (module doc)."""
+    problem = setup.problem
     lr = np.asarray(lr, dtype=float)
     R = lr.size
     w_star = problem.w_star.detach()
     f_star = float(problem.loss(w_star))
     g_ref = problem.gradient(w_star).detach()
-    runner = LockstepRuns(problem, rules, lr, w0, streams, batch=batch, sampling=sampling,
-                          seed=seed, tilt=lambda index: g_ref)  # fmt: skip
+    runner = LockstepRuns(setup, lr, w0, streams, tilt=lambda index: g_ref)
     ring = runner.ring
     losses = vmap(problem.loss)
     start = torch.linalg.vector_norm(w0 - w_star, dim=1)
@@ -139,34 +134,25 @@ class LossRuns:
 
 
 def measure_loss(
-    problem: NetProblem,
-    rules: Sequence[Rule],
+    setup: RunSetup,
     lr: float,
-    batch: int,
     times: Sequence[int],
     w0: torch.Tensor,
     *,
     runs: int,
     window: tuple[int, int],
     record_every: int = 10,
-    sampling: str = "iid",
-    seed: int = 0,
 ) -> LossRuns:
-    """``runs`` seeded runs at ``lr`` (module doc)."""
-    steps = max(max(times), window[1])
+    """``runs`` seeded runs of ``setup`` at ``lr`` (module doc)."""
     res = lockstep(
-        problem,
-        rules,
+        setup,
         np.full(runs, lr),
-        torch.broadcast_to(w0, (runs, problem.dim)),
+        torch.broadcast_to(w0, (runs, setup.problem.dim)),
         np.arange(runs),
-        batch=batch,
-        steps=steps,
+        steps=max(max(times), window[1]),
         times=times,
         window=window,
         record_every=record_every,
-        sampling=sampling,
-        seed=seed,
     )
     keep = ~res.blown
     n = int(keep.sum())
@@ -207,10 +193,8 @@ def quadratic_radius(problem: NetProblem, v1: np.ndarray, change: float = 0.1) -
 
 
 def measure_runs(
-    problem: NetProblem,
-    rules: Sequence[Rule],
+    setup: RunSetup,
     lr: float,
-    batch: int,
     times: Sequence[int],
     w0: torch.Tensor,
     as_lr: float | None,
@@ -220,8 +204,6 @@ def measure_runs(
     pair_steps: int,
     steps: int,
     separation: float,
-    sampling: str = "iid",
-    seed: int = 0,
 ) -> tuple[dict, float, float]:
     """(``measured``, wander, as_wander): the keys ``stability noise --measure`` prints —
     ``runs``, ``expected_loss`` rows [t, mean, se], ``floor`` [mean, se] over the second half
@@ -235,8 +217,7 @@ def measure_runs(
         raise ValueError(f"runs must be an integer in [2, {1 << 16}], got {runs!r}")
     window = (steps // 2, steps)
     m = measure_loss(
-        problem, rules, lr, batch, times, w0,
-        runs=int(runs), window=window, sampling=sampling, seed=seed,
+        setup, lr, times, w0, runs=int(runs), window=window,
         record_every=max(1, min(10, (window[1] - window[0]) // 20)),
     )  # fmt: skip
     out: dict[str, Any] = {
@@ -255,9 +236,8 @@ def measure_runs(
     as_wander = 0.0
     if as_lr:
         found = measure_almost_sure(
-            problem, rules, as_lr, batch,
-            runs=pairs, steps=pair_steps, separation=separation, sampling=sampling, seed=seed,
-        )  # fmt: skip
+            setup, as_lr, runs=pairs, steps=pair_steps, separation=separation
+        )
         out["as_bracket"] = [found.stable, found.unstable]
         out["as_exponents"] = found.rows
         as_wander = found.wander

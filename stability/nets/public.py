@@ -454,7 +454,9 @@ class NetTrain(Result):
         "max_lr(rule, delays; λ = 1)/lr; per-stage delays: the coupled edge along v₁", "1/lr"
     )
     plateau: float | None = output(
-        "median λ₁ over the last quarter of the steps (null: diverged or edge not reached)", "1/lr"
+        "median λ₁ over the last quarter of the steps, samples from the first reach on "
+        "(null: diverged or edge not reached)",
+        "1/lr",
     )
     reached: bool | None = output("some λ₁ sample came within 10 % of predicted_edge (≥ 0.9×)")
     edge_ratio: float | None = output("plateau / predicted_edge")
@@ -478,6 +480,14 @@ class NetTrain(Result):
         "1/lr",
         default=None,
     )
+    oscillation_curvature: float | None = output(
+        "Rayleigh quotient of the (preconditioned) Hessian over the run's oscillation near the "
+        "crossing angle, last quarter (uniform delays, full batch, edge reached before the last "
+        "quarter; stability.nets.oscillation)",
+        "1/lr",
+        default=None,
+    )
+    oscillation_ratio: float | None = output("oscillation_curvature / predicted_edge", default=None)
 
 
 def net_train(
@@ -559,6 +569,11 @@ def net_train(
             tracker = PreconditionedTracker.of(adaptive, sim, sharpness_every)
     if tracker is not None:
         tracker.start(net.w_star)
+        if batch is None and backward == "stashed":  # the oscillation's curvature (full batch)
+            from stability.nets.oscillation import oscillation_probe
+            from stability.nets.sharpness import PLATEAU_FRACTION
+
+            tracker.probe = oscillation_probe(rules, net.stage_sizes, steps, PLATEAU_FRACTION)
     res = simulate(
         net,
         sim,
@@ -593,7 +608,16 @@ def net_train(
         else:
             predicted = coupled_edge(rules, v1, net.stage_sizes, float(lr))
         reading = edge_summary(tracker.samples, predicted, steps, diverged)
+        probe = None if diverged else tracker.probe
+        reached_at = reading.first_reached
+        if probe is not None and (reached_at is None or reached_at >= probe.first):
+            probe = None  # the window must lie on the edge: reached before it starts
+        curvature = None if probe is None else probe.curvature(net)
         edge = {
+            "oscillation_curvature": curvature,
+            "oscillation_ratio": None
+            if curvature is None or not predicted
+            else curvature / predicted,
             "sharpness": reading.sharpness,
             "predicted_edge": reading.predicted_edge,
             "plateau": reading.plateau,
@@ -622,8 +646,8 @@ def net_train(
         protocol["sharpness"] = (
             f"λ₁ by Lanczos (from the previous eigenvector, stopped at Ritz residual 1e-4·λ₁) "
             f"every {sharpness_every} steps; plateau: median over the last quarter of the "
-            "steps; reached: some λ₁ ≥ 0.9 × predicted_edge; predicted_edge from the last "
-            "eigenvector's stage shares"
+            "steps, from the first reach on; reached: some λ₁ ≥ 0.9 × predicted_edge; "
+            "predicted_edge from the last eigenvector's stage shares"
             + ("" if backward == "stashed" else " and H_b at the last sample (edge_delta)")
             + (
                 ""
@@ -658,6 +682,8 @@ def net_train(
         preconditioner=None if adaptive is None else adaptive.describe(),
         edge_delta=edge_delta,
         edge_without_delta=without_delta,
+        oscillation_curvature=None if edge is None else edge["oscillation_curvature"],
+        oscillation_ratio=None if edge is None else edge["oscillation_ratio"],
     )
 
 

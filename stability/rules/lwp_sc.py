@@ -148,6 +148,25 @@ SC_SCALE = Param("sc_scale", "SC overcompensation: SC_{αD} (2 gives SC_2D)", 1.
 HORIZON = Param("horizon", "LWP horizon T (default: horizon_scale·D)", None, low=0.0)
 HORIZON_SCALE = Param("horizon_scale", "LWP prediction scale α: T = αD", 1.0, low=0.0)
 
+
+def _lwp_spec(
+    prediction: str, compensated: bool, summary: str, sources: tuple[str, ...], form: ClosedForm
+) -> RuleSpec:
+    """The LWP rule of one ``prediction`` form (weight / velocity, Kosson eq. 12 / 11), with
+    Spike Compensation if ``compensated``: its name, parameters and builder follow from the
+    two (``lwp``, ``lwp-v``, ``lwp+sc``, ``lwp-v+sc``)."""
+    return RuleSpec(
+        name="lwp" + ("-v" if prediction == "velocity" else "") + ("+sc" if compensated else ""),
+        summary=summary,
+        sources=sources,
+        params=(TAU, MOMENTUM, HORIZON, HORIZON_SCALE)
+        + ((SC_A, SC_B, SC_SCALE) if compensated else ())
+        + (LAM,),
+        builder=(_lwp_sc if compensated else _lwp)(prediction),
+        closed_forms=(form,),
+    )
+
+
 SPECS = (
     RuleSpec(
         name="nesterov",
@@ -165,36 +184,32 @@ SPECS = (
         builder=sc,
         closed_forms=(ClosedForm("Kosson eq. 21", eq21),),
     ),
-    RuleSpec(
-        name="lwp",
-        summary="Linear Weight Prediction, weight form: ŵ = w_{t−D} + T(w_{t−D} − w_{t−D−1})",
-        sources=("Kosson eq. 8-12", "Kosson eq. 22", "Kosson Fig. 17"),
-        params=(TAU, MOMENTUM, HORIZON, HORIZON_SCALE, LAM),
-        builder=_lwp("weight"),
-        closed_forms=(ClosedForm("Kosson eq. 22", eq22),),
+    _lwp_spec(
+        "weight",
+        False,
+        "Linear Weight Prediction, weight form: ŵ = w_{t−D} + T(w_{t−D} − w_{t−D−1})",
+        ("Kosson eq. 8-12", "Kosson eq. 22", "Kosson Fig. 17"),
+        ClosedForm("Kosson eq. 22", eq22),
     ),
-    RuleSpec(
-        name="lwp-v",
-        summary="Linear Weight Prediction, velocity form: ŵ = w_{t−D} − lr·T·v_{t−D}",
-        sources=("Kosson eq. 11", "Kosson eq. 22"),
-        params=(TAU, MOMENTUM, HORIZON, HORIZON_SCALE, LAM),
-        builder=_lwp("velocity"),
-        closed_forms=(ClosedForm("Kosson eq. 22 (LWP^v = LWP^w for plain SGDM)", eq22),),
+    _lwp_spec(
+        "velocity",
+        False,
+        "Linear Weight Prediction, velocity form: ŵ = w_{t−D} − lr·T·v_{t−D}",
+        ("Kosson eq. 11", "Kosson eq. 22"),
+        ClosedForm("Kosson eq. 22 (LWP^v = LWP^w for plain SGDM)", eq22),
     ),
-    RuleSpec(
-        name="lwp+sc",
-        summary="LWP (weight form) combined with Spike Compensation",
-        sources=("Kosson eq. 13-18", "Kosson eq. 23"),
-        params=(TAU, MOMENTUM, HORIZON, HORIZON_SCALE, SC_A, SC_B, SC_SCALE, LAM),
-        builder=_lwp_sc("weight"),
-        closed_forms=(ClosedForm("Kosson eq. 23", eq23),),
+    _lwp_spec(
+        "weight",
+        True,
+        "LWP (weight form) combined with Spike Compensation",
+        ("Kosson eq. 13-18", "Kosson eq. 23"),
+        ClosedForm("Kosson eq. 23", eq23),
     ),
-    RuleSpec(
-        name="lwp-v+sc",
-        summary="LWP (velocity form) combined with Spike Compensation",
-        sources=("Kosson eq. 11", "Kosson eq. 16-18"),
-        params=(TAU, MOMENTUM, HORIZON, HORIZON_SCALE, SC_A, SC_B, SC_SCALE, LAM),
-        builder=_lwp_sc("velocity"),
-        closed_forms=(ClosedForm("derived here from Kosson eq. 11, 16-18", lwp_v_sc),),
+    _lwp_spec(
+        "velocity",
+        True,
+        "LWP (velocity form) combined with Spike Compensation",
+        ("Kosson eq. 11", "Kosson eq. 16-18"),
+        ClosedForm("derived here from Kosson eq. 11, 16-18", lwp_v_sc),
     ),
 )

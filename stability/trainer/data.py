@@ -51,7 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stability.checks import check_choice
+from stability.checks import check_choice, parse_finite
 
 STANDARDIZE = ("none", "features", "all")
 FORMATS = ("csv", "svmlight", "npz")
@@ -101,13 +101,11 @@ class Dataset:
 
 
 def _number(text: str, path: Path, row: int, what: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{path}: row {row}: non-numeric {what} {text.strip()!r}") from None
-    if not math.isfinite(value):
-        raise ValueError(f"{path}: row {row}: {what} is {text.strip()} (NaN/inf not allowed)")
-    return value
+    return parse_finite(
+        text,
+        f"{path}: row {row}: non-numeric {what} {text.strip()!r}",
+        f"{path}: row {row}: {what} is {text.strip()} (NaN/inf not allowed)",
+    )
 
 
 def _data_lines(path: Path) -> list[tuple[int, str]]:
