@@ -24,7 +24,10 @@ independent reference), central differences of the gradient (no second derivativ
 layer norm written out).  Columns: the
 largest residual ‖H v_i − λ_i v_i‖ / λ₁ (0 to rounding if V, Λ are eigenpairs of that operator),
 the largest |v_iᵀ H v_i / λ_i − 1| and the asymmetry max |v_iᵀ H v_j − v_jᵀ H v_i| / λ₁ (a
-Hessian is symmetric).  An operator off by δ·λ₁ moves the eigenvalues by up to δ·λ₁.
+Hessian is symmetric).  An operator off by δ·λ₁ moves the eigenvalues by up to δ·λ₁.  The
+differences hold only where the gradient is smooth: across a ReLU's kink (``problem_postnorm``'s
+MLP, 256·16 tokens × 384 units, some within ε of 0) the gradient jumps and they are not the
+Hessian; autograd's double backward is the independent reference there.
 
 Run: ``python benchmarks/bench_curvature_reference.py [FILE.py:FUNC ...] [--k 5]`` (one thread;
 default: the two stand-ins with a LayerNorm, `STAND_INS`).
