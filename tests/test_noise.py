@@ -213,6 +213,27 @@ def test_stein_gramians_of_per_stage_delays_equal_the_time_domain_sums(name, fir
             np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10 * abs(b).max())
 
 
+def test_matrix_free_stein_loop_equals_the_dense_gramians(monkeypatch):
+    """Per-stage delays on d = 10 parameters (d(d+1)/2 = 55 > `FREE_LOOP_SOLVES`): the loop
+    takes the matrix-free `SteinLoop` (one shifted-triangular Stein solve per ARPACK or GMRES
+    step), and its Perron root ρ(𝒢₁∘N) and mean-square rate equal those of the dense Gramians
+    (checked against the time-domain sums above) to 1e-9."""
+    from stability.noise.modal import FREE_LOOP_SOLVES, SteinLoop
+
+    problem = tiny(n=40, d=10, seed=5)
+    mo = SampleMoments.of(problem, 8)
+    rules = [build_rule("momentum", tau=t, momentum=0.5)[0] for t in (3, 0)]
+    st = state_space(rules, 0.02, [4, 6])
+    assert not st.uniform and 10 * 11 // 2 > FREE_LOOP_SOLVES
+    assert isinstance(gr._free(st, mo, 1.0), SteinLoop)
+    free = (gr.ms_measure(st, mo), gr.ms_radius(st, mo))
+    monkeypatch.setattr(gr, "FREE_LOOP_SOLVES", 10**6)
+    assert gr._free(st, mo, 1.0) is False
+    dense = (gr.ms_measure(st, mo), gr.ms_radius(st, mo))
+    assert 0 < dense[0] < 1 and 0 < dense[1] < 1
+    np.testing.assert_allclose(free, dense, rtol=1e-9)
+
+
 @pytest.mark.parametrize("name, params", RULES[:3])
 def test_modal_gramians_equal_the_time_domain_sums(name, params):
     """Uniform delays: the modal Gramians (Smith doubling on the pairs k ≤ l only) equal the

@@ -54,7 +54,8 @@ MAX_SUBSPACE = 128
 """Largest subspace dimension m (the per-sample curvatures take n·m² numbers, the mean-square
 problems are m(m+1)/2-dimensional)."""
 MAX_STAGED_SUBSPACE = 64
-"""Largest subspace with per-stage delays (its Gramians are dense m² × m² matrices)."""
+"""Largest subspace with per-stage delays (its Stein equations are on the m·(slots) state;
+their cost is limited by `stability.limits.NET_NOISE_MAX_STAGED_WORK` too)."""
 FLAT = 1e-9
 """Eigen-directions with λ ≤ FLAT·λ_max are left out of the subspace (flat or saddle: no
 step size is stable along them, so they carry no threshold; reported as ``dropped``)."""
@@ -166,6 +167,7 @@ def net_noise(
     Sec. 3.1 at B = n.
     """
     from stability.checks import check_choice, check_integer, check_real
+    from stability.limits import NET_NOISE_MAX_STAGED_WORK
     from stability.nets.curvature import curvature as top_curvature
     from stability.nets.lockstep import RunSetup
     from stability.nets.minibatch_lyapunov import EVERY, SEPARATION, Z_DECIDE
@@ -173,7 +175,6 @@ def net_noise(
     from stability.nets.prediction import net_rules
     from stability.nets.public import _problem, _rule_params
     from stability.nets.simulator import INCONSISTENT_RULES
-    from stability.noise.gramian import DENSE_LOOP_MAX_DIM
     from stability.noise.lyapunov import bracket_note
     from stability.noise.minibatch import (
         MAX_STEPS,
@@ -233,8 +234,10 @@ def net_noise(
             f"{'' if uniform else 'with per-stage delays '}are supported; lower k"
         )
     moments2 = projected_moments(net, Q, batch, curvature)
-    if not uniform and Q.shape[1] <= DENSE_LOOP_MAX_DIM:  # the dense Gramians' cost
-        check_staged_work(state_space(rules, 1.0, sizes2), moments2.hessian, "k")
+    if not uniform:  # the per-stage loop's cost (dense Gramians or matrix-free)
+        check_staged_work(
+            state_space(rules, 1.0, sizes2), moments2.hessian, "k", NET_NOISE_MAX_STAGED_WORK
+        )
     cols = nested_columns(sizes2, net.stage_sizes, k_kept)
     moments = restrict(moments2, cols)
     sizes = sizes2 if k_kept == V.shape[1] else _sizes(sizes2, net.stage_sizes, k_kept)

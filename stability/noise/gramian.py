@@ -49,7 +49,7 @@ from functools import cached_property
 
 import numpy as np
 
-from stability.noise.modal import Loop, SteinLoop, modal_weights
+from stability.noise.modal import FREE_LOOP_SOLVES, Loop, SteinLoop, modal_weights
 from stability.noise.moments import SampleMoments
 from stability.noise.state import StateSpace
 
@@ -162,11 +162,15 @@ class NoiseMap:
 
 
 def _free(state: StateSpace, moments, z: float) -> Loop | SteinLoop | None | bool:
-    """The matrix-free loop for many parameters (``None``: z ≤ ρ(Ā)²), or False (dense)."""
-    if moments.dim <= DENSE_LOOP_MAX_DIM:
-        return False
+    """The matrix-free loop (``None``: z ≤ ρ(Ā)²), or False (dense): for uniform delays on
+    more than `DENSE_LOOP_MAX_DIM` parameters; for per-stage delays when the d(d+1)/2 Stein
+    solves of the dense Gramians cost more than the loop's (`stability.noise.modal.
+    FREE_LOOP_SOLVES`)."""
+    d = moments.dim
     if state.uniform:
-        return Loop.modal(state, moments.hessian, z, moments)
+        return False if d <= DENSE_LOOP_MAX_DIM else Loop.modal(state, moments.hessian, z, moments)
+    if d * (d + 1) // 2 <= FREE_LOOP_SOLVES:
+        return False
     return SteinLoop.of(state, moments.hessian, z, moments)
 
 
@@ -238,17 +242,25 @@ class Stationary:
 def stationary(
     state: StateSpace, moments: SampleMoments, noise: NoiseMap | None = None
 ) -> Stationary | None:
-    """The fixed point of the recursion (module doc); ``None`` if not mean-square stable."""
+    """The fixed point of the recursion (module doc); ``None`` if not mean-square stable.
+
+    Per-stage delays solve it directly on the dense Gramians even where the loop runs
+    matrix-free (one batched set of d(d+1)/2 Stein solves, once): GMRES on the matrix-free
+    loop did not converge on PipeMare P = 4 on a 31-parameter network, whose slowest mode has
+    ρ(Ā) = 1 − 1e-10."""
     loop = _free(state, moments, 1.0)
+    noise = noise or NoiseMap.of(moments)
     if loop is not False:
         if loop is None or loop.loop_radius() >= 1:
             return None
-        P, Sww = loop.stationary()
-        return Stationary(P, Sww, 0.5 * float(np.sum(moments.hessian * Sww)))
-    g = gramians(state, moments.hessian, 1.0)
-    noise = noise or NoiseMap.of(moments)
-    if g is None or noise.loop_radius(g.forward) >= 1:
-        return None
+        if not isinstance(loop, SteinLoop):
+            P, Sww = loop.stationary()
+            return Stationary(P, Sww, 0.5 * float(np.sum(moments.hessian * Sww)))
+        g = Gramians(*loop.dense())
+    else:
+        g = gramians(state, moments.hessian, 1.0)
+        if g is None or noise.loop_radius(g.forward) >= 1:
+            return None
     d, E = moments.dim, noise.basis
     G, W = E.T @ g.forward @ E, E.T @ g.weights @ E
     source = moments.p * (E.T @ moments.offset_covariance.ravel())

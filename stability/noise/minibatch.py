@@ -306,22 +306,24 @@ def check_state(d: int, size: int) -> None:
         )
 
 
-def check_staged_work(state, hessian: np.ndarray, name: str) -> None:
-    """Refuse, naming ``name``, per-stage delays whose Gramians cost more than
-    `stability.limits.NOISE_MAX_STAGED_WORK` (uniform delays use the cheap modal form)."""
+def check_staged_work(state, hessian: np.ndarray, name: str, limit: float | None = None) -> None:
+    """Refuse, naming ``name``, per-stage delays whose loop evaluations cost more than ``limit``
+    (default `stability.limits.NOISE_MAX_STAGED_WORK`; uniform delays use the cheap modal
+    form): `stability.noise.modal.staged_work`, Stein solves per evaluation × (slots read)³."""
     from stability.limits import NOISE_MAX_STAGED_WORK
-    from stability.noise.modal import staged_work
+    from stability.noise.modal import FREE_LOOP_SOLVES, staged_solves, staged_work
 
     if state.uniform:
         return
+    limit = NOISE_MAX_STAGED_WORK if limit is None else limit
     n, work = staged_work(state, hessian)
-    if work > NOISE_MAX_STAGED_WORK:
+    if work > limit:
         d = state.dim
         raise ValueError(
-            f"{name}: the per-stage minibatch analysis costs d(d+1)/2 × (state slots read)³ = "
-            f"{d * (d + 1) // 2} × {n}³ = {work:.2e} per Gramian, at most "
-            f"{NOISE_MAX_STAGED_WORK:.1e} (docs/limits.md): fewer stages or shorter "
-            "stage_delays (more microbatches), or fewer parameters"
+            f"{name}: the per-stage minibatch analysis costs min(d(d+1)/2, "
+            f"{FREE_LOOP_SOLVES}) × (state slots read)³ = {staged_solves(d)} × {n}³ = "
+            f"{work:.2e} per evaluation, at most {limit:.1e} (docs/limits.md): fewer stages or "
+            "shorter stage_delays (more microbatches), or fewer parameters"
         )
 
 

@@ -25,9 +25,11 @@ application costs O(d³) plus the noise map N(P) = p·(F(P) − HPH).  Then
 * the stationary forward second moment solves (I − 𝒢₁N)P∞ = 𝒢₁(pΣ_ξ) (GMRES), and
   S∞^{ww} = 𝒲₁(N(P∞) + pΣ_ξ).
 
-This is the path for d > `stability.noise.gramian.DENSE_LOOP_MAX_DIM` (a network's projected
-curvature with k up to a few hundred), where the dense (d(d+1)/2)² eigenproblem costs minutes;
-the tests check it against the dense one.
+This is the path for d > `stability.noise.gramian.DENSE_LOOP_MAX_DIM` with uniform delays (a
+network's projected curvature with k up to a few hundred), where the dense (d(d+1)/2)²
+eigenproblem costs minutes, and for per-stage delays once d(d+1)/2 > `FREE_LOOP_SOLVES` (the
+dense Gramians' d(d+1)/2 Stein solves cost more than ARPACK's); the tests check it against the
+dense one.
 """
 
 from __future__ import annotations
@@ -43,6 +45,14 @@ DENSE_BATCH = 4_000_000
 """`SteinLoop.dense` solves at most this many matrix entries (K·N²) per batch."""
 STEIN_BLOCK = 32
 """Columns per block of `SteinLoop.stein` (the finished columns enter a block at once)."""
+FREE_LOOP_SOLVES = 48
+"""Per-stage states on d parameters use the matrix-free `SteinLoop` (one Stein solve per ARPACK
+or GMRES step) instead of the dense Gramians (d(d+1)/2 batched solves) when d(d+1)/2 exceeds
+this: ARPACK's Perron root takes ~21 single solves, each ~2× the CPU of one of the batched
+dense ones (measured, one thread: teacher31 under PipeMare P = 4, d = 31, n = 206: 0.019 s
+against 0.0093 s, the Perron root 0.44–0.50 s against 4.6 s dense; cpusmall, d = 12, PipeMare
+P = 8, n = 124: 0.115 s against 0.186 s).  It is also the cost `staged_work` counts for one
+evaluation on that path."""
 HUGE = 1e150
 """Smith doubling gives up (the Gramian diverges) once Â or the partial sum passes this."""
 MAX_SQUARINGS = 64
@@ -228,12 +238,18 @@ def _schur_of(state: StateSpace, hessian: np.ndarray):
     return keep, T, U
 
 
+def staged_solves(d: int) -> int:
+    """Stein solves (in units of one batched dense solve) per evaluation of the loop on d
+    parameters: d(d+1)/2 for the dense Gramians, `FREE_LOOP_SOLVES` for the matrix-free loop
+    (`stability.noise.gramian` takes whichever is fewer)."""
+    return min(d * (d + 1) // 2, FREE_LOOP_SOLVES)
+
+
 def staged_work(state: StateSpace, hessian: np.ndarray) -> tuple[int, float]:
-    """(n, d(d+1)/2 · n³): the slots a `SteinLoop` keeps and the cost of one dense Gramian
-    (`stability.limits.NOISE_MAX_STAGED_WORK`)."""
+    """(n, `staged_solves` · n³): the slots a `SteinLoop` keeps and the cost of one evaluation
+    of the loop (`stability.limits.NOISE_MAX_STAGED_WORK`)."""
     n = _kept(state, hessian).size
-    d = state.dim
-    return n, d * (d + 1) / 2 * float(n) ** 3
+    return n, staged_solves(state.dim) * float(n) ** 3
 
 
 def _kept(state: StateSpace, hessian: np.ndarray) -> np.ndarray:
@@ -281,20 +297,27 @@ class SteinLoop(_LoopMaps):
         """X̃ with X̃ = TX̃Tᴴ + Ỹ for a batch Ỹ (K, N, N): column j (last first) solves
         (I − t̄_jj T) x_j = Ỹ_j + T Σ_{k>j} x_k t̄_jk; the sum over the columns of finished
         blocks of `STEIN_BLOCK` is one matrix product per block."""
-        from scipy.linalg import solve_triangular
+        from scipy.linalg.blas import ztrsm
 
         T = self.T
         Tc = T.conj()
         N = T.shape[0]
         X = np.zeros(Yt.shape, dtype=complex)
-        eye = np.eye(N)
+        shifted, diag, at = np.array(T, dtype=complex, order="F"), np.diag(T).copy(), np.arange(N)
         for end in range(N, 0, -STEIN_BLOCK):
             start = max(0, end - STEIN_BLOCK)
             done = X[:, :, end:] @ Tc[start:end, end:].T  # (K, N, block): finished columns
             for j in range(end - 1, start - 1, -1):
                 acc = done[:, :, j - start] + X[:, :, j + 1 : end] @ Tc[j, j + 1 : end]
                 rhs = Yt[:, :, j] + acc @ T.T
-                X[:, :, j] = solve_triangular(eye - Tc[j, j] * T, rhs.T).T
+                c = Tc[j, j]
+                if c == 0:
+                    X[:, :, j] = rhs
+                    continue
+                # I − cT = −c(T − I/c): only the diagonal of the shifted copy changes per column
+                # (1 − c·t_ii rounded as I − cT rounds it: near |t_jj| = 1 it is a cancellation)
+                shifted[at, at] = (c * diag - 1.0) / c
+                X[:, :, j] = ztrsm(-1.0 / c, shifted, rhs.T).T
         return X
 
     def _sums(self, R: np.ndarray) -> np.ndarray:
@@ -335,12 +358,14 @@ class SteinLoop(_LoopMaps):
 
 
 __all__ = [
+    "FREE_LOOP_SOLVES",
     "MAX_SQUARINGS",
     "Loop",
     "SteinLoop",
     "modal_weights",
     "pack",
     "relevant_slots",
+    "staged_solves",
     "staged_work",
     "unpack",
 ]

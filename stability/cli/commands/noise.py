@@ -19,6 +19,7 @@ EXAMPLES = (
 def register(sub) -> None:
     from stability.limits import NOISE_MAX_STAGED_WORK
     from stability.noise.minibatch import MAX_PARAMETERS, MAX_STATE
+    from stability.noise.modal import FREE_LOOP_SOLVES
 
     register_declared(
         sub,
@@ -30,7 +31,8 @@ def register(sub) -> None:
         "loss E f − f* over time from the exact second-moment recursion, its floor and rate; "
         f"--measure compares with independent trainer runs.  At most {MAX_PARAMETERS} "
         f"parameters and a state of {MAX_STATE} entries (parameters × delay slots); per-stage "
-        f"delays: d(d+1)/2 × (slots read)³ ≤ {NOISE_MAX_STAGED_WORK:.1e} (docs/limits.md).",
+        f"delays: min(d(d+1)/2, {FREE_LOOP_SOLVES}) × (slots read)³ ≤ "
+        f"{NOISE_MAX_STAGED_WORK:.1e} (docs/limits.md).",
         examples=EXAMPLES,
         report=report,
     )
