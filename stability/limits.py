@@ -64,7 +64,8 @@ NOISE_MAX_STAGED_WORK = 1.5e8
 the stages read (`stability.noise.modal.relevant_slots`): one evaluation of the mean-square
 loop is d(d+1)/2 Stein solves of order n on the Schur form (dense Gramians) or ~48 of their
 cost (matrix-free, `stability.noise.modal.FREE_LOOP_SOLVES`), and a command evaluates ~50
-(threshold and rate bisections): ~10 s at the limit on one core."""
+(threshold and rate bisections): ~10–15 s at the limit on one core (sgd on cpusmall, d = 12,
+PipeMare P = 9: 14 s of CPU)."""
 
 NET_NOISE_MAX_STAGED_WORK = 5e9
 """net noise with per-stage delays: the same cost as `NOISE_MAX_STAGED_WORK` (n: the slots of
