@@ -73,7 +73,8 @@ the projected per-stage state), allowed ~30× more: a network's analysis is minu
 issue 23 asks for PipeMare P = 4 at k = p on ≤ 60 parameters within 10 minutes (teacher31 of
 benchmarks/net_noise_acceptance.py, 31 parameters, n = 206: 48 × 206³ = 4.2e8; the whole call
 without --measure took 69 s of CPU, about a fifth of it in the 35 loop evaluations, the rest
-in the almost-sure estimate and the expected-loss recursion: a few minutes at the limit)."""
+in the almost-sure estimate and the expected-loss recursion (56 s once the recursion's cross
+term was made O(n d²)): a few minutes at the limit)."""
 
 TRADEOFF_MAX_WORK = 1.0e7
 """tradeoff: largest Σ over the scanned (rule, momentum, horizon) points of d(d+1)/2 × s³ (one
