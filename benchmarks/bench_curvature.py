@@ -12,8 +12,9 @@ with ``uptime``'s load beside each: ``net curvature --k 5`` on two threads (issu
 ≤ 120 s on two cores; ``OMP_NUM_THREADS=2``, the CLI's default ``OMP_WAIT_POLICY=PASSIVE``)
 and on one; ``net max-lr --k 5`` under the PipeMare schedule over the 8 stages (P = 8) for
 momentum 0.9, lwp+sc (momentum 0.9) and adam (β1 0.9) with ``--precond-from`` the training's
-cached AdamW state (`tiny_transformer.adamw_state`), each on two threads (and the curvature
-with spinning threads, ``OMP_WAIT_POLICY=ACTIVE``, for comparison).
+cached AdamW state (`tiny_transformer.adamw_state`), each on two threads (with ``--spinning``
+also the curvature with spinning threads, ``OMP_WAIT_POLICY=ACTIVE``, for comparison: it holds
+both cores for minutes).
 
 Table 3: ``stability net curvature --problem P --k 5 --json`` (default flags) against
 
@@ -25,16 +26,20 @@ Table 3: ``stability net curvature --problem P --k 5 --json`` (default flags) ag
 
 each process timed whole — start Python, import torch, build the problem, solve — with one
 thread (``OMP_NUM_THREADS=1``), in the same run, interleaved.  Problems: the shipped digits CNN
-(float64) and benchmarks/curvature_transformer.py (a ≈1.4·10⁵-parameter float32 causal
-transformer from ``nn.TransformerEncoderLayer``, one batch of 256 sequences of 32 tokens; the
-stand-in for issue 24's held-out model).  Columns: wall and CPU seconds, ratios
+(float64) and the three ≈1.4·10⁵-parameter float32 causal transformers of
+benchmarks/curvature_transformer.py, each one batch of 256 sequences (stand-ins for issue 24's
+held-out model, built differently: ``transformer`` from ``nn.TransformerEncoderLayer``,
+``post-norm`` around ``nn.MultiheadAttention``, ``RMSNorm`` with hand-written attention).
+Which side is right where they differ: benchmarks/bench_curvature_reference.py.  Columns:
+wall and CPU seconds, ratios
 (toolkit / baseline: ≤ 1.5 is issue 24's bar), and the largest relative difference of the top 5
 from the toolkit's.
 
 Table 4: what float32 costs: ``net curvature --k 5 --dtype float32`` against ``--dtype float64``
-on the same problems (the float64 values the reference; relative differences of the top 5).
+on the CNN and the first stand-in (the float64 values the reference; relative differences of
+the top 5).
 
-Run: ``.venv/bin/python benchmarks/bench_curvature.py [--quick] [--pyhessian]``.
+Run: ``.venv/bin/python benchmarks/bench_curvature.py [--quick] [--spinning] [--pyhessian]``.
 """
 
 from __future__ import annotations
@@ -55,7 +60,10 @@ HERE = ROOT / "benchmarks"
 PROBLEMS = [
     ("digits CNN", "examples/digits_cnn.py:problem"),
     ("transformer", "benchmarks/curvature_transformer.py:problem"),
+    ("post-norm", "benchmarks/curvature_transformer.py:problem_postnorm"),
+    ("RMSNorm", "benchmarks/curvature_transformer.py:problem_rmsnorm"),
 ]
+"""Table 3's problems (Table 4: the first two)."""
 
 
 def run(argv: list[str], threads: int = 1, wait: str = "") -> tuple[dict, float, float]:
@@ -94,7 +102,7 @@ def side_by_side(k: int, with_pyhessian: bool) -> None:
         top = np.array(ours["eigenvalues"])
         rows = [("toolkit", wall, cpu, top, f"{ours['hvps']} HVPs")]
         methods = ["curvlinops"]
-        if with_pyhessian or name != "transformer":
+        if with_pyhessian or name == "digits CNN":
             methods.append("pyhessian")
         for method in methods:
             out, b_wall, b_cpu = baseline(method, spec, k)
@@ -148,7 +156,7 @@ def hvp_modes(repeats: int = 4) -> None:
 
 def float32_cost(k: int) -> None:
     print(f"{'problem':<13}{'float64 s':>10}{'float32 s':>10}{'max rel diff of the top 5':>27}")
-    for name, spec in PROBLEMS:
+    for name, spec in PROBLEMS[:2]:
         runs = {}
         for dtype in ("float64", "float32"):
             out, wall, _ = toolkit(spec, "--k", str(k), "--dtype", dtype)
@@ -162,7 +170,7 @@ def _load() -> str:
         return fh.read().split()[0]
 
 
-def shipped_transformer(k: int) -> None:
+def shipped_transformer(k: int, spinning: bool) -> None:
     import importlib.util
 
     spec = "examples/tiny_transformer.py:problem"
@@ -177,7 +185,7 @@ def shipped_transformer(k: int) -> None:
     runs = [
         ("curvature", [], 2),
         ("curvature", [], 1),
-        ("curvature", ["ACTIVE"], 2),
+        *([("curvature", ["ACTIVE"], 2)] if spinning else []),
         ("max-lr", ["--rule", "momentum", "--momentum", "0.9"], 2),
         ("max-lr", ["--rule", "lwp+sc", "--momentum", "0.9"], 2),
         ("max-lr", ["--rule", "adam", "--beta1", "0.9", "--precond-from", state], 2),
@@ -207,14 +215,17 @@ def shipped_transformer(k: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="tables 1 and 2 only")
+    ap.add_argument("--quick", action="store_true", help="without table 2")
+    ap.add_argument(
+        "--spinning", action="store_true", help="table 2: also with OMP_WAIT_POLICY=ACTIVE"
+    )
     ap.add_argument("--pyhessian", action="store_true", help="PyHessian on the transformer too")
     ap.add_argument("--k", type=int, default=5)
     args = ap.parse_args()
     hvp_modes()
     if not args.quick:
         print()
-        shipped_transformer(args.k)
+        shipped_transformer(args.k, args.spinning)
     print()
     side_by_side(args.k, args.pyhessian)
     print()

@@ -29,6 +29,7 @@ BENCHMARKS = [
     ("bench_large_delays.py", []),
     ("bench_layernorm_hessian.py", []),
     ("bench_curvature.py", ["--quick?"]),
+    ("bench_curvature_reference.py", []),
     ("bench_transformer_bracket.py", []),
     ("bench_adam.py", ["--quick?"]),
     ("bench_sharpness.py", ["--quick?"]),

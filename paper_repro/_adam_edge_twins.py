@@ -61,32 +61,39 @@ def _loss(spec: dict):
     return f, w0
 
 
+def real_adam(f, w, tau: int, lr: float, steps: int, beta1=0.9, beta2=0.999, eps=1e-8, freeze=None):
+    """Yield (t, w_t, the delayed weights whose gradient step t applied, P_t) for t = 1 …
+    ``steps`` of full-batch real Adam on ``f`` from ``w`` (``torch.optim.AdamW``'s step with
+    the gradient at w_{t−1−τ}, a constant history before the start); from step ``freeze`` on
+    P is held (v no longer updated)."""
+    grad = torch.func.grad(f)
+    m, v = torch.zeros_like(w), torch.zeros_like(w)
+    hist = [w.clone()] * (tau + 1)
+    for t in range(1, steps + 1):
+        delayed = hist[-1 - tau]
+        g = grad(delayed)
+        m = beta1 * m + (1 - beta1) * g
+        if freeze is None or t <= freeze:
+            v = beta2 * v + (1 - beta2) * g * g
+            P = 1 / ((v / (1 - beta2**t)).sqrt() + eps)
+        w = w - lr * (m / (1 - beta1**t)) * P
+        hist = [*hist[1:], w.clone()]
+        yield t, w, delayed, P
+
+
 def dissect(spec: dict, tau: int, lr: float, t0: int, n: int, beta1=0.9, beta2=0.999, eps=1e-8):
     """{"lam": λ₁(P_{t0}H_{t0}), "rates": {variant: growth rate per step}, "jensen": the
     averaging candidate's gaps} (module doc)."""
     f, w = _loss(spec)
     grad = torch.func.grad(f)
-    m, v = torch.zeros_like(w), torch.zeros_like(w)
-    hist = [w.clone()] * (tau + 1)
-    t, P = 0, None
-
-    def step():
-        nonlocal m, v, w, hist, t, P
-        t += 1
-        g = grad(hist[-1 - tau])
-        m = beta1 * m + (1 - beta1) * g
-        v = beta2 * v + (1 - beta2) * g * g
-        P = 1 / ((v / (1 - beta2**t)).sqrt() + eps)
-        w = w - lr * (m / (1 - beta1**t)) * P
-        hist = [*hist[1:], w.clone()]
+    run = real_adam(f, w, tau, lr, t0 + n, beta1, beta2, eps)
 
     def hvp(at, d):
         return torch.func.jvp(grad, (at,), (d,))[1]
 
-    for _ in range(t0):
-        step()
-    s, w_t0, P_t0 = P.sqrt(), w.clone(), P.clone()
-    p = w.numel()
+    _, w_t0, _, P_t0 = next(state for state in run if state[0] == t0)
+    s = P_t0.sqrt()
+    p = w_t0.numel()
     lam, x1 = _top(grad, [(w_t0, s)], p)
     u = s * torch.tensor(x1)
     u = u / u.norm()
@@ -94,9 +101,7 @@ def dissect(spec: dict, tau: int, lr: float, t0: int, n: int, beta1=0.9, beta2=0
         k: {"hist": [u.clone()] * (tau + 1), "mu": torch.zeros(p), "norm": []} for k in VARIANTS
     }
     points = []
-    for k in range(n):
-        delayed = hist[-1 - tau]
-        step()
+    for k, (_, w, delayed, P) in enumerate(run):
         if (k + 1) % EVERY == 0:
             points.append((w.clone(), P.sqrt()))
         for key, (use_p, use_h) in VARIANTS.items():

@@ -47,6 +47,19 @@ RATE_PREDICTION_MAX_WORK = 240_000
 """train / validate: largest modes × degree for the predicted rate (τ ≲ 20,000 with 12
 modes); above it the rate prediction is left out with a note, the run still happens."""
 
+MODES_MAX_LR_MAX_WORK = 2_000_000
+"""train / validate: largest modes × degree for the predicted max lr when the modes carry
+Δ or Φ (each mode its own boundary locus; ~4 s per 10⁶ on one core: τ ≲ 26,000 with the
+default MLP's 77 modes); above it the max-lr prediction is left out with a note, the run
+still happens."""
+
+VALIDATE_MLP_MAX_WORK = 5e8
+"""validate on an MLP: largest rows × steps × (B·p + 10,000) (× seeds with minibatches), B
+the samples (or --batch), p the parameters, rows = rules × taus: the bisection and rate runs
+of a row cost ~3.4e-8 s per unit on one core (10,000: the per-step overhead of the numpy
+trainer in units of B·p), so ~17 s at the limit (the default 4 rows at 128 × 77: 4.0e8,
+13.6 s; cpusmall's target as 99 classes, 4 rows at 128 × 567: 1.7e9, 56 s, refused)."""
+
 TRAIN_MAX_STEPS = 1_000_000
 """train / validate / coupled --measure: largest --steps per run (the reference trainer takes
 ~2 ms per step on cpusmall, one run: ≲ 30 min at the limit)."""
@@ -81,7 +94,7 @@ TRADEOFF_MAX_WORK = 1.0e7
 modal Gramian; each point's 7 step sizes take ~400 Gramians in all): ~10 s on one core at the
 limit (the default three rules at τ = 30 on cpusmall, 4.3e7: 31 s)."""
 
-TABLE = (
+TABLE = (  # one row a limit: (command, what is limited, allowed)
     ("every command", "delays (tau, tau_fwd, ...)", f"≤ {MAX_DELAY:,}"),
     ("max-lr/radius ea", "tau (default replicas)", f"≤ {EA_MAX_REPLICA_VALUES - 1:,}"),
     ("max-lr/radius ea", "replicas", f"≥ (tau+1)/{EA_MAX_REPLICA_LAGS}"),
@@ -93,17 +106,16 @@ TABLE = (
     ("radius --certify", "degree (state size)", f"≤ {CERTIFY_MAX_DEGREE}"),
     ("t1-audit", "steps × stages", f"≤ {T1_AUDIT_MAX_CELLS:,}"),
     ("train/validate", "modes × degree (rate prediction)", f"≤ {RATE_PREDICTION_MAX_WORK:,}"),
+    ("train/validate", "modes × degree (max-lr, Δ or Φ ≠ 0)", f"≤ {MODES_MAX_LR_MAX_WORK:,}"),
+    ("validate (mlp)", "rows × steps × (samples × params + 1e4)", f"≤ {VALIDATE_MLP_MAX_WORK:.0e}"),
     ("train/validate/coupled", "steps per run", f"≤ {TRAIN_MAX_STEPS:,}"),
     ("noise/tradeoff", "parameters × state size", f"≤ {NOISE_MAX_STATE}"),
     ("noise/net noise", "lr × λmax (in magnitude)", f"≤ {NOISE_MAX_STEP_CURVATURE:.0e}"),
     ("noise per stage", "min(d(d+1)/2, 48) × (slots read)³", f"≤ {NOISE_MAX_STAGED_WORK:.1e}"),
-    (
-        "net noise per stage",
-        "min(d(d+1)/2, 48) × (slots read)³",
-        f"≤ {NET_NOISE_MAX_STAGED_WORK:.1e}",
-    ),
+    ("net noise per stage", "min(d(d+1)/2, 48) × (slots read)³",
+     f"≤ {NET_NOISE_MAX_STAGED_WORK:.1e}"),
     ("tradeoff", "Σ points × d(d+1)/2 × (state size)³", f"≤ {TRADEOFF_MAX_WORK:.1e}"),
-)
+)  # fmt: skip
 """(command, what is limited, the limit) rows, as in docs/limits.md and ``--help``."""
 
 
@@ -132,8 +144,10 @@ __all__ = [
     "HEATMAP_MAX_POINTS_PER_AXIS",
     "HEATMAP_MAX_WORK",
     "MAX_DELAY",
+    "MODES_MAX_LR_MAX_WORK",
     "RATE_PREDICTION_MAX_WORK",
     "T1_AUDIT_MAX_CELLS",
     "TABLE",
+    "VALIDATE_MLP_MAX_WORK",
     "help_text",
 ]

@@ -265,7 +265,7 @@ def test_equal_delays_on_any_hessian_are_the_scalar_bound():
 
 
 def test_hull_reach_bounds_the_exact_reach():
-    """The dual (support-function) reach is an upper bound within 2 % of the exact one."""
+    """The reach is an upper bound within 2 % of the exact one (it is in fact the exact one)."""
     rng = np.random.default_rng(0)
     pts = rng.standard_normal((200, 7)) + 1j * rng.standard_normal((200, 7))
     z = np.concatenate([np.zeros((200, 1)), pts], axis=1)
@@ -279,6 +279,33 @@ def test_hull_reach_bounds_the_exact_reach():
     bound = _hull_reach(pts)
     assert np.all(bound >= exact * (1 - 1e-12))
     assert np.all(bound <= exact * 1.02 + 1e-12)
+
+
+def test_hull_reach_is_the_linear_program_optimum():
+    """max X s.t. −X = Σ λ_i p_i, Σ λ_i ≤ 1, λ ≥ 0 (scipy's HiGHS) on random points, points on
+    the axis and rows with every point on one side: the reach equals it to 1e-9."""
+    from scipy.optimize import linprog
+
+    rng = np.random.default_rng(3)
+    pts = rng.standard_normal((60, 5)) + 1j * rng.standard_normal((60, 5))
+    pts[:10, 2] = pts[:10, 2].real  # on the axis
+    pts[10:20] = pts[10:20].real + 1j * np.abs(pts[10:20].imag)  # all above
+    pts[20:25] = -np.abs(pts[20:25].real) - 1j * np.abs(pts[20:25].imag)  # all below
+    got = _hull_reach(pts)
+    for n, row in enumerate(pts):
+        # variables (λ_1..λ_m, X): minimise −X; Re: Σλ Re p + X = 0; Im: Σλ Im p = 0
+        eq = np.vstack([np.r_[row.real, 1.0], np.r_[row.imag, 0.0]])
+        res = linprog(
+            np.r_[np.zeros(row.size), -1.0],
+            A_ub=[np.r_[np.ones(row.size), 0.0]],
+            b_ub=[1.0],
+            A_eq=eq,
+            b_eq=[0.0, 0.0],
+            bounds=[(0, None)] * (row.size + 1),
+        )
+        assert res.status == 0
+        assert got[n] == pytest.approx(-res.fun, abs=1e-9, rel=1e-9), n
+    assert np.all(got[10:25] == 0.0) and np.count_nonzero(got[25:]) > 20  # one side: 0 only
 
 
 # -- building systems ---------------------------------------------------------------------------

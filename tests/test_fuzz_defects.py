@@ -338,3 +338,26 @@ def test_data_whose_squares_overflow_are_refused_naming_data(tmp_path):
     argv = ["validate", "--rules", "sgd", "--schedule", "pipemare", "--stages", "3",
             "--steps", "200", "--data", str(huge)]  # fmt: skip
     assert "overflows" in _refused_naming(argv, "--data")
+
+
+def test_validate_on_an_mlp_is_refused_above_its_work_limit():
+    """`validate --rules sgd --problem mlp --task classification` (cpusmall's target as 99
+    classes: 567 parameters) took 56-65 s of CPU; it is refused in one line naming --steps by
+    the documented cost model, which admits the default regression MLP (13.6 s) and one τ of
+    the classification."""
+    from stability.api.validate import _check_mlp_work
+    from stability.limits import VALIDATE_MLP_MAX_WORK
+    from stability.trainer.mlp import MLP
+
+    argv = ["validate", "--rules", "sgd", "--problem", "mlp", "--task", "classification"]
+    err = _refused_naming(argv, "--steps")
+    assert "4 rows" in err and "128 samples × 567 parameters" in err and "5e+08" in err
+    X, protocol = np.zeros((128, 12)), type("P", (), {"steps": 5000, "seeds": (0, 1, 2)})
+    regression = MLP(X, np.zeros(128), hidden=(4, 4))
+    classes = MLP(X, np.arange(128) % 99, hidden=(4, 4), task="classification")
+    assert (regression.dim, classes.dim) == (77, 567)
+    _check_mlp_work(regression, 4, protocol, None)  # 4 × 5000 × (128·77 + 10⁴) = 4.0e8
+    _check_mlp_work(classes, 1, protocol, None)  # 4.1e8
+    with pytest.raises(ValueError, match="steps: .* × 3 seeds"):  # 3 × 4 × 5000 × (64·77 + 10⁴)
+        _check_mlp_work(regression, 4, protocol, 64)
+    assert 4 * 5000 * (128 * 77 + 10_000) < VALIDATE_MLP_MAX_WORK

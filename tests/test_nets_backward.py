@@ -409,6 +409,10 @@ def test_edge_summary_reads_plateau_reached_and_ratio():
     assert not low.reached and low.plateau is None and low.edge_ratio is None
     gone = edge_summary(samples, 10.0, 100, diverged=True)
     assert gone.reached and gone.plateau is None
+    # reached inside the last quarter: the approach before the first reach is not the plateau
+    late = [(0, 2.0), (50, 6.0), (80, 8.0), (90, 9.4), (100, 9.6)]
+    s = edge_summary(late, 10.0, 100, diverged=False)
+    assert s.first_reached == 90 and s.plateau == pytest.approx(9.5)
 
 
 def test_net_train_sharpness_and_current_backward_json(tmp_path, capsys):

@@ -78,7 +78,7 @@ def test_a_few_hundred_adam_steps_warn_in_json_and_text(tmp_path, capsys):
     found = _adam_classifier()
     net, lam, g, w = _dense(found)
     assert lam[0] < -NEGATIVE_TOL * lam[-1]  # a saddle: the dense Hessian says so too
-    r = net_max_lr(net, "sgd", tau=2, k=3)
+    r = net_max_lr(net, "sgd", tau=2, k=3, negative=True)
     [warning] = [x for x in r.warnings if "minimum" in x]
     assert "--sharpness-every" in warning and "edge of stability" in warning
     assert r.gradient_norm == pytest.approx(g, rel=1e-9)
@@ -104,3 +104,27 @@ def test_a_few_hundred_adam_steps_warn_in_json_and_text(tmp_path, capsys):
     )
     text = capsys.readouterr().out
     assert "warning: not at a minimum" in text
+
+
+def test_max_lr_searches_the_negative_end_only_where_the_warning_needs_it(tmp_path, monkeypatch):
+    """The gradient alone shows the Adam classifier is not at a minimum: by default the search
+    is skipped (negative_ratio None), the warning stays, the answer is the same; at the L-BFGS
+    minimum the search runs (test_an_lbfgs_minimum_does_not_warn)."""
+    import stability.nets.public as public
+
+    net = problem_from_dict(_adam_classifier())
+    calls = []
+    real = public.negative_end
+    monkeypatch.setattr(public, "negative_end", lambda *a, **k: calls.append(1) or real(*a, **k))
+    quick = net_max_lr(net, "sgd", tau=2, k=3)
+    assert calls == [] and quick.negative_ratio is None and quick.negative_eigenvalues == []
+    [warning] = [x for x in quick.warnings if "minimum" in x]
+    assert "‖∇f‖" in warning and "saddle" not in warning
+    full = net_max_lr(net, "sgd", tau=2, k=3, negative=True)
+    assert calls == [1] and full.negative_ratio < -NEGATIVE_TOL
+    assert quick.max_lr == full.max_lr and quick.gradient_scale == full.gradient_scale
+    never = net_max_lr(net, "sgd", tau=2, k=3, negative=False)
+    assert calls == [1] and never.negative_ratio is None and never.warnings == quick.warnings
+    monkeypatch.setenv("STABILITY_CACHE", str(tmp_path))
+    at_minimum = net_max_lr(problem_from_dict(_lbfgs_fitted()), "sgd", tau=2, k=3)
+    assert calls == [1, 1] and at_minimum.negative_ratio is not None

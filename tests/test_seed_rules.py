@@ -243,8 +243,10 @@ def test_spectrain_horizons_on_a_pb_pipeline():
     assert _max_lr("spectrain", tau=4) == pytest.approx(_max_lr("lwp-v", tau=4), rel=1e-12)
 
 
-@pytest.mark.parametrize("s, tau", [(0.9, 4), (0.97, 16), (0.99, 1)])
+@pytest.mark.parametrize("s, tau", [(0.9, 4), (0.97, 16), (0.99, 1), (1e-12, 16), (1e-30, 9)])
 def test_gradient_shrinking_raises_the_threshold_by_s_to_the_minus_tau(s, tau):
+    """Also where s^τ ~ 1e-192 (|lr-coefficient|² underflows unless the locus rescales it:
+    it answered 0, "stable for no lr", t1-audit's fuzz, issue 25)."""
     shrunk = _max_lr("shrink", tau=tau, momentum=0.9, shrink_factor=s)
     assert shrunk == pytest.approx(_max_lr("momentum", tau=tau, momentum=0.9) / s**tau, rel=1e-10)
 

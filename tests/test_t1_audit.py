@@ -104,6 +104,9 @@ def test_cli_json_and_pipeline_delays(capsys):
         (["--taus", "1", "--tau", "3"], "--tau is set per stage by the audit"),
         ([], "give the stage delays with taus or with pipeline"),
         (["--pipeline", "pipemare"], "--pipeline is written NAME:P[:N]"),
+        # the schedule's own words name its parameters: prefixed with the flag (outsider fuzz)
+        (["--pipeline", "nosuch:3"], "--pipeline 'nosuch:3': schedule must be one of"),
+        (["--pipeline", "pipemare:0"], "--pipeline 'pipemare:0': stages must be an integer"),
     ],
 )
 def test_cli_errors_are_one_line(capsys, extra, needle):
@@ -119,3 +122,17 @@ def test_steps_above_the_table_limit_are_refused_up_front(capsys):
     assert main([*argv, "--steps", "1000000000", "--taus", "1,4"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "steps must be ≤ 2000000 with 2 stages" in err
+
+
+def test_text_report_of_a_stage_stable_for_no_lr_prints_no_infinity(monkeypatch):
+    """A stage whose max lr is 0 makes the ratio inf: the text report says so in words
+    instead of "margin -inf" and "inf×" (the outsider's fuzz, issue 25)."""
+    from stability.analysis import rescheduling
+    from stability.cli.commands.t1_audit import report
+
+    monkeypatch.setattr(rescheduling, "stage_max_lr", lambda name, values, taus: {1: 0.5, 4: 0.0})
+    result = audit("sgd", {"lam": 1.0}, parse_schedule("constant:0.1"), [1, 4], 10, 20)
+    assert result.margin == -math.inf and not result.safe
+    text = report(result)
+    assert "inf" not in text and "stable for no lr > 0" in text
+    assert "stage 1 (τ = 4): steps 0–19, its max stable lr is 0" in text

@@ -83,6 +83,29 @@ def test_consistent_gradient_is_the_derivative_of_the_loss(data, task):
     )
 
 
+@pytest.mark.parametrize("scale", [1.0, 300.0, 3000.0])
+def test_softmax_output_error_against_logsumexp(scale):
+    """Loss and ∂/∂z of the classification output against scipy's logsumexp/softmax: logits
+    below 600 in magnitude (no shift), beyond it (row-max shift) and far beyond (exponents
+    below −700, raised to −700: p changes by < 1e-304 absolute)."""
+    from scipy.special import logsumexp, softmax
+
+    rng = np.random.default_rng(1)
+    B, C = 7, 5
+    mlp = MLP(np.zeros((B, 2)), np.arange(B) % C, hidden=(2,), task="classification")
+    z = scale * rng.standard_normal((3, B, C))
+    loss, delta = mlp._output_error(z, mlp.y)
+    rows = np.arange(B)
+    want_loss = logsumexp(z, axis=-1) - z[:, rows, mlp.y]
+    want = softmax(z, axis=-1)
+    want[:, rows, mlp.y] -= 1.0
+    np.testing.assert_allclose(loss, want_loss, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(delta, want / B, rtol=1e-13, atol=1e-300)
+    nan = z.copy()
+    nan[0, 0, 0] = np.nan  # a diverged run stays NaN (the trainer freezes it)
+    assert np.isnan(mlp._output_error(nan, mlp.y)[0][0, 0])
+
+
 def test_pass_jacobians_add_up_to_the_hessian(data):
     X, y = data
     mlp = MLP(X, y, hidden=(3, 3), weight_decay=0.1)

@@ -57,6 +57,39 @@ def test_prediction_is_min_over_eigenvalues_of_scalar_max_lr(name, params):
     )
 
 
+@pytest.mark.parametrize(
+    "name, params",
+    [("discrepancy", {"tau_fwd": 6, "tau_bkwd": 2}), ("dc", {"tau": 5, "dc_lambda": 0.5})],
+)
+def test_modes_with_delta_are_each_mode_verified_to_its_own_max_lr(name, params):
+    """With Δ, Φ ≠ 0 every mode has its own locus; the prediction (each mode checked only
+    below the least crossing, `min_max_lr_grid`) is the least of the per-mode `max_lr`."""
+    from stability.analysis.modes import Modes
+
+    rule, _ = build_rule(name, **params)
+    rng = np.random.default_rng(4)
+    lam = np.sort(rng.uniform(0.05, 4.0, 9))
+    modes = Modes(lam, 0.2 * lam * rng.uniform(-1, 1, 9), 0.1 * lam * rng.uniform(0, 1, 9))
+    scalar = [
+        max_lr(rule, QuadraticModel(float(a), float(b), float(c))).max_lr
+        for a, b, c in zip(modes.lam, modes.delta, modes.phi, strict=True)
+    ]
+    assert predicted_max_lr(rule, modes) == pytest.approx(min(scalar), rel=1e-12)
+
+
+def test_max_lr_prediction_on_modes_with_delta_is_left_out_above_its_work_limit():
+    """77 modes × degree > 2e6 (τ = 30,000): a note at once, no internal error; the limit is
+    the documented one."""
+    from stability.analysis.modes import Modes, predict_modes
+    from stability.limits import MODES_MAX_LR_MAX_WORK
+
+    rule, _ = build_rule("dc", tau=30_000)
+    lam = np.linspace(0.1, 1.0, 77)
+    out = predict_modes(rule, Modes(lam, 0.01 * lam, 0.0 * lam), lr=0.01)
+    assert out.max_lr is None and out.log_rate is None
+    assert f"{MODES_MAX_LR_MAX_WORK:,}" in out.note and "77 × 3000" in out.note
+
+
 def test_flat_directions_are_dropped_and_counted():
     modes = modes_from_hessian(np.diag([0.0, 1e-20, 2.0]))
     assert modes.lam.tolist() == [2.0] and modes.dropped == 2

@@ -119,6 +119,22 @@ def max_lr_grid(rule: Rule, model: QuadraticModel) -> tuple[np.ndarray, np.ndarr
     return lr.reshape(grid), theta.reshape(grid)
 
 
+def min_max_lr_grid(rule: Rule, model: QuadraticModel) -> float:
+    """min over a parameter grid of `max_lr_grid` (``inf``: every point is stable for every lr).
+
+    The same boundary locus, but a grid point only has to be verified stable below the
+    smallest crossing found so far (the running minimum, every point's first crossing being
+    an upper bound of its max lr), not below its own: points far above the minimum cost
+    one sampling of the circle and no resampling (module doc, step 4).  The points are
+    visited largest lr-coefficient first, where the minimum usually is.
+    """
+    cp = characteristic_polynomial(rule, model)
+    if not cp.is_affine:
+        raise ValueError("min_max_lr_grid needs a polynomial affine in lr (use max_lr per point)")
+    lr, _ = _locus(*_affine_parts(cp), precise=False, minimum=True)
+    return float(np.min(lr))
+
+
 def _result(lr: float, theta: float, method: str) -> MaxLr:
     if math.isinf(lr):
         return MaxLr(None, None, method)
@@ -144,23 +160,38 @@ def _stack(poly: SparsePoly, grid: tuple[int, ...]) -> tuple[np.ndarray, np.ndar
     return ks, cs
 
 
-def _locus(A: SparsePoly, B: SparsePoly, *, precise: bool) -> tuple[np.ndarray, np.ndarray]:
+def _locus(
+    A: SparsePoly, B: SparsePoly, *, precise: bool, minimum: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """First positive crossing lr and its angle for each grid point (flattened).
 
     Columns are processed in chunks (bounded memory).  Each result is verified on the samples
     already taken: stable just below lr₁ (module doc, step 4); where it is not, stable at
     lr₁/2 decides between "no lr > 0 is stable" (0) and a crossing missed between samples
-    (those columns are resampled 4× and 16× finer).
+    (those columns are resampled 4× and 16× finer).  With ``minimum`` only the least lr is
+    wanted: lr₁ is replaced in those checks by min(lr₁, the least crossing found so far), and
+    the columns are visited largest max|B| first; the other entries are then upper bounds.
     """
     grid = np.broadcast_shapes(*(np.shape(c) for p in (A, B) for c in p.terms.values()))
     ka, ca = _stack(A, grid)
     kb, cb = _stack(B, grid)
+    # lr·B is solved as (lr·scale)·(B/scale), scale the power of 2 nearest max|B|: the
+    # crossing angles do not change, nothing is rounded (the results are bit for bit those
+    # without it), and |B|² cannot underflow when B's coefficients are tiny (Gradient
+    # Shrinking: s^τ ~ 1e-192 made every lr look unstable)
+    top = np.max(np.abs(cb), axis=0)
+    scale = np.where((top > 0) & np.isfinite(top), np.ldexp(1.0, np.frexp(top)[1]), 1.0)
+    cb = cb / scale
     degree = int(max(ka.max(), kb.max()))
     best_lr = np.full(ca.shape[1], np.inf)
     best_theta = np.full(ca.shape[1], np.nan)
     chunk = max(1, 2_000_000 // (8 * degree + 80))
+    order = np.argsort(-scale, kind="stable") if minimum else None
+    least = np.inf  # the least crossing found so far (minimum: the checks stop there)
     for start in range(0, ca.shape[1], chunk):
         cols = np.arange(start, min(start + chunk, ca.shape[1]))
+        if order is not None:
+            cols = order[cols]
         for density in (8, 32, 128):
             circle = _Circle(ka, ca[:, cols], kb, cb[:, cols], density * (degree + 2))
             lr, theta = circle.first_crossings()
@@ -170,13 +201,16 @@ def _locus(A: SparsePoly, B: SparsePoly, *, precise: bool) -> tuple[np.ndarray, 
             # stable just below lr₁ ⇒ stable on (0, lr₁): no crossing was found below lr₁.
             # If not, either a crossing fell between samples (resample finer) or nothing is
             # stable for small lr (then lr₁/2 is not stable either: the result is 0).
-            finite = np.isfinite(lr)
-            below = circle.stable(np.where(finite, lr * (1 - _BELOW), 1.0), degree)
+            if minimum:  # in units of the true lr (each column's lr is scaled by its own B)
+                least = min(least, float(np.min(lr / scale[cols])))
+            check = np.minimum(lr, least * scale[cols])
+            finite = np.isfinite(check)
+            below = circle.stable(np.where(finite, check * (1 - _BELOW), 1.0), degree)
             best_lr[cols], best_theta[cols] = lr, theta
             failed = ~below
             if not failed.any():
                 break
-            half = circle.stable(np.where(finite, 0.5 * lr, 1.0), degree)
+            half = circle.stable(np.where(finite, 0.5 * check, 1.0), degree)
             never = failed & ~half
             best_lr[cols[never]], best_theta[cols[never]] = 0.0, np.nan
             retry = failed & half & finite
@@ -185,7 +219,7 @@ def _locus(A: SparsePoly, B: SparsePoly, *, precise: bool) -> tuple[np.ndarray, 
             if density == 128:  # unresolved after 16× resampling: report it, do not guess
                 raise ArithmeticError("max lr: a crossing could not be resolved on the circle")
             cols = cols[retry]
-    return best_lr, best_theta
+    return best_lr / scale, best_theta
 
 
 class _Circle:

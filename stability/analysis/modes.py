@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from stability.analysis.boundary import max_lr, max_lr_grid
+from stability.analysis.boundary import max_lr, max_lr_grid, min_max_lr_grid
 from stability.dynamics.linear import characteristic_polynomial, depends_on_lr_lam_only
-from stability.limits import RATE_PREDICTION_MAX_WORK
+from stability.limits import MODES_MAX_LR_MAX_WORK, RATE_PREDICTION_MAX_WORK
 from stability.quadratic import QuadraticModel
 from stability.rules.base import Rule
 from stability.spectrum import dominant_point, dominant_root, dominant_root_at
@@ -98,16 +98,25 @@ def predicted_max_lr(rule: Rule, modes: Modes) -> float | None:
 
     When the rule sees lr and λ only as lr·λ and the modes have Δ = Φ = 0 (linear
     regression), one solve at λ = 1 gives x_max and the minimum is x_max/max_k λ_k;
-    otherwise all modes at once by the batched boundary locus; rules it does not cover
+    otherwise all modes at once by the batched boundary locus, each verified only below the
+    least crossing (`stability.analysis.boundary.min_max_lr_grid`); rules it does not cover
     (periodic, or not affine in lr) mode by mode with `stability.analysis.boundary.max_lr`
-    (Floquet / bisection).
+    (Floquet / bisection).  Refused (`ValueError`) above `MODES_MAX_LR_MAX_WORK` modes ×
+    degree on the batched path.
     """
     if not modes.delta.any() and not modes.phi.any() and depends_on_lr_lam_only(rule):
         unit = QuadraticModel(1.0)  # max lr = x_max/λ: one solve
         x_max = max_lr_grid(rule, unit)[0] if _batched(rule) else max_lr(rule, unit).max_lr
         lr = np.asarray(_inf_if_none(x_max), dtype=float) / np.max(modes.lam)
     elif _batched(rule):
-        lr = max_lr_grid(rule, modes.model())[0]
+        degree = characteristic_polynomial(rule, QuadraticModel(1.0)).degree
+        if modes.lam.size * degree > MODES_MAX_LR_MAX_WORK:
+            raise ValueError(
+                "tau too large for a max-lr prediction on modes with Δ or Φ: modes × degree "
+                f"must be ≤ {MODES_MAX_LR_MAX_WORK:,} (docs/limits.md), got {modes.lam.size} "
+                f"× {degree}"
+            )
+        lr = np.asarray(min_max_lr_grid(rule, modes.model()))
     else:
         lr = np.array([_inf_if_none(max_lr(rule, m).max_lr) for m in _mode_models(modes)])
     best = float(np.min(lr))
@@ -174,11 +183,12 @@ def predict_modes(rule: Rule, modes: Modes, lr: Any = None) -> Prediction:
 
     Periodic rules are predicted mode by mode through their Floquet monodromy and rules whose
     polynomial is not affine in lr by bisection; if the analysis still cannot answer (it raises
-    `ValueError`), the trainer still trains and measures, and this returns ``None`` and why.
+    `ValueError`, or `ArithmeticError` for a crossing it cannot resolve), the trainer still
+    trains and measures, and this returns ``None`` and why.
     """
     try:
         max_lr = predicted_max_lr(rule, modes)
-    except ValueError as err:
+    except (ValueError, ArithmeticError) as err:  # a limit, or a crossing left unresolved
         return Prediction(None, None, f"no scalar prediction: {err}")
     try:
         log_rate = None if lr is None else modes_log_rate(rule, modes, lr)

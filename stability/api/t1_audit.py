@@ -77,7 +77,10 @@ def _stage_delays(taus: Sequence[int] | None, pipeline: str | None) -> list[int]
         sizes = []
     if not 1 <= len(sizes) <= 2:
         raise ValueError(f"pipeline is written NAME:P[:N], got {pipeline!r}")
-    return schedule(parts[0], *sizes).tau_fwd.tolist()
+    try:
+        return schedule(parts[0], *sizes).tau_fwd.tolist()
+    except ValueError as err:  # its words name the schedule's own parameters (stages, …)
+        raise ValueError(f"pipeline {pipeline!r}: {err}") from None
 
 
 __all__ = ["Audit", "UnsafeWindow", "t1_audit"]

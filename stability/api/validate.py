@@ -11,7 +11,7 @@ from typing import Any
 from stability.api.commands import command
 from stability.api.resolve import check_params, rule_name
 from stability.api.setup import build, problem_options, schedule_sets, trainer_inputs
-from stability.limits import TRAIN_MAX_STEPS
+from stability.limits import TRAIN_MAX_STEPS, VALIDATE_MLP_MAX_WORK
 from stability.options import check_options
 from stability.result import Result, output
 
@@ -108,6 +108,7 @@ def validate(
     start = time.monotonic()
     model, dataset, setup = build(options, fit_seed=fit_seed)
     total = len(names) * (len(taus) if pipe is None else 1)
+    _check_mlp_work(model, total, protocol, batch)
     counted = None if progress is None else (lambda done: progress(done, total))
     if pipe is None:
         rows = validate_uniform(setup, names, values, taus, protocol, batch=batch, progress=counted)
@@ -125,6 +126,26 @@ def validate(
         pipeline=None if pipe is None else pipe.describe(model.stage_sizes(pipe.stages)),
         seconds=time.monotonic() - start,
     )
+
+
+def _check_mlp_work(model, rows: int, protocol, batch: int | None) -> None:
+    """Refuse an MLP validation above `VALIDATE_MLP_MAX_WORK` (its cost model, docs/limits.md):
+    rows × steps × (B·p + 10,000), × the seeds with minibatches."""
+    from stability.trainer.mlp import MLP
+
+    if not isinstance(model, MLP):
+        return
+    rows_per_step = batch or model.samples
+    repeats = len(protocol.seeds) if batch else 1
+    work = rows * protocol.steps * (rows_per_step * model.dim + 10_000) * repeats
+    if work > VALIDATE_MLP_MAX_WORK:
+        seeds = f" × {repeats} seeds" if batch else ""
+        raise ValueError(
+            f"steps: an MLP validation of {rows} rows (rules × taus) × {protocol.steps} steps × "
+            f"({rows_per_step} samples × {model.dim} parameters + 10,000){seeds} = {work:.2g} "
+            f"exceeds {VALIDATE_MLP_MAX_WORK:.0e} (docs/limits.md); use fewer taus or rules, "
+            "fewer steps or samples"
+        )
 
 
 def _names(rules: Sequence[Any] | str) -> tuple[str, ...]:

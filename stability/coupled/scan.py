@@ -108,30 +108,27 @@ def _small_lr(system: CoupledSystem) -> tuple[bool, float, str]:
 # -- step 2: where crossings can be -------------------------------------------------------------
 
 
-_ANGLES = np.linspace(-0.5 * math.pi, 0.5 * math.pi, 66)[1:-1]
-_STEP = _ANGLES[1] - _ANGLES[0]
+_PAIRS_PER_CHUNK = 2_000_000  # point pairs evaluated at a time by `_hull_reach`
 
 
 def _hull_reach(points: np.ndarray) -> np.ndarray:
-    """An upper bound on the reach X = max{X : −X ∈ conv(0, points[n, :])} per row n.
+    """The reach X = max{X : −X ∈ conv(0, points[n, :])} per row n, exactly.
 
-    By duality −X ∈ conv S iff −X·cos φ ≤ h_S(φ) for every direction φ (h_S the support
-    function), so X = min_α h_S(π + α)/cos α over α ∈ (−π/2, π/2); every α gives an upper
-    bound (the region it defines contains every crossing).  The minimum is taken over a grid
-    of 64 angles, then over 33 angles around the best one.
+    A convex hull of finitely many points meets the real axis in the segment spanned by the
+    points on the axis and the intercepts of the segments [p, q] joining a point p above the
+    axis to a point q below it (a point of the hull on a line is a convex combination of at
+    most two points on opposite sides of that line, Carathéodory in the plane); 0 belongs to
+    the hull, so X = max(0, −(the least of those abscissae)).  O(m²) per row of m points.
     """
     x, y = points.real, points.imag
-
-    def reach(alpha):  # alpha (n, k)
-        c, s = np.cos(math.pi + alpha), np.sin(math.pi + alpha)
-        support = np.max(x[:, :, None] * c[:, None, :] + y[:, :, None] * s[:, None, :], axis=1)
-        return np.maximum(0.0, support) / np.cos(alpha)
-
-    coarse = np.broadcast_to(_ANGLES, (x.shape[0], _ANGLES.size))
-    best = coarse[np.arange(x.shape[0]), np.argmin(reach(coarse), axis=1)]
-    fine = best[:, None] + _STEP * np.linspace(-1.0, 1.0, 33)
-    fine = np.clip(fine, -0.5 * math.pi + 1e-9, 0.5 * math.pi - 1e-9)
-    return np.min(reach(fine), axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cross = (x[:, :, None] * -y[:, None, :] + x[:, None, :] * y[:, :, None]) / (
+            y[:, :, None] - y[:, None, :]
+        )
+    across = (y[:, :, None] > 0) & (y[:, None, :] < 0)
+    least = np.min(np.where(across, cross, np.inf), axis=(1, 2))
+    on_axis = np.min(np.where(y == 0, x, np.inf), axis=1, initial=np.inf)
+    return np.maximum(0.0, -np.minimum(least, on_axis))
 
 
 def _bound(freq: FrequencyResponse, s: np.ndarray) -> np.ndarray:
@@ -149,10 +146,15 @@ def _bound(freq: FrequencyResponse, s: np.ndarray) -> np.ndarray:
         if np.allclose(H, H.T, rtol=0, atol=1e-12 * np.max(np.abs(H))):
             lam = np.linalg.eigvalsh(H)
             if lam[0] >= -1e-12 * lam[-1]:
+                # all but the last cell carry their 2P responses, then zeros (the origin)
+                half = cells.shape[2] // 2
+                body = cells[0, :-1, :half]
                 out = np.empty(cells.shape[1])
-                for c in range(0, out.size, 128):
-                    out[c : c + 128] = lam[-1] * _hull_reach(cells[0, c : c + 128])
-                return out
+                rows = max(1, _PAIRS_PER_CHUNK // half**2)
+                for c in range(0, body.shape[0], rows):
+                    out[c : min(c + rows, body.shape[0])] = _hull_reach(body[c : c + rows])
+                out[-1] = _hull_reach(cells[0, -1:])[0]
+                return lam[-1] * out
     norms = [np.linalg.norm(C, 2) for C in freq.C]
     return sum(nrm * np.max(np.abs(cells[k]), axis=1) for k, nrm in enumerate(norms))
 

@@ -57,6 +57,9 @@ class PreconditionedTracker(SharpnessTracker):
 
         return cls(setup.net, every, current)
 
+    def scale(self) -> torch.Tensor | None:
+        return self.scale_of()
+
     def _record(self, step: int, w: torch.Tensor) -> None:
         s = self.scale_of()
         if s is None:

@@ -209,15 +209,8 @@ def curvature(
         pairs = lanczos(stage_op, stage_k or k, seed=seed, tol=tol)
         hvps += pairs.hvps
         stage_vals.append(pairs.values)
-    negative = np.zeros(0)
-    if negative_k and negative_maxiter:
-        low_tol = max(1e-8, default_tol(problem))
-        low = lanczos(
-            op, negative_k, which="SA", seed=seed + 1, tol=low_tol, maxiter=negative_maxiter
-        )
-        hvps += low.hvps
-        cut = -NEGATIVE_TOL * max(float(top.values[0]), 0.0)
-        negative = np.sort(low.values[low.values < cut])
+    negative, low_hvps = negative_end(op, top.values[0], negative_k, negative_maxiter, seed + 1)
+    hvps += low_hvps
     return Curvature(
         eigenvalues=top.values,
         eigenvectors=top.vectors,
@@ -228,6 +221,21 @@ def curvature(
         seconds=time.perf_counter() - start,
         method=f"{top.method} on {problem.hvp_mode} HVPs (torch.func)",
     )
+
+
+def negative_end(
+    op: HessianOperator, lam_max: float, k: int = 5, maxiter: int = 30, seed: int = 1
+) -> tuple[np.ndarray, int]:
+    """(the eigenvalues below −`NEGATIVE_TOL`·λ_max among the ``k`` smallest, ascending;
+    HVPs): ARPACK's ``which="SA"`` with at most ``maxiter`` restarts (`curvature`'s negative
+    end; those not converged in that budget are not reported; ``k`` or ``maxiter`` 0: no
+    search)."""
+    if not k or not maxiter:
+        return np.zeros(0), 0
+    low_tol = max(1e-8, default_tol(op.problem))
+    low = lanczos(op, k, which="SA", seed=seed, tol=low_tol, maxiter=maxiter)
+    cut = -NEGATIVE_TOL * max(float(lam_max), 0.0)
+    return np.sort(low.values[low.values < cut]), low.hvps
 
 
 def top_eigenpair(
@@ -282,5 +290,6 @@ __all__ = [
     "default_tol",
     "dense_hessian",
     "lanczos",
+    "negative_end",
     "top_eigenpair",
 ]

@@ -75,12 +75,16 @@ def nearness_output(name: str) -> Any:
 
 
 def nearness(
-    problem: NetProblem, lam_max: float, negative_eigenvalues: np.ndarray | None
+    problem: NetProblem,
+    lam_max: float,
+    negative_eigenvalues: np.ndarray | None,
+    gradient_norm: float | None = None,
 ) -> Nearness:
     """`Nearness` at the problem's weights from λ₁ and the negative eigenvalues found
-    (``None``: the bottom of the spectrum was not searched)."""
+    (``None``: the bottom of the spectrum was not searched); ``gradient_norm``: ‖∇f(w)‖ if
+    already known (else computed)."""
     w = problem.w_star
-    g = float(problem.gradient(w).detach().norm())
+    g = float(problem.gradient(w).detach().norm()) if gradient_norm is None else gradient_norm
     scale = float(lam_max) * float(w.detach().norm())
     gradient_scale = g / scale if scale > 0 else None
     negative_ratio = None
@@ -105,4 +109,19 @@ def nearness(
     return Nearness(g, gradient_scale, negative_ratio, warning)
 
 
-__all__ = ["GRADIENT_TOL", "NEGATIVE_TOL", "Nearness", "nearness"]
+def nearness_searched(
+    problem: NetProblem, lam_max: float, search, always: bool = False
+) -> tuple[Nearness, np.ndarray | None]:
+    """(`Nearness`, the negative eigenvalues or ``None``), calling ``search()`` — the search of
+    the bottom of the spectrum, an eigen-solve that can cost more than the top one — only when
+    its answer can change the verdict: when the gradient alone does not already show that the
+    weights are not at a minimum (or ``always``).  Without the search the warning, if any, is
+    the gradient's, and true; ``negative_ratio`` is then ``None`` (not searched)."""
+    first = nearness(problem, lam_max, None)
+    if first.warning is not None and not always:
+        return first, None
+    negatives = search()
+    return nearness(problem, lam_max, negatives, first.gradient_norm), negatives
+
+
+__all__ = ["GRADIENT_TOL", "NEGATIVE_TOL", "Nearness", "nearness", "nearness_searched"]

@@ -20,8 +20,8 @@ import numpy as np
 
 from stability.checks import check_integer
 from stability.nets.bracket import NetProtocol, measure_log_rate, measure_max_lr
-from stability.nets.curvature import curvature
-from stability.nets.minimum import nearness, nearness_output
+from stability.nets.curvature import HessianOperator, curvature, negative_end
+from stability.nets.minimum import nearness, nearness_output, nearness_searched
 from stability.nets.prediction import (
     DEFAULT_SCHEDULE,
     net_rules,
@@ -205,6 +205,19 @@ def _rate_error(predicted: float | None, measured: float | None) -> float | None
     return math.log(measured) / math.log(predicted) - 1
 
 
+def _nearness(net: NetProblem, lam_max: float, negative: bool | None):
+    """(`Nearness`, negative eigenvalues or None) with the negative end searched as
+    ``negative`` says (None: where the warning needs it; `net_max_lr`)."""
+    if negative is False:
+        return nearness(net, lam_max, None), None
+
+    def search():
+        op = HessianOperator(net)
+        return negative_end(op, lam_max, seed=1)[0]
+
+    return nearness_searched(net, lam_max, search, always=bool(negative))
+
+
 def _near_fields(near) -> dict[str, Any]:
     """The not-at-a-minimum fields and warning (`stability.nets.minimum`, issue 26 item 3)."""
     return {
@@ -228,7 +241,11 @@ class NetMaxLr(Result):
     crossing_angle: float | None = output("θ of the critical root e^{iθ}", "rad")
     critical_stage: int | None = output("stage (1 … P) carrying most of the critical mode")
     eigenvalues: list = output("top eigenvalues used (rank k), descending", "1/lr")
-    negative_eigenvalues: list = output("negative eigenvalues found (left out, see docs)", "1/lr")
+    negative_eigenvalues: list = output(
+        "negative eigenvalues found (left out, see docs); searched only when the gradient does "
+        "not already show the weights are not at a minimum",
+        "1/lr",
+    )
     rank: int = output("k: eigenpairs of the curvature in the coupled analysis")
     truncation_change: float | None = output("relative change of max_lr from rank k/2 to k")
     schedule: str = output("pipemare, pipedream, pb, gpipe or uniform")
@@ -296,7 +313,7 @@ def net_max_lr(
     measure_steps: int | None = None,
     dtype: str | None = None,
     device: str | None = None,
-    negative: bool = True,
+    negative: bool | None = None,
     precond_from: str | None = None,
     granularity: str = "layer",
     **params: Any,
@@ -308,8 +325,11 @@ def net_max_lr(
     (`stability.nets.lowrank`), beside the scalar bound (PipeMare Lemma 1-3 at (λ_max, τ_max));
     with ``measure`` the simulator's bracket and rates (`stability.nets.bracket`; its
     ``protocol``, or the default one with ``measure_steps`` steps per run);
-    ``dtype``/``device``: as in `net_curvature`; ``negative=False`` skips the search for
-    negative eigenvalues (reported, never used by the prediction).
+    ``dtype``/``device``: as in `net_curvature`; the search for negative eigenvalues (reported
+    and in the not-at-a-minimum warning, never used by the prediction) runs only where its
+    answer can change the warning, when the gradient alone does not already show the weights
+    are not at a minimum (`stability.nets.minimum.nearness_searched`); ``negative=True``
+    always, ``False`` never.
     ``backward="current"`` (no weight stashing): the analysis carries the network's H_b
     (`stability.nets.sensitivity`; PipeMare eq. 5, App. B.4, D.1 in matrix form) and reports
     the effective Δ₁; ``granularity``: ``"layer"`` or ``"stage"``, the units of that backward
@@ -334,13 +354,13 @@ def net_max_lr(
     pipe = _pipeline(net, pipeline, delays, backward, tau_bkwd)
     if adaptive is None:
         rules = net_rules(rule, params, pipe, tau_recomp=tau_recomp)
-        curv = curvature(net, k, stage_blocks=False, negative_k=5 if negative else 0)
-        lam_max, negatives = curv.lam_max, curv.negative_eigenvalues
+        curv = curvature(net, k, stage_blocks=False, negative_k=0)
+        lam_max = curv.lam_max
     else:
         rules = adaptive.rules(rule, pipe, tau_recomp)
         curv = adaptive.curvature(k, 1)
-        plain = curvature(net, 1, stage_blocks=False, negative_k=5 if negative else 0)
-        lam_max, negatives = plain.lam_max, plain.negative_eigenvalues
+        lam_max = curvature(net, 1, stage_blocks=False, negative_k=0).lam_max
+    near, negatives = _nearness(net, lam_max, negative)
     stashed = pipe.tau_bkwd is None
     scale = None if adaptive is None else adaptive.scale.numpy()
     pred = predict(curv, rules) if stashed else predict_inconsistent(net, curv, rules, scale)
@@ -382,7 +402,7 @@ def net_max_lr(
         crossing_angle=a.crossing_angle,
         critical_stage=a.critical_stage,
         eigenvalues=curv.eigenvalues.tolist(),
-        negative_eigenvalues=curv.negative_eigenvalues.tolist(),
+        negative_eigenvalues=[] if negatives is None else negatives.tolist(),
         rank=pred.rank,
         truncation_change=pred.truncation_change,
         schedule=pipe.schedule,
@@ -403,7 +423,7 @@ def net_max_lr(
         rate_mode=out.get("rate_mode"),
         rate_method=out.get("rate_method"),
         rate_error=_rate_error(out.get("predicted_rate"), out.get("measured_rate")),
-        **_near_fields(nearness(net, lam_max, negatives)),
+        **_near_fields(near),
         preconditioned_eigenvalues=None if adaptive is None else curv.eigenvalues.tolist(),
         preconditioner=None if adaptive is None else adaptive.describe(),
         measured_bracket_real=out.get("measured_bracket_real"),
@@ -434,7 +454,9 @@ class NetTrain(Result):
         "max_lr(rule, delays; λ = 1)/lr; per-stage delays: the coupled edge along v₁", "1/lr"
     )
     plateau: float | None = output(
-        "median λ₁ over the last quarter of the steps (null: diverged or edge not reached)", "1/lr"
+        "median λ₁ over the last quarter of the steps, samples from the first reach on "
+        "(null: diverged or edge not reached)",
+        "1/lr",
     )
     reached: bool | None = output("some λ₁ sample came within 10 % of predicted_edge (≥ 0.9×)")
     edge_ratio: float | None = output("plateau / predicted_edge")
@@ -458,6 +480,14 @@ class NetTrain(Result):
         "1/lr",
         default=None,
     )
+    oscillation_curvature: float | None = output(
+        "Rayleigh quotient of the (preconditioned) Hessian over the run's oscillation near the "
+        "crossing angle, last quarter (uniform delays, full batch, edge reached before the last "
+        "quarter; stability.nets.oscillation)",
+        "1/lr",
+        default=None,
+    )
+    oscillation_ratio: float | None = output("oscillation_curvature / predicted_edge", default=None)
 
 
 def net_train(
@@ -539,6 +569,11 @@ def net_train(
             tracker = PreconditionedTracker.of(adaptive, sim, sharpness_every)
     if tracker is not None:
         tracker.start(net.w_star)
+        if batch is None and backward == "stashed":  # the oscillation's curvature (full batch)
+            from stability.nets.oscillation import oscillation_probe
+            from stability.nets.sharpness import PLATEAU_FRACTION
+
+            tracker.probe = oscillation_probe(rules, net.stage_sizes, steps, PLATEAU_FRACTION)
     res = simulate(
         net,
         sim,
@@ -573,7 +608,16 @@ def net_train(
         else:
             predicted = coupled_edge(rules, v1, net.stage_sizes, float(lr))
         reading = edge_summary(tracker.samples, predicted, steps, diverged)
+        probe = None if diverged else tracker.probe
+        reached_at = reading.first_reached
+        if probe is not None and (reached_at is None or reached_at >= probe.first):
+            probe = None  # the window must lie on the edge: reached before it starts
+        curvature = None if probe is None else probe.curvature(net)
         edge = {
+            "oscillation_curvature": curvature,
+            "oscillation_ratio": None
+            if curvature is None or not predicted
+            else curvature / predicted,
             "sharpness": reading.sharpness,
             "predicted_edge": reading.predicted_edge,
             "plateau": reading.plateau,
@@ -602,8 +646,8 @@ def net_train(
         protocol["sharpness"] = (
             f"λ₁ by Lanczos (from the previous eigenvector, stopped at Ritz residual 1e-4·λ₁) "
             f"every {sharpness_every} steps; plateau: median over the last quarter of the "
-            "steps; reached: some λ₁ ≥ 0.9 × predicted_edge; predicted_edge from the last "
-            "eigenvector's stage shares"
+            "steps, from the first reach on; reached: some λ₁ ≥ 0.9 × predicted_edge; "
+            "predicted_edge from the last eigenvector's stage shares"
             + ("" if backward == "stashed" else " and H_b at the last sample (edge_delta)")
             + (
                 ""
@@ -638,6 +682,8 @@ def net_train(
         preconditioner=None if adaptive is None else adaptive.describe(),
         edge_delta=edge_delta,
         edge_without_delta=without_delta,
+        oscillation_curvature=None if edge is None else edge["oscillation_curvature"],
+        oscillation_ratio=None if edge is None else edge["oscillation_ratio"],
     )
 
 

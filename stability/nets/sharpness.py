@@ -27,8 +27,14 @@ edge max_lr(rule, τ_fwd, τ_bkwd; λ = 1, Δ = Δ₁/λ₁)/η (PipeMare Lemma 
 Hessian-vector products at the run's weights, started from the previous eigenvector and stopped
 as soon as the Ritz residual meets the tolerance) and `edge_summary` reads the run:
 
-* ``plateau``: the median of λ₁ over the samples in the last quarter of the steps — null if
-  the run diverged or the edge was not reached;
+* ``plateau``: the median of λ₁ over the samples in the last quarter of the steps taken at or
+  after the edge was first reached — null if the run diverged or the edge was not reached.
+  The plateau is the level λ₁ hovers at *once it has reached* the edge (Cohen et al.), so
+  samples of the approach (progressive sharpening, before the first reach) are not part of it
+  by definition; the last quarter leaves out the transient that follows the first reach
+  (overshoot, first catapults) when the run is long enough.  Where the edge is first reached
+  before the last quarter — every row of the SGD figure, which runs ≥ 2.5× that step — this
+  is the median of the last quarter;
 * ``reached``: some sample of λ₁ came within 10 % of the edge (λ₁ ≥ 0.9·λ_edge);
 * ``edge_ratio`` = plateau / λ_edge.
 
@@ -118,6 +124,11 @@ class SharpnessTracker:
         self.vector: np.ndarray | None = None
         self.point: torch.Tensor | None = None
         self.hvps = 0
+        self.probe = None  # an `stability.nets.oscillation.OscillationProbe`, fed every step
+
+    def scale(self) -> torch.Tensor | None:
+        """P_t^{1/2} of the curvature read (None: the plain Hessian)."""
+        return None
 
     def _record(self, step: int, w: torch.Tensor) -> None:
         op = HessianOperator(self.problem, w=w)
@@ -136,6 +147,8 @@ class SharpnessTracker:
         self._record(0, w0)
 
     def __call__(self, step: int, w: torch.Tensor) -> None:
+        if self.probe is not None and torch.all(torch.isfinite(w[0])):
+            self.probe.observe(step, w[0], self.scale())
         if step % self.every == 0 and torch.all(torch.isfinite(w[0])):
             self._record(step, w[0])
 
@@ -196,7 +209,8 @@ def edge_summary(
     at = np.array([s for s, _ in samples])
     hit = np.flatnonzero(lams >= REACHED * edge) if edge else np.zeros(0, int)
     reached = bool(hit.size)
-    last = lams[at >= (1 - PLATEAU_FRACTION) * steps]
+    first = at[hit[0]] if reached else np.inf
+    last = lams[(at >= (1 - PLATEAU_FRACTION) * steps) & (at >= first)]
     plateau = None
     if reached and not diverged and last.size:
         plateau = float(np.median(last))
@@ -206,7 +220,7 @@ def edge_summary(
         plateau=plateau,
         reached=reached,
         edge_ratio=None if plateau is None or not edge else plateau / edge,
-        first_reached=int(at[hit[0]]) if reached else None,
+        first_reached=int(first) if reached else None,
     )
 
 

@@ -15,7 +15,8 @@
   stashing (backward delays from the schedule, or ``--tau-bkwd`` with a uniform ``--tau``;
   ``--tau-recomp`` for rule recompute); with ``--sharpness-every K`` the edge of stability:
   ``sharpness``, ``predicted_edge``, ``plateau``, ``reached``, ``edge_ratio`` (and
-  ``edge_delta``, ``edge_without_delta`` with ``--backward current``); ``--batch B
+  ``edge_delta``, ``edge_without_delta`` with ``--backward current``; full batch with a
+  uniform delay ``oscillation_curvature``, ``oscillation_ratio``); ``--batch B
   --sampling reshuffle|iid`` trains with minibatches;
 * ``noise --rule R [rule flags] [--tau T | --stages P --schedule S] --batch B [--k K] [--lr X]
   [--curvature hessian|ggn] [--measure --runs N]``: the minibatch theory near a minimum
@@ -176,6 +177,8 @@ def report_train(result) -> str:
         keys += ["sharpness_kind", "predicted_edge", "plateau", "reached", "edge_ratio"]
     if result.edge_delta is not None:  # --backward current: H_b in the edge
         keys += ["edge_delta", "edge_without_delta"]
+    if result.oscillation_curvature is not None:  # stability.nets.oscillation
+        keys += ["oscillation_curvature", "oscillation_ratio"]
     out = lines(result, keys)
     if result.sharpness:  # [[step, λ₁], ...]
         (s0, l0), (s1, l1) = result.sharpness[0], result.sharpness[-1]

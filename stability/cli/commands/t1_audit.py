@@ -36,6 +36,8 @@ def register(sub) -> None:
 
 
 def report(result) -> str:
+    import math
+
     from stability.cli.report import number
 
     lines = [
@@ -43,12 +45,17 @@ def report(result) -> str:
         f"{result.steps} steps",
         "stage delays:  " + ", ".join(str(t) for t in result.taus),
         "stage max lr:  " + ", ".join(number(x, 6) for x in result.max_lr),
-        f"{'SAFE' if result.safe else 'UNSAFE'}: margin {result.margin:.4g} "
-        f"(worst at step {result.worst_step}, stage {result.worst_stage})",
     ]
+    where = f"(worst at step {result.worst_step}, stage {result.worst_stage})"
+    if math.isfinite(result.margin):
+        lines.append(f"{'SAFE' if result.safe else 'UNSAFE'}: margin {result.margin:.4g} {where}")
+    else:  # a stage whose max lr is 0: no margin to speak of
+        lines.append(f"UNSAFE: a stage is stable for no lr > 0 {where}")
     for w in result.windows:
-        lines.append(
-            f"  stage {w.stage} (τ = {w.tau}): steps {w.start}–{w.end}, "
+        ratio = (
             f"α up to {w.worst_ratio:.4g}× its max stable lr"
+            if math.isfinite(w.worst_ratio)
+            else "its max stable lr is 0 (stable for no lr > 0)"
         )
+        lines.append(f"  stage {w.stage} (τ = {w.tau}): steps {w.start}–{w.end}, {ratio}")
     return "\n".join(lines)
