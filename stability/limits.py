@@ -111,9 +111,8 @@ TABLE = (  # one row a limit: (command, what is limited, allowed)
     ("train/validate/coupled", "steps per run", f"≤ {TRAIN_MAX_STEPS:,}"),
     ("noise/tradeoff", "parameters × state size", f"≤ {NOISE_MAX_STATE}"),
     ("noise/net noise", "lr × λmax (in magnitude)", f"≤ {NOISE_MAX_STEP_CURVATURE:.0e}"),
-    ("noise per stage", "min(d(d+1)/2, 48) × (slots read)³", f"≤ {NOISE_MAX_STAGED_WORK:.1e}"),
-    ("net noise per stage", "min(d(d+1)/2, 48) × (slots read)³",
-     f"≤ {NET_NOISE_MAX_STAGED_WORK:.1e}"),
+    ("noise per stage", "min(d(d+1)/2, 48)·slots³", f"≤ {NOISE_MAX_STAGED_WORK:.1e}"),
+    ("net noise per stage", "min(d(d+1)/2, 48)·slots³", f"≤ {NET_NOISE_MAX_STAGED_WORK:.1e}"),
     ("tradeoff", "Σ points × d(d+1)/2 × (state size)³", f"≤ {TRADEOFF_MAX_WORK:.1e}"),
 )  # fmt: skip
 """(command, what is limited, the limit) rows, as in docs/limits.md and ``--help``."""
