@@ -11,6 +11,12 @@ from __future__ import annotations
 
 from stability.checks import MAX_DELAY
 
+LAM_RANGE = (1e-150, 1e150)
+"""Curvature λ of the scalar commands: the velocity-predicting rules' polynomials carry terms of
+order (lr·λ)² on the search grid, which overflow float64 beyond λ ≈ 1e297 (λ = 1e-320 made 2/λ
+itself overflow: max lr null, bounds an internal error); |log10 λ| ≤ 150 keeps every rule
+finite (checked for every registry rule at both ends)."""
+
 EA_MAX_REPLICA_LAGS = 64
 """EA-Pipe Floquet analysis: largest m = ⌈(τ+1)/N⌉ values per replica (its local period map's
 polynomials come from eigenvalues of (m+1)-matrices)."""
@@ -96,6 +102,7 @@ limit (the default three rules at τ = 30 on cpusmall, 4.3e7: 31 s)."""
 
 TABLE = (  # one row a limit: (command, what is limited, allowed)
     ("every command", "delays (tau, tau_fwd, ...)", f"≤ {MAX_DELAY:,}"),
+    ("scalar commands", "lam", f"in [{LAM_RANGE[0]:g}, {LAM_RANGE[1]:g}]"),
     ("max-lr/radius ea", "tau (default replicas)", f"≤ {EA_MAX_REPLICA_VALUES - 1:,}"),
     ("max-lr/radius ea", "replicas", f"≥ (tau+1)/{EA_MAX_REPLICA_LAGS}"),
     ("max-lr/radius ea", "sync_period", f"≤ {EA_MAX_SYNC_PERIOD:,}"),

@@ -267,6 +267,10 @@ def test_bounds_cli_keys_and_values(capsys):
         (["bounds", "t2"], "bounds covers sgd, momentum and discrepancy"),
         (["bounds", "discrepancy", "--tau-fwd", "4", "--delta", "-2"], "delta < 0"),
         (["bounds", "momentum", "--momentum", "1.5"], "momentum must be a finite real number in"),
+        # a subnormal λ made 2/λ overflow: bounds ended in an internal error, max-lr in null
+        (["bounds", "sgd", "--tau", "3", "--lam=1e-320"], "--lam must be a finite real number in"),
+        (["max-lr", "momentum", "--lam=1e-320"], "--lam must be a finite real number in [1e-150"),
+        (["max-lr", "spectrain", "--lam=1e297"], "--lam must be a finite real number in [1e-150"),
     ],
 )
 def test_bounds_cli_errors_are_one_line(capsys, argv, needle):

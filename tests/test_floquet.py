@@ -230,6 +230,18 @@ def test_round_robin_max_lr_is_certified_by_dense_eigenvalues(kw):
     assert _dense_radius(rule, model, found * (1 + 1e-7)) >= 1.0
 
 
+@pytest.mark.parametrize("lam", [1e-20, 1e-150, 1e20, 1e150])
+def test_floquet_max_lr_scales_as_one_over_the_curvature(lam):
+    """EA-Pipe's period map depends on lr only through lr·λ (App. A Remark 1: W − lr·λ·E), so
+    max lr(λ) = max lr(1)/λ; with a grid absolute in lr, λ = 1e±20 answered 0.  The answer at
+    λ is also certified by dense eigenvalues of the monodromy just below and above."""
+    rule, model = build_rule("ea", tau=3, lam=lam)
+    found = max_lr(rule, model).max_lr
+    assert found * lam == pytest.approx(max_lr(*build_rule("ea", tau=3)).max_lr, rel=1e-12)
+    assert _dense_radius(rule, model, found * (1 - 1e-7)) < 1.0
+    assert _dense_radius(rule, model, found * (1 + 1e-7)) >= 1.0
+
+
 def test_round_robin_size_limits_refuse_in_one_line(capsys):
     """Above the documented limits `max-lr ea` refuses up front naming the parameter."""
     assert main(["max-lr", "ea", "--tau", "100000"]) == 2

@@ -489,24 +489,28 @@ _TRACK_FROM = 1e-6  # relative bracket width below which the crossing multiplier
 def _floquet_max_lr(rule: Rule, model: QuadraticModel) -> MaxLr:
     """First lr > 0 at which a Floquet multiplier of a periodic rule reaches |μ| = 1.
 
-    None: stable on the whole grid up to 1e8; 0.0: not stable even at lr = 1e-8.  The log
-    grid is scanned upwards (batches of `_SCAN_CHUNK` points) up to its first unstable point,
-    which is bisected to 1e-6, then the multiplier that crosses is followed (Newton from its
-    value at the upper end) and |μ(lr)| = 1 is solved by the Illinois method to ~4 ulp; the
-    bracket is certified by evaluating just below (stable) and just above (ρ(M) ≥ 1).
-    Stability comes from `stability.spectrum.floquet_stable`: for round-robin rules (EA-Pipe)
-    the number of zeros of their characteristic function inside the unit circle
-    (`stability.dynamics.round_robin`, O(τ) per lr, no eigensolver); otherwise from float64
-    eigenvalues of the dense monodromy, whose products over long periods can lose relative
-    accuracy ~P·eps·cond(eigenvectors) near a defective multiplier, which the certificate
-    reports by raising instead of returning a wrong bracket.
+    The grid is lr·s from 1e-8 to 1e8, s the largest coefficient of the model's gradient oracle
+    (λ + Δ, Δ − Φ, Φ: PipeMare App. D.1), since the dynamics depend on lr only through lr·s (an
+    absolute grid answered 0 for λ = 1e-20 and 1e20).  None: stable on the whole grid; 0.0: not
+    stable even at lr·s = 1e-8.  The log grid is scanned upwards (batches of `_SCAN_CHUNK`
+    points) up to its first unstable point, which is bisected to 1e-6, then the multiplier that
+    crosses is followed (Newton from its value at the upper end) and |μ(lr)| = 1 is solved by
+    the Illinois method to ~4 ulp; the bracket is certified by evaluating just below (stable)
+    and just above (ρ(M) ≥ 1).  Stability comes from `stability.spectrum.floquet_stable`: for
+    round-robin rules (EA-Pipe) the number of zeros of their characteristic function inside the
+    unit circle (`stability.dynamics.round_robin`, O(τ) per lr, no eigensolver); otherwise from
+    float64 eigenvalues of the dense monodromy, whose products over long periods can lose
+    relative accuracy ~P·eps·cond(eigenvectors) near a defective multiplier, which the
+    certificate reports by raising instead of returning a wrong bracket.
 
     ``crossing_angle`` is the argument of the per-period multiplier μ = e^{iθ} that reaches
     the unit circle (π: a period-doubling flip, 0: a real multiplier at 1).
     """
+    coefficients = (model.lam + model.delta, model.delta - model.phi, model.phi)
+    grid = _FLOQUET_GRID / max(abs(float(c)) for c in coefficients)
     i = None
-    for start in range(0, _FLOQUET_GRID.size, _SCAN_CHUNK):
-        stable = floquet_stable(rule, model, _FLOQUET_GRID[start : start + _SCAN_CHUNK])
+    for start in range(0, grid.size, _SCAN_CHUNK):
+        stable = floquet_stable(rule, model, grid[start : start + _SCAN_CHUNK])
         if not stable.all():
             i = start + int(np.argmin(stable))
             break
@@ -514,7 +518,7 @@ def _floquet_max_lr(rule: Rule, model: QuadraticModel) -> MaxLr:
         return MaxLr(None, None, "Floquet bisection")
     if i == 0:
         return MaxLr(0.0, None, "Floquet bisection (not stable for small lr > 0)")
-    lo, hi = float(_FLOQUET_GRID[i - 1]), float(_FLOQUET_GRID[i])
+    lo, hi = float(grid[i - 1]), float(grid[i])
     while hi - lo > _TRACK_FROM * hi:
         mid = 0.5 * (lo + hi)
         if floquet_stable(rule, model, mid)[0]:

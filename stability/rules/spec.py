@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stability.checks import MAX_DELAY, check_choice, check_delay, check_real
+from stability.limits import LAM_RANGE
 from stability.polynomial import SparsePoly
 from stability.quadratic import QuadraticModel
 from stability.rules.base import Rule
@@ -140,7 +141,9 @@ class RuleSpec:
 
 
 # Parameters shared by many rules (one definition each).
-LAM = Param("lam", "curvature λ of the quadratic f(w) = λw²/2", 1.0, low=0.0, low_open=True)
+LAM = Param(
+    "lam", "curvature λ of the quadratic f(w) = λw²/2", 1.0, low=LAM_RANGE[0], high=LAM_RANGE[1]
+)
 TAU = Param("tau", "delay τ (Kosson's D): the gradient at step t uses w_{t−τ}", 1, kind="delay")
 TAU_FWD = Param("tau_fwd", "forward delay τ_fwd", 1, kind="delay")
 TAU_BKWD = Param("tau_bkwd", "backward delay τ_bkwd ≤ τ_fwd", 0, kind="delay")
