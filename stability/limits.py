@@ -75,9 +75,10 @@ NOISE_MAX_STATE = 400
 τ ≲ 32 for sgd at d = 12).  The almost-sure estimate runs 2 × 12 step sizes × 32 paths × 4,000
 steps of the random linear system, O(d·s²) per step: ~10–25 s at the limit on one core."""
 
-NOISE_MAX_STEP_CURVATURE = 1e150
-"""noise / net noise: largest lr·|λ|max, whose products and squares in the second moments stay
-finite in float64 (beyond it the state matrix overflows to inf, then NaN)."""
+MAX_STEP_CURVATURE = 1e150
+"""radius, noise, net noise: largest lr·|λ|max, whose products and squares in the polynomial's
+coefficients and the second moments stay finite in float64 (beyond it they overflow to inf,
+then NaN: radius answered ρ = 1 for lr·λ = 1e450)."""
 NOISE_MAX_STAGED_WORK = 1.5e8
 """noise / tradeoff with per-stage delays: largest min(d(d+1)/2, 48) × n³, n = the state slots
 the stages read (`stability.noise.modal.relevant_slots`): one evaluation of the mean-square
@@ -117,7 +118,7 @@ TABLE = (  # one row a limit: (command, what is limited, allowed)
     ("validate (mlp)", "rows × steps × (samples × params + 1e4)", f"≤ {VALIDATE_MLP_MAX_WORK:.0e}"),
     ("train/validate/coupled", "steps per run", f"≤ {TRAIN_MAX_STEPS:,}"),
     ("noise/tradeoff", "parameters × state size", f"≤ {NOISE_MAX_STATE}"),
-    ("noise/net noise", "lr × λmax (in magnitude)", f"≤ {NOISE_MAX_STEP_CURVATURE:.0e}"),
+    ("radius/noise/net noise", "lr × λmax (in magnitude)", f"≤ {MAX_STEP_CURVATURE:.0e}"),
     ("noise per stage", "min(d(d+1)/2, 48)·slots³", f"≤ {NOISE_MAX_STAGED_WORK:.1e}"),
     ("net noise per stage", "min(d(d+1)/2, 48)·slots³", f"≤ {NET_NOISE_MAX_STAGED_WORK:.1e}"),
     ("tradeoff", "Σ points × d(d+1)/2 × (state size)³", f"≤ {TRADEOFF_MAX_WORK:.1e}"),
@@ -139,7 +140,7 @@ __all__ = [
     "NOISE_MAX_STATE",
     "NOISE_MAX_STAGED_WORK",
     "NET_NOISE_MAX_STAGED_WORK",
-    "NOISE_MAX_STEP_CURVATURE",
+    "MAX_STEP_CURVATURE",
     "TRADEOFF_MAX_WORK",
     "CERTIFY_MAX_DEGREE",
     "EA_MAX_REPLICA_LAGS",

@@ -76,6 +76,9 @@ def test_radius_keys_and_values(capsys):
         (["max-lr", "sgd", "--no-such-flag", "1"], "unrecognized arguments"),
         (["max-lr", "sgd", "--momentum", "0.5"], "rule 'sgd' has no parameter 'momentum'"),
         (["radius", "sgd"], "the following arguments are required: --lr"),
+        # lr·λ = 1e450 overflowed the coefficients: ρ = 1 was answered
+        (["radius", "sgd", "--lr", "1e300", "--lam", "1e150"], "--lr: lr·max(|λ + Δ|"),
+        (["radius", "discrepancy", "--lr", "1e149", "--delta", "20"], "at most 1e+150"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(capsys, argv, needle):

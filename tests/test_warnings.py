@@ -16,9 +16,9 @@ T1 = ["t1-audit", "t2", "--decay", "1", "--lr-schedule", "constant:0.1", "--taus
     "argv, lost",
     [
         ([*T1, "--anneal-steps", "5", "--steps", "10"], False),  # max lr 0: ratio inf, exact
-        (["bounds", "sgd", "--lam", "5e-324"], True),
-        (["bounds", "momentum", "--lam", "1e308"], True),
-        (["halflife", "sgd", "--kappa", "10", "--lam", "1e-320"], True),
+        # lr·λ up to 1e300 on the grid: squares overflow (λ outside [1e-150, 1e150] is refused)
+        (["heatmap", "sgd", "--x", "lr:1e-3:1e300:5", "--y", "tau:0:3:4"], True),
+        (["heatmap", "momentum", "--x", "lr:1e-3:1e300:5", "--y", "momentum:0:0.9:4"], True),
     ],
 )
 def test_successful_commands_print_no_warning(argv, lost, capsys):
@@ -32,6 +32,6 @@ def test_successful_commands_print_no_warning(argv, lost, capsys):
 
 
 def test_warnings_are_listed_in_the_text_report_too(capsys):
-    assert main(["bounds", "sgd", "--lam", "5e-324"]) == 0
+    assert main(["heatmap", "sgd", "--x", "lr:1e-3:1e300:5", "--y", "tau:0:3:4"]) == 0
     captured = capsys.readouterr()
     assert captured.err == "" and "overflow" in captured.out

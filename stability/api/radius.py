@@ -86,6 +86,7 @@ def radius(
             )
         return _pipeline_radius(rule, pipeline, float(lr), params)
     r = resolve(rule, **params)
+    _check_representable(float(lr), params)
     dom = dominant_root_at(r.rule, r.model, lr)
     stable = dom.radius < 1
     certified = certificate = lr_text = reason = None
@@ -117,11 +118,27 @@ def radius(
     )
 
 
+def _check_representable(lr: float, params: dict[str, Any]) -> None:
+    """Refuse, naming ``lr``, an lr·s above `stability.limits.MAX_STEP_CURVATURE`, s the largest
+    coefficient of the gradient oracle (λ + Δ, Δ − Φ, Φ: PipeMare App. D.1): the polynomial's
+    coefficients would overflow float64 and the roots say nothing."""
+    from stability.limits import MAX_STEP_CURVATURE
+
+    lam, delta, phi = (float(params.get(k, d)) for k, d in (("lam", 1.0), ("delta", 0), ("phi", 0)))
+    reach = abs(lr) * max(abs(lam + delta), abs(delta - phi), abs(phi))
+    if not reach <= MAX_STEP_CURVATURE:
+        raise ValueError(
+            f"lr: lr·max(|λ + Δ|, |Δ − Φ|, |Φ|) = {reach:.3g} would overflow float64; at most "
+            f"{MAX_STEP_CURVATURE:.0e}"
+        )
+
+
 def _pipeline_radius(rule: Any, pipe: Any, lr: float, params: dict[str, Any]) -> PipelineRadius:
     from stability.analysis.stages import stage_radii, stage_table
     from stability.spectrum import half_life
 
     name, values = staged(rule, pipe, params)
+    _check_representable(lr, params)
     roots = stage_radii(name, values, pipe, lr)
     critical = max(range(len(roots)), key=lambda i: (roots[i].radius, -i))
     dom = roots[critical]

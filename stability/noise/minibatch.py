@@ -361,9 +361,9 @@ def thresholds(
 
 def check_representable(state, hessian: np.ndarray) -> None:
     """Refuse, naming ``lr``, a step size whose lr·|λ|max (the gradient's entry β̃ times the
-    largest curvature) exceeds `stability.limits.NOISE_MAX_STEP_CURVATURE`: the state matrix and
+    largest curvature) exceeds `stability.limits.MAX_STEP_CURVATURE`: the state matrix and
     its second moments would overflow float64 (inf, then NaN) instead of giving a result."""
-    from stability.limits import NOISE_MAX_STEP_CURVATURE as MAX_STEP_CURVATURE
+    from stability.limits import MAX_STEP_CURVATURE
 
     lam = float(np.max(np.abs(np.linalg.eigvalsh(hessian)), initial=0.0))
     reach = float(np.max(np.abs(state.beta), initial=0.0)) * lam
