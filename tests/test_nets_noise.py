@@ -148,6 +148,33 @@ def test_ms_max_lr_with_per_stage_delays_equals_the_dense_operator(tiny):
     assert _crosses_at(lambda lr: _ms_radius(Hs, 5, lambda H: _sgd(H, lr, taus)), r.ms_max_lr)
 
 
+def test_per_stage_matrix_free_loop_equals_the_dense_operator(tiny, monkeypatch):
+    """The matrix-free per-stage loop (taken when d(d+1)/2 > `FREE_LOOP_SOLVES`, here forced
+    on 9 parameters) gives the threshold of the dense Kronecker operator to 1e-6 and the
+    dense path's floor; a per-stage cost beyond `NET_NOISE_MAX_STAGED_WORK` is refused in one
+    line naming k."""
+    import stability.limits as limits
+    from stability.noise import gramian as gr
+    from stability.noise.modal import SteinLoop
+    from stability.pipeline import pipeline
+
+    Hs = _per_sample(tiny)
+    pipe = pipeline("pipedream", 2)
+    taus = np.repeat(pipe.tau_fwd, tiny.stage_sizes).tolist()
+    dense = st.net_noise(tiny, "sgd", batch=5, k=tiny.dim, pipeline=pipe, **FAST)
+    monkeypatch.setattr(gr, "FREE_LOOP_SOLVES", 0)
+    calls, radius = [], SteinLoop.loop_radius
+    monkeypatch.setattr(SteinLoop, "loop_radius", lambda self: calls.append(1) or radius(self))
+    free = st.net_noise(tiny, "sgd", batch=5, k=tiny.dim, pipeline=pipe, **FAST)
+    assert len(calls) > 10  # the thresholds and the rate ran on the matrix-free loop
+    assert _crosses_at(lambda lr: _ms_radius(Hs, 5, lambda H: _sgd(H, lr, taus)), free.ms_max_lr)
+    assert free.ms_max_lr == pytest.approx(dense.ms_max_lr, rel=1e-9)
+    assert free.floor == pytest.approx(dense.floor, rel=1e-9)
+    monkeypatch.setattr(limits, "NET_NOISE_MAX_STAGED_WORK", 1e3)
+    with pytest.raises(ValueError, match=r"^k: the per-stage minibatch analysis .*limits\.md"):
+        st.net_noise(tiny, "sgd", batch=5, k=tiny.dim, pipeline=pipe, **FAST)
+
+
 def test_simulator_runs_follow_the_linearisation_with_the_same_batches(tiny):
     """lockstep = w_{t+1} − w* = e_t − lr·(H_B e_t + ξ_B) to second order in the distance."""
     from stability.nets.lockstep import RunSetup
