@@ -85,13 +85,17 @@ NOISE_MAX_STAGED_WORK = 1.5e8
 the stages read (`stability.noise.modal.relevant_slots`): one evaluation of the mean-square
 loop is d(d+1)/2 Stein solves of order n on the Schur form (dense Gramians) or ~48 of their
 cost (matrix-free, `stability.noise.modal.FREE_LOOP_SOLVES`), and a command evaluates ~50
-(threshold and rate bisections): ~10 s at the limit on one core."""
+(threshold and rate bisections): ~10–15 s at the limit on one core (sgd on cpusmall, d = 12,
+PipeMare P = 9: 14 s of CPU)."""
 
 NET_NOISE_MAX_STAGED_WORK = 5e9
 """net noise with per-stage delays: the same cost as `NOISE_MAX_STAGED_WORK` (n: the slots of
 the projected per-stage state), allowed ~30× more: a network's analysis is minutes anyway, and
-issue 23 asks for PipeMare P = 4 at k = p on ≤ 60 parameters within 10 minutes (teacher31,
-31 parameters, n = 206: 48 × 206³ = 4.2e8, MEASURED)."""
+issue 23 asks for PipeMare P = 4 at k = p on ≤ 60 parameters within 10 minutes (teacher31 of
+benchmarks/net_noise_acceptance.py, 31 parameters, n = 206: 48 × 206³ = 4.2e8; the whole call
+without --measure took 69 s of CPU, about a fifth of it in the 35 loop evaluations, the rest
+in the almost-sure estimate and the expected-loss recursion (56 s once the recursion's cross
+term was made O(n d²)): a few minutes at the limit)."""
 
 TRADEOFF_MAX_WORK = 1.0e7
 """tradeoff: largest Σ over the scanned (rule, momentum, horizon) points of d(d+1)/2 × s³ (one
@@ -117,9 +121,8 @@ TABLE = (  # one row a limit: (command, what is limited, allowed)
     ("train/validate/coupled", "steps per run", f"≤ {TRAIN_MAX_STEPS:,}"),
     ("noise/tradeoff", "parameters × state size", f"≤ {NOISE_MAX_STATE}"),
     ("radius/noise/net noise", "lr × λmax (in magnitude)", f"≤ {MAX_STEP_CURVATURE:.0e}"),
-    ("noise per stage", "min(d(d+1)/2, 48) × (slots read)³", f"≤ {NOISE_MAX_STAGED_WORK:.1e}"),
-    ("net noise per stage", "min(d(d+1)/2, 48) × (slots read)³",
-     f"≤ {NET_NOISE_MAX_STAGED_WORK:.1e}"),
+    ("noise per stage", "min(d(d+1)/2, 48)·slots³", f"≤ {NOISE_MAX_STAGED_WORK:.1e}"),
+    ("net noise per stage", "min(d(d+1)/2, 48)·slots³", f"≤ {NET_NOISE_MAX_STAGED_WORK:.1e}"),
     ("tradeoff", "Σ points × d(d+1)/2 × (state size)³", f"≤ {TRADEOFF_MAX_WORK:.1e}"),
 )  # fmt: skip
 """(command, what is limited, the limit) rows, as in docs/limits.md and ``--help``."""

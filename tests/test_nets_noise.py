@@ -148,6 +148,66 @@ def test_ms_max_lr_with_per_stage_delays_equals_the_dense_operator(tiny):
     assert _crosses_at(lambda lr: _ms_radius(Hs, 5, lambda H: _sgd(H, lr, taus)), r.ms_max_lr)
 
 
+def test_per_stage_basis_through_a_flat_direction_is_refused_naming_k():
+    """A deep linear network's minimum is not strict (w₂W₁ is all the loss sees: rescaling
+    directions are flat).  Uniform τ drops those directions; the per-stage basis, the kept
+    eigenvectors cut into stage blocks, reaches them, and no lr is stable there: a one-line
+    refusal naming k, not "no mean-square threshold"."""
+    from stability.pipeline import pipeline
+
+    g = torch.Generator().manual_seed(3)
+    X = torch.randn(40, 2, generator=g, dtype=torch.float64)
+    y = X @ torch.tensor([[0.8], [-0.5]], dtype=torch.float64)
+    y = y + 0.1 * torch.randn(40, 1, generator=g, dtype=torch.float64)
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 1)).double()
+    loss = torch.nn.MSELoss()
+    opt = torch.optim.LBFGS(model.parameters(), max_iter=2000, tolerance_grad=1e-13,
+                            tolerance_change=1e-16, line_search_fn="strong_wolfe")  # fmt: skip
+
+    def closure():
+        opt.zero_grad()
+        value = loss(model(X), y)
+        value.backward()
+        return value
+
+    opt.step(closure)
+    net = problem_from_dict({"model": model, "loss": loss, "inputs": X, "targets": y}, stages=2)
+    lam = np.linalg.eigvalsh(torch.func.hessian(net.loss)(net.w_star.detach()).numpy())
+    assert lam[0] < 1e-9 * lam[-1]  # flat directions (independent dense Hessian)
+    uniform = st.net_noise(net, "sgd", batch=8, k=net.dim, tau=1, **FAST)
+    assert uniform.dropped >= 1 and uniform.ms_max_lr > 0
+    with pytest.raises(ValueError, match=r"^k: the per-stage basis .* lower k$"):
+        st.net_noise(net, "sgd", batch=8, k=net.dim, pipeline=pipeline("pipedream", 2), **FAST)
+
+
+def test_per_stage_matrix_free_loop_equals_the_dense_operator(tiny, monkeypatch):
+    """The matrix-free per-stage loop (taken when d(d+1)/2 > `FREE_LOOP_SOLVES`, here forced
+    on 9 parameters) gives the threshold of the dense Kronecker operator to 1e-6 and the
+    dense path's floor; a per-stage cost beyond `NET_NOISE_MAX_STAGED_WORK` is refused in one
+    line naming k."""
+    import stability.limits as limits
+    from stability.noise import gramian as gr
+    from stability.noise.modal import SteinLoop
+    from stability.pipeline import pipeline
+
+    Hs = _per_sample(tiny)
+    pipe = pipeline("pipedream", 2)
+    taus = np.repeat(pipe.tau_fwd, tiny.stage_sizes).tolist()
+    dense = st.net_noise(tiny, "sgd", batch=5, k=tiny.dim, pipeline=pipe, **FAST)
+    monkeypatch.setattr(gr, "FREE_LOOP_SOLVES", 0)
+    calls, radius = [], SteinLoop.loop_radius
+    monkeypatch.setattr(SteinLoop, "loop_radius", lambda self: calls.append(1) or radius(self))
+    free = st.net_noise(tiny, "sgd", batch=5, k=tiny.dim, pipeline=pipe, **FAST)
+    assert len(calls) > 10  # the thresholds and the rate ran on the matrix-free loop
+    assert _crosses_at(lambda lr: _ms_radius(Hs, 5, lambda H: _sgd(H, lr, taus)), free.ms_max_lr)
+    assert free.ms_max_lr == pytest.approx(dense.ms_max_lr, rel=1e-9)
+    assert free.floor == pytest.approx(dense.floor, rel=1e-9)
+    monkeypatch.setattr(limits, "NET_NOISE_MAX_STAGED_WORK", 1e3)
+    with pytest.raises(ValueError, match=r"^k: the per-stage minibatch analysis .*limits\.md"):
+        st.net_noise(tiny, "sgd", batch=5, k=tiny.dim, pipeline=pipe, **FAST)
+
+
 def test_simulator_runs_follow_the_linearisation_with_the_same_batches(tiny):
     """lockstep = w_{t+1} − w* = e_t − lr·(H_B e_t + ξ_B) to second order in the distance."""
     from stability.nets.lockstep import RunSetup

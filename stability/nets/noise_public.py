@@ -128,6 +128,20 @@ def _pipeline(net: NetProblem, pipeline: Pipeline | None, tau: int | None) -> Pi
     return dataclasses.replace(pipeline, tau_bkwd=None)
 
 
+def _check_block_curvature(hessian: np.ndarray, lam_max: float) -> None:
+    """Refuse, naming ``k``, a per-stage basis along which the Hessian is not positive definite
+    (an eigenvalue ≤ `FLAT`·λ_max).  The top eigenvectors cut into stage blocks span more than
+    the kept directions; where they reach a flat or negative direction (a minimum that is not
+    strict, or a saddle), no step size is mean-square stable and there is no threshold."""
+    least = float(np.linalg.eigvalsh(hessian)[0])
+    if not least > FLAT * lam_max:
+        raise ValueError(
+            f"k: the per-stage basis (the top-k eigenvectors cut into stage blocks) reaches "
+            f"curvature {least:.3g} ≤ {FLAT:g}·λ_max, a flat or negative direction (not a "
+            "strict minimum along it): no step size is stable there; lower k"
+        )
+
+
 def net_noise(
     problem: str | NetProblem,
     rule: str,
@@ -240,6 +254,8 @@ def net_noise(
         )
     cols = nested_columns(sizes2, net.stage_sizes, k_kept)
     moments = restrict(moments2, cols)
+    if not uniform:
+        _check_block_curvature(moments.hessian, float(lam[0]))
     sizes = sizes2 if k_kept == V.shape[1] else _sizes(sizes2, net.stage_sizes, k_kept)
     w0 = start_weights(net, curv.eigenvectors[:, 0], perturbation)
     e_full = Q.T @ (w0 - net.w_star).cpu().numpy().astype(float)
