@@ -31,6 +31,10 @@ from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from nets_agreement import _standardize  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve()
 CALLS = (
@@ -42,11 +46,6 @@ CALLS = (
 )  # fmt: skip
 NETWORKS = ("cancer_silu", "digits_cnn_gelu")
 TOLERANCE = 0.05
-
-
-def _standardize(X):
-    X = torch.tensor(X, dtype=torch.float64)
-    return (X - X.mean(0)) / X.std(0)
 
 
 def cancer_silu():

@@ -415,6 +415,23 @@ def test_edge_summary_reads_plateau_reached_and_ratio():
     assert s.first_reached == 90 and s.plateau == pytest.approx(9.5)
 
 
+def _mlp_problem_file(tmp_path, *, cast: str, extra: str = ""):
+    """A problem file: a 3 → 6 → 6 → 2 tanh MLP on 30 seeded rows, weights and inputs ``cast``
+    (e.g. ``.double()``), ``extra`` appended to the problem dict."""
+    path = tmp_path / "p.py"
+    path.write_text(
+        "import torch\n"
+        "def problem():\n"
+        "    torch.manual_seed(0)\n"
+        "    m = torch.nn.Sequential(torch.nn.Linear(3, 6), torch.nn.Tanh(), "
+        f"torch.nn.Linear(6, 6), torch.nn.Tanh(), torch.nn.Linear(6, 2)){cast}\n"
+        f"    X = torch.randn(30, 3, generator=torch.Generator().manual_seed(0)){cast}\n"
+        "    return {'model': m, 'loss': lambda o, y: ((o - y) ** 2).mean(), 'inputs': X,"
+        f" 'targets': torch.sin(X[:, :2]){extra}}}\n"
+    )
+    return path
+
+
 def test_net_train_sharpness_and_current_backward_json(tmp_path, capsys):
     net = _cnn()
     res = net_train(net, "sgd", lr=0.02, steps=40, tau=1, sharpness_every=20)
@@ -424,18 +441,7 @@ def test_net_train_sharpness_and_current_backward_json(tmp_path, capsys):
     assert res.predicted_edge == pytest.approx(1.0 / 0.02, rel=1e-9)  # 2 sin(π/6)/η at τ = 1
     assert res.reached is (max(v for _, v in res.sharpness) >= 0.9 * res.predicted_edge)
     assert res.to_json()["backward"] == "stashed"
-    path = tmp_path / "p.py"
-    path.write_text(
-        "import torch\n"
-        "def problem():\n"
-        "    torch.manual_seed(0)\n"
-        "    m = torch.nn.Sequential(torch.nn.Linear(3, 6), torch.nn.Tanh(), "
-        "torch.nn.Linear(6, 6), torch.nn.Tanh(), torch.nn.Linear(6, 2))\n"
-        "    g = torch.Generator().manual_seed(0)\n"
-        "    X = torch.randn(30, 3, generator=g)\n"
-        "    return {'model': m, 'loss': lambda o, y: ((o - y) ** 2).mean(), 'inputs': X,"
-        " 'targets': torch.sin(X[:, :2])}\n"
-    )
+    path = _mlp_problem_file(tmp_path, cast="")
     for extra in (["--rule", "t2", "--decay", "0.2"],
                   ["--rule", "recompute", "--decay", "0.2", "--tau-recomp", "1"]):  # fmt: skip
         code = main(["net", "train", "--problem", f"{path}:problem", "--stages", "3", "--schedule",
@@ -456,18 +462,8 @@ def test_net_train_sharpness_and_current_backward_json(tmp_path, capsys):
 
 
 def test_net_max_lr_granularity_flag(tmp_path, capsys):
-    path = tmp_path / "p.py"
-    path.write_text(
-        "import torch\n"
-        "def problem():\n"
-        "    torch.manual_seed(0)\n"
-        "    m = torch.nn.Sequential(torch.nn.Linear(3, 6), torch.nn.Tanh(), "
-        "torch.nn.Linear(6, 6), torch.nn.Tanh(), torch.nn.Linear(6, 2)).double()\n"
-        "    X = torch.randn(30, 3, generator=torch.Generator().manual_seed(0)).double()\n"
-        "    return {'model': m, 'loss': lambda o, y: ((o - y) ** 2).mean(), 'inputs': X,"
-        " 'targets': torch.sin(X[:, :2]), 'stages': [['0.weight', '0.bias', '2.weight', "
-        "'2.bias'], ['4.weight', '4.bias']]}\n"
-    )
+    stages = "[['0.weight', '0.bias', '2.weight', '2.bias'], ['4.weight', '4.bias']]"
+    path = _mlp_problem_file(tmp_path, cast=".double()", extra=f", 'stages': {stages}")
     deltas = {}
     for granularity in ("layer", "stage"):
         code = main(["net", "max-lr", "--problem", f"{path}:problem", "--rule", "discrepancy",

@@ -32,6 +32,11 @@ def _tiny(hidden: int = 2, n: int = 60, seed: int = 0):
     model = torch.nn.Sequential(
         torch.nn.Linear(2, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, 1)
     ).double()
+    return _fitted(model, X, y)
+
+
+def _fitted(model: torch.nn.Module, X: torch.Tensor, y: torch.Tensor) -> dict:
+    """The problem dict of ``model`` fitted to (X, y) in mean squared error by L-BFGS."""
     loss = torch.nn.MSELoss()
     opt = torch.optim.LBFGS(
         model.parameters(),
@@ -161,18 +166,7 @@ def test_per_stage_basis_through_a_flat_direction_is_refused_naming_k():
     y = y + 0.1 * torch.randn(40, 1, generator=g, dtype=torch.float64)
     torch.manual_seed(3)
     model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 1)).double()
-    loss = torch.nn.MSELoss()
-    opt = torch.optim.LBFGS(model.parameters(), max_iter=2000, tolerance_grad=1e-13,
-                            tolerance_change=1e-16, line_search_fn="strong_wolfe")  # fmt: skip
-
-    def closure():
-        opt.zero_grad()
-        value = loss(model(X), y)
-        value.backward()
-        return value
-
-    opt.step(closure)
-    net = problem_from_dict({"model": model, "loss": loss, "inputs": X, "targets": y}, stages=2)
+    net = problem_from_dict(_fitted(model, X, y), stages=2)
     lam = np.linalg.eigvalsh(torch.func.hessian(net.loss)(net.w_star.detach()).numpy())
     assert lam[0] < 1e-9 * lam[-1]  # flat directions (independent dense Hessian)
     uniform = st.net_noise(net, "sgd", batch=8, k=net.dim, tau=1, **FAST)
