@@ -244,6 +244,16 @@ def test_measured_runs_agree_with_the_prediction_on_a_linear_model():
     assert r.protocol["runs_max_distance_ratio"] < 1 and not r.warnings
 
 
+def test_measured_almost_sure_runs_default_to_the_predicted_exponents_protocol():
+    r = st.net_noise(LINEAR, "sgd", batch=16, k=4, tau=1, measure=True, runs=2, **FAST)
+    assert r.measured["pairs"] == FAST["lyapunov_runs"]
+    assert r.protocol["pair_steps"] == FAST["lyapunov_steps"]
+    assert len(r.measured["as_exponents"]) >= 8 and r.measured["runs"] == 2  # ≥ 1 round
+    for name, value in (("lyapunov_steps", 99), ("lyapunov_runs", 1), ("pairs", 4097)):
+        with pytest.raises(ValueError, match=name):
+            st.net_noise(LINEAR, "sgd", batch=16, k=4, **{**FAST, name: value})
+
+
 def test_hessian_and_ggn_agree_on_a_linear_model_and_k_is_clamped_to_p():
     a = st.net_noise(LINEAR, "sgd", batch=32, k=4, **FAST)
     b = st.net_noise(LINEAR, "sgd", batch=32, k=4, curvature="ggn", **FAST)

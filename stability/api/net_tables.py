@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from stability.api.tables import (
+    MAX_PAIRS,
     MAX_STEPS,
     PIPELINE_OPTIONS,
     horizon_options,
@@ -229,18 +230,20 @@ NET_NOISE_OPTIONS: tuple[Option, ...] = (
     option(
         "pairs",
         "runs per step size for the measured almost-sure bracket (offsets removed; each run "
-        "paired with the rest point w*, sharing its batches)",
+        "paired with the rest point w*, sharing its batches) (default: --lyapunov-runs, the "
+        f"predicted exponent's runs, at most {MAX_PAIRS})",
         "int",
-        default=32,
+        default=None,
         low=2,
-        high=4096,
+        high=MAX_PAIRS,
         group=NET_MEASURE,
     ),
     option(
         "pair_steps",
-        "steps of each almost-sure run (the first fifth is burn-in)",
+        "steps of each almost-sure run (the first fifth is burn-in) (default: "
+        "--lyapunov-steps, the predicted exponent's length)",
         "int",
-        default=4000,
+        default=None,
         low=100,
         high=MAX_STEPS,
         group=NET_MEASURE,

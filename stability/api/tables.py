@@ -20,6 +20,12 @@ from stability.trainer.problems import PROBLEMS
 
 MAX_STEPS = 1_000_000
 """Most steps of a minibatch analysis or a simulator run (`stability.noise.minibatch`)."""
+MAX_LYAPUNOV_RUNS = 10_000
+"""Largest number of paths of a Lyapunov exponent estimate (``--lyapunov-runs``)."""
+MAX_PAIRS = 4096
+"""Largest number of measured almost-sure runs per step size (``net noise --pairs``; a round of
+`stability.nets.minibatch_lyapunov.measure_almost_sure` runs 8 step sizes × this many runs in
+lockstep)."""
 HEATMAP_METRICS = ("radius", "half-life", "stable")
 """What the heatmap's colours show."""
 REPRO_DIR = Path("paper_repro")
@@ -300,7 +306,7 @@ def minibatch_options(group: str | None, sampling: str = "iid") -> tuple[Option,
             "int",
             default=32,
             low=2,
-            high=10_000,
+            high=MAX_LYAPUNOV_RUNS,
             metavar="LYAPUNOV_RUNS",
             group=group,
         ),
@@ -351,6 +357,8 @@ TRADEOFF_OPTIONS: tuple[Option, ...] = (
 """``tradeoff``'s options (`stability.noise.tradeoff.tradeoff`)."""
 
 __all__ = [
+    "MAX_LYAPUNOV_RUNS",
+    "MAX_PAIRS",
     "MAX_STEPS",
     "horizon_options",
     "minibatch_options",

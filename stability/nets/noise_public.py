@@ -159,8 +159,8 @@ def net_noise(
     sampling: str = "iid",
     measure: bool = False,
     runs: int = 256,
-    pairs: int = 32,
-    pair_steps: int = 4000,
+    pairs: int | None = None,
+    pair_steps: int | None = None,
     seed: int = 0,
     lyapunov_steps: int = 4000,
     lyapunov_runs: int = 32,
@@ -175,11 +175,14 @@ def net_noise(
     ``expected_loss`` (default the 1-2-5 sequence up to ``steps``); ``perturbation``: the start
     w* + perturbation·√p·v₁; ``runs``: the loss runs of ``measure``; ``pairs``, ``pair_steps``:
     the offset-free runs per step size of the measured almost-sure bracket and their length
-    (`stability.nets.minibatch_lyapunov`).  Implements the recursion of
+    (`stability.nets.minibatch_lyapunov`; default: the predicted exponent's
+    ``lyapunov_runs`` — at most `MAX_PAIRS` — and ``lyapunov_steps``, so that the measured and
+    the predicted exponent rest on as many steps).  Implements the recursion of
     `stability.noise.second_moment` with the per-sample moments of `stability.noise.persample`
     (Mulayoff & Michaeli 2023's mixture form of E[H_B ⊗ H_B]) and the thresholds of PipeMare
     Sec. 3.1 at B = n.
     """
+    from stability.api.tables import MAX_LYAPUNOV_RUNS, MAX_PAIRS
     from stability.checks import check_choice, check_integer, check_real
     from stability.limits import NET_NOISE_MAX_STAGED_WORK
     from stability.nets.curvature import curvature as top_curvature
@@ -208,8 +211,14 @@ def net_noise(
     steps = check_integer("steps", steps, low=1, high=MAX_STEPS)
     batch = check_integer("batch", batch, low=1, high=net.samples)
     check_real("perturbation", perturbation, low=0.0, low_open=True)
-    pairs = check_integer("pairs", pairs, low=2, high=4096)
-    pair_steps = check_integer("pair_steps", pair_steps, low=100, high=MAX_STEPS)
+    lyapunov_steps = check_integer("lyapunov_steps", lyapunov_steps, low=100, high=MAX_STEPS)
+    lyapunov_runs = check_integer("lyapunov_runs", lyapunov_runs, low=2, high=MAX_LYAPUNOV_RUNS)
+    pairs = check_integer(
+        "pairs", min(lyapunov_runs, MAX_PAIRS) if pairs is None else pairs, low=2, high=MAX_PAIRS
+    )
+    pair_steps = check_integer(
+        "pair_steps", lyapunov_steps if pair_steps is None else pair_steps, low=100, high=MAX_STEPS
+    )
     if lr is not None:
         lr = check_real("lr", lr, low=0.0, low_open=True)
     times = (
