@@ -337,13 +337,7 @@ def net_noise(
         bracket_note(lyapunov_runs, lyapunov_steps),
     ]
     return NetNoise(
-        rule=rule,
-        batch=batch,
-        lr=lr,
-        sampling=sampling,
-        samples=net.samples,
-        **limits,
-        **at_lr,
+        **MinibatchPrediction.of(rule, batch, lr, sampling, net.samples, limits, at_lr),
         n_params=p,
         k=k,
         subspace=moments.dim,

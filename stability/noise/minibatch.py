@@ -81,6 +81,22 @@ class MinibatchPrediction(Result):
     ms_radius: float | None = output("ρ(𝒯), spectral radius of the second-moment map")
     mean_radius: float = output("ρ(Ā), spectral radius of the mean (full-batch) dynamics")
 
+    @staticmethod
+    def of(
+        rule: str, batch: int, lr: float, sampling: str, samples: int, limits: dict, at_lr: dict
+    ) -> dict[str, Any]:
+        """The `MinibatchPrediction` fields of a prediction: its setting, the thresholds
+        ``limits`` (`thresholds`) and the predictions at ``lr`` ``at_lr`` (`predict_at`)."""
+        return {
+            "rule": rule,
+            "batch": batch,
+            "lr": lr,
+            "sampling": sampling,
+            "samples": samples,
+            **limits,
+            **at_lr,
+        }
+
 
 @dataclass(frozen=True)
 class Noise(MinibatchPrediction):
@@ -264,13 +280,7 @@ def noise(
         bracket_note(lyapunov_runs, lyapunov_steps),
     ]
     return Noise(
-        rule=ctx.name,
-        batch=batch,
-        lr=lr,
-        sampling=sampling,
-        samples=n,
-        **limits,
-        **at_lr,
+        **MinibatchPrediction.of(ctx.name, batch, lr, sampling, n, limits, at_lr),
         parameters=d,
         stages=ctx.stages,
         measured=measured,
