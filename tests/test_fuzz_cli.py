@@ -431,6 +431,12 @@ DEFECTS = [
         2,
         "--eps must be a finite real number > 0",
     ),  # fmt: skip
+    # seed 9101 (2026-11-26): 21 s of CPU for a half-life of 7.9e12 at lr 0 (κ beyond float64)
+    (
+        "halflife lwp-v --tau 1 --optimize-momentum --kappa 1e308 --json",
+        2,
+        "--kappa must be a finite real number in [1, 1e+08], got 1e+308",
+    ),
 ]
 
 
