@@ -142,3 +142,32 @@ def test_an_unresolved_crossing_is_a_note_not_an_internal_error(monkeypatch):
     lam = np.array([0.5, 1.0])
     out = modes_module.predict_modes(rule, modes_module.Modes(lam, 0.1 * lam, 0.0 * lam), lr=0.1)
     assert out.max_lr is None and out.note.endswith("could not be resolved on the circle")
+
+
+def test_ea_modes_with_delta_take_one_floquet_solve(monkeypatch):
+    """EA-Pipe with N = τ + 1 replicas reads one weight in all passes, so Δ and Φ do not
+    enter: the prediction is x_max/λ_max from one Floquet solve, equal to the least of the
+    per-mode Floquet bisections (the outsider fuzz's ``train --rule ea --tau 26 --problem mlp``
+    ran 77 of them: 25 s of CPU).  With N < τ + 1 replicas the passes differ, and they are
+    still solved mode by mode."""
+    from stability.analysis.modes import Modes
+    from stability.rules.base import consistent_passes
+
+    rule, _ = build_rule("ea", tau=3, elastic=0.3, sync_period=2)
+    lam = np.array([0.2, 1.1, 2.5])
+    modes = Modes(lam, np.array([0.3, -0.2, 0.5]), np.array([0.1, 0.0, 0.4]))
+    scalar = [
+        max_lr(rule, QuadraticModel(float(a), float(b), float(c))).max_lr
+        for a, b, c in zip(modes.lam, modes.delta, modes.phi, strict=True)
+    ]
+    assert consistent_passes(rule)
+    import stability.analysis.modes as modes_module
+
+    solved = []
+    monkeypatch.setattr(modes_module, "max_lr", lambda r, m: solved.append(m) or max_lr(r, m))
+    assert predicted_max_lr(rule, modes) == pytest.approx(min(scalar), rel=1e-9)
+    assert solved == [QuadraticModel(1.0)]  # one solve, at λ = 1
+    few, _ = build_rule("ea", tau=3, replicas=2, elastic=0.3, sync_period=2)
+    assert not consistent_passes(few)
+    assert consistent_passes(build_rule("sgd", tau=4)[0])
+    assert not consistent_passes(build_rule("discrepancy", tau_fwd=3, tau_bkwd=1)[0])

@@ -36,7 +36,7 @@ from stability.analysis.boundary import max_lr, max_lr_grid, min_max_lr_grid
 from stability.dynamics.linear import characteristic_polynomial, depends_on_lr_lam_only
 from stability.limits import MODES_MAX_LR_MAX_WORK, RATE_PREDICTION_MAX_WORK
 from stability.quadratic import QuadraticModel
-from stability.rules.base import Rule
+from stability.rules.base import Rule, consistent_passes
 from stability.spectrum import dominant_point, dominant_root, dominant_root_at
 
 
@@ -100,9 +100,11 @@ def predicted_max_lr(rule: Rule, modes: Modes) -> float | None:
     regression), one solve at λ = 1 gives x_max and the minimum is x_max/max_k λ_k;
     otherwise all modes at once by the batched boundary locus, each verified only below the
     least crossing (`stability.analysis.boundary.min_max_lr_grid`); rules it does not cover
-    (periodic, or not affine in lr) mode by mode with `stability.analysis.boundary.max_lr`
-    (Floquet / bisection).  Refused (`ValueError`) above `MODES_MAX_LR_MAX_WORK` modes ×
-    degree on the batched path.
+    (periodic, or not affine in lr) by one solve at λ = 1 when their passes read one weight
+    (`stability.rules.base.consistent_passes`: Δ and Φ do not enter, so mode k is (λ_k, 0, 0);
+    EA-Pipe with N ≥ τ + 1 replicas: 77 Floquet bisections on an MLP took 20 s of CPU), else mode by
+    mode with `stability.analysis.boundary.max_lr` (Floquet / bisection).  Refused
+    (`ValueError`) above `MODES_MAX_LR_MAX_WORK` modes × degree on the batched path.
     """
     if not modes.delta.any() and not modes.phi.any() and depends_on_lr_lam_only(rule):
         unit = QuadraticModel(1.0)  # max lr = x_max/λ: one solve
@@ -117,6 +119,8 @@ def predicted_max_lr(rule: Rule, modes: Modes) -> float | None:
                 f"× {degree}"
             )
         lr = np.asarray(min_max_lr_grid(rule, modes.model()))
+    elif consistent_passes(rule) and depends_on_lr_lam_only(rule):  # Δ, Φ do not enter
+        lr = np.asarray(_inf_if_none(max_lr(rule, QuadraticModel(1.0)).max_lr)) / np.max(modes.lam)
     else:
         lr = np.array([_inf_if_none(max_lr(rule, m).max_lr) for m in _mode_models(modes)])
     best = float(np.min(lr))
