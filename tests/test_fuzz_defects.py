@@ -85,7 +85,7 @@ def test_api_results_carry_the_warnings_the_cli_prints():
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # nothing escapes: it is on the result
-        r = st.heatmap("sgd", x="lr:1e-3:1e300:5", y="tau:0:3:4")
+        r = st.heatmap("sgd", x="lr:1e-3:1e300:5", y="tau:0:3:4", lam=1e150)
     assert r.warnings and all("lost accuracy" in w for w in r.warnings)
     assert r.to_json()["warnings"] == list(r.warnings)
     assert st.max_lr("sgd", tau=3).warnings == ()
