@@ -35,6 +35,17 @@ HALFLIFE_OPTIMIZE_MAX_DEGREE = 24
 """halflife --optimize-momentum / --optimize-horizon: largest degree (every candidate of the
 outer search is a full step-size optimisation on dense eigenvalues)."""
 
+HALFLIFE_MAX_KAPPA = 1e8
+"""halflife: largest condition number κ.  The optimal rate r* is 1 − Θ(1/κ) (sgd; delayed
+rules 1 − Θ(1/(τκ))) to 1 − Θ(1/√κ) (optimal momentum), and float64 radii near 1 carry an
+absolute error of ~1e-16 (simple roots) to ~1e-8 (the near-double roots of critical
+damping), so h = −ln 2/ln r* is lost as κ grows: the optimal momentum at τ = 0 is 6e-5 off
+ln 2·√κ/2 at κ = 1e8 and 50× at 1e12 (where its grid, ending at m = 0.9999, also falls
+short); delayed momentum (τ = 23) answered lr 7e-19 at κ = 1e12 (a rate 1 − 4e-15).  The
+grids grow with log κ: ``--optimize-momentum`` at degree 24 takes 12 s of CPU at 1e8, 90 s at
+1e12, and ``lwp-v --tau 1 --optimize-momentum --kappa 1e308`` took 21 s for a half-life of
+7.9e12 (lr 0)."""
+
 HEATMAP_MAX_POINTS_PER_AXIS = 4096
 """heatmap: points per axis."""
 
@@ -110,6 +121,7 @@ TABLE = (  # one row a limit: (command, what is limited, allowed)
     ("max-lr/radius ea", "sync_period", f"≤ {EA_MAX_SYNC_PERIOD:,}"),
     ("halflife", "degree (≈ tau)", f"≤ {HALFLIFE_MAX_DEGREE:,}"),
     ("halflife --optimize-*", "degree (≈ tau)", f"≤ {HALFLIFE_OPTIMIZE_MAX_DEGREE}"),
+    ("halflife", "kappa", f"≤ {HALFLIFE_MAX_KAPPA:.0e}"),
     ("heatmap", "points per axis", f"≤ {HEATMAP_MAX_POINTS_PER_AXIS:,}"),
     ("heatmap", "Σ points × cost(degree)", f"≤ {HEATMAP_MAX_WORK:.0e}"),
     ("radius --certify", "degree (state size)", f"≤ {CERTIFY_MAX_DEGREE}"),
@@ -149,6 +161,7 @@ __all__ = [
     "EA_MAX_REPLICA_VALUES",
     "EA_MAX_SYNC_PERIOD",
     "HALFLIFE_MAX_DEGREE",
+    "HALFLIFE_MAX_KAPPA",
     "HALFLIFE_OPTIMIZE_MAX_DEGREE",
     "HEATMAP_MAX_POINTS_PER_AXIS",
     "HEATMAP_MAX_WORK",

@@ -58,6 +58,23 @@ def test_heavy_ball_optimum_is_polyak(kappa):
     assert float(r.lr) == pytest.approx(4 / (1 + math.sqrt(kappa)) ** 2, rel=1e-6)
 
 
+def test_largest_kappa_is_answered_and_beyond_it_refused(capsys):
+    """κ ≤ HALFLIFE_MAX_KAPPA = 1e8: at the limit GD and the optimal heavy ball still match
+    their closed forms (the heavy ball's float64 double roots cost ~6e-5); above it the
+    half-life is refused naming --kappa (the outsider's fuzz: ``lwp-v --tau 1
+    --optimize-momentum --kappa 1e308`` ran 21 s for lr 0 and a half-life of 7.9e12)."""
+    gd = optimal_half_life("sgd", 1e8, tau=0)
+    assert float(gd.half_life) == pytest.approx(-LN2 / math.log1p(-2 / (1 + 1e8)), rel=1e-8)
+    hb = optimal_half_life("momentum", 1e8, tau=0, optimize="momentum")
+    assert float(hb.half_life) == pytest.approx(-LN2 / math.log1p(-2 / (1 + 1e4)), rel=1e-4)
+    argv = ["halflife", "lwp-v", "--tau", "1", "--optimize-momentum", "--kappa", "1e308"]
+    assert main([*argv, "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == (
+        "stability: error: --kappa must be a finite real number in [1, 1e+08], got 1e+308\n"
+    )
+
+
 # -- independent computations ----------------------------------------------------------------
 
 

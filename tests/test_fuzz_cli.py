@@ -431,6 +431,26 @@ DEFECTS = [
         2,
         "--eps must be a finite real number > 0",
     ),  # fmt: skip
+    # seed 9101 (2026-11-26): 21 s of CPU for a half-life of 7.9e12 at lr 0 (κ beyond float64)
+    (
+        "halflife lwp-v --tau 1 --optimize-momentum --kappa 1e308 --json",
+        2,
+        "--kappa must be a finite real number in [1, 1e+08], got 1e+308",
+    ),
+    # seed 9201: the root-error estimate overflowed at lr·λ ~ 1e148 (the point is refined in
+    # mpmath anyway) and the result carried a RuntimeWarning saying it may be inaccurate
+    (
+        "heatmap nesterov --momentum 0.00117985 --lam 1.75248e+148 --metric stable "
+        "--x lr:0.001:1:3 --y tau:0:2:3 --bounds --json",
+        0,
+        '"warnings": [], "rule": "nesterov"',
+    ),
+    (
+        "heatmap momentum --x lr:0.1:1:3 --momentum 0.0803691 --lam 3.73164e+148 "
+        "--y tau:0:8:3 --metric stable --no-max-lr",
+        0,
+        "ρ from 2.49389e+16 to 3.73164e+148; 9 points refined in mpmath",
+    ),
 ]
 
 

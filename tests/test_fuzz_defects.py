@@ -85,7 +85,7 @@ def test_api_results_carry_the_warnings_the_cli_prints():
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # nothing escapes: it is on the result
-        r = st.heatmap("sgd", x="lr:1e-3:1e300:5", y="tau:0:3:4")
+        r = st.heatmap("sgd", x="lr:1e-3:1e300:5", y="tau:0:3:4", lam=1e150)
     assert r.warnings and all("lost accuracy" in w for w in r.warnings)
     assert r.to_json()["warnings"] == list(r.warnings)
     assert st.max_lr("sgd", tau=3).warnings == ()
@@ -226,6 +226,25 @@ def test_a_device_without_values_is_refused_naming_device():
     pytest.importorskip("torch")
     problem = f"{Path(__file__).resolve().parents[1] / 'examples' / 'diabetes_linear.py'}:problem"
     _refused_naming(["net", "curvature", "--problem", problem, "--device", "meta"], "--device")
+
+
+def test_minibatch_state_limit_is_refused_before_the_state_is_probed(monkeypatch):
+    """``noise wp ... --tau 5000`` (the outsider fuzz, seed 9102) probed the 10⁴ slots' state
+    matrices, 12-26 s of CPU, only to refuse the state size: the refusal now comes from the
+    rule's slots, before any probe (here made to fail), also for tradeoff."""
+    from stability.noise import state
+
+    def no_probe(*args):
+        raise AssertionError("probed before the state limit was checked")
+
+    monkeypatch.setattr(state, "probe", no_probe)
+    err = _refused_naming(
+        [*NOISE[:1], "wp", *NOISE[2:], "--hessian-estimate", "0", "--tau", "5000", "--bias"],
+        "--tau",
+    )
+    assert "must be ≤ 400 (docs/limits.md), got 13 × 10004 = 130052" in err
+    err = _refused_naming(["tradeoff", "--batch", "8", "--rules", "wp", "--tau", "5000"], "--tau")
+    assert "got 12 × 10004 = 120048" in err
 
 
 TRADEOFF = ["tradeoff", "--batch", "8", "--samples", "32"]

@@ -142,3 +142,58 @@ def test_an_unresolved_crossing_is_a_note_not_an_internal_error(monkeypatch):
     lam = np.array([0.5, 1.0])
     out = modes_module.predict_modes(rule, modes_module.Modes(lam, 0.1 * lam, 0.0 * lam), lr=0.1)
     assert out.max_lr is None and out.note.endswith("could not be resolved on the circle")
+
+
+def test_ea_modes_with_delta_take_one_floquet_solve(monkeypatch):
+    """EA-Pipe with N = τ + 1 replicas reads one weight in all passes, so Δ and Φ do not
+    enter: the prediction is x_max/λ_max from one Floquet solve, equal to the least of the
+    per-mode Floquet bisections (the outsider fuzz's ``train --rule ea --tau 26 --problem mlp``
+    ran 77 of them: 25 s of CPU).  With N < τ + 1 replicas the passes differ, and they are
+    still solved mode by mode."""
+    from stability.analysis.modes import Modes
+    from stability.rules.base import consistent_passes
+
+    rule, _ = build_rule("ea", tau=3, elastic=0.3, sync_period=2)
+    lam = np.array([0.2, 1.1, 2.5])
+    modes = Modes(lam, np.array([0.3, -0.2, 0.5]), np.array([0.1, 0.0, 0.4]))
+    scalar = [
+        max_lr(rule, QuadraticModel(float(a), float(b), float(c))).max_lr
+        for a, b, c in zip(modes.lam, modes.delta, modes.phi, strict=True)
+    ]
+    assert consistent_passes(rule)
+    import stability.analysis.modes as modes_module
+
+    solved = []
+    monkeypatch.setattr(modes_module, "max_lr", lambda r, m: solved.append(m) or max_lr(r, m))
+    assert predicted_max_lr(rule, modes) == pytest.approx(min(scalar), rel=1e-9)
+    assert solved == [QuadraticModel(1.0)]  # one solve, at λ = 1
+    few, _ = build_rule("ea", tau=3, replicas=2, elastic=0.3, sync_period=2)
+    assert not consistent_passes(few)
+    assert consistent_passes(build_rule("sgd", tau=4)[0])
+    assert not consistent_passes(build_rule("discrepancy", tau_fwd=3, tau_bkwd=1)[0])
+
+
+def test_periodic_modes_are_bisected_only_where_they_bind(monkeypatch):
+    """EA-Pipe with N < τ + 1 replicas (Δ, Φ enter): the least max lr over the modes equals
+    the per-mode Floquet bisections', but a mode is bisected only when it is not stable below
+    the least found so far (77 bisections on the MLP took 23 s of CPU)."""
+    import stability.analysis.modes as modes_module
+    from stability.analysis.boundary import floquet_stable_below
+    from stability.analysis.modes import Modes
+    from stability.rules.base import consistent_passes
+
+    rule, _ = build_rule("ea", tau=5, replicas=2, elastic=0.4, sync_period=2)
+    assert not consistent_passes(rule)
+    rng = np.random.default_rng(7)
+    lam = np.sort(rng.uniform(0.1, 3.0, 4))
+    modes = Modes(lam, 0.3 * lam * rng.uniform(-1, 1, 4), 0.2 * lam * rng.uniform(0, 1, 4))
+    models = [QuadraticModel(float(a), float(b), float(c)) for a, b, c in
+              zip(modes.lam, modes.delta, modes.phi, strict=True)]  # fmt: skip
+    scalar = [max_lr(rule, m).max_lr for m in models]
+    solved = []
+    monkeypatch.setattr(modes_module, "max_lr", lambda r, m: solved.append(m) or max_lr(r, m))
+    assert predicted_max_lr(rule, modes) == min(scalar)
+    assert 1 <= len(solved) < len(models)
+    k = int(np.argmin(scalar))
+    assert floquet_stable_below(rule, models[k], scalar[k] * (1 - 1e-6))
+    assert not floquet_stable_below(rule, models[k], scalar[k] * (1 + 1e-6))

@@ -541,6 +541,20 @@ def _floquet_max_lr(rule: Rule, model: QuadraticModel) -> MaxLr:
     raise ArithmeticError("Floquet bisection could not certify the stability threshold")
 
 
+def floquet_stable_below(rule: Rule, model: QuadraticModel, bound: float) -> bool:
+    """True when the max lr of a periodic rule on ``model`` (`_floquet_max_lr`) is ≥ ``bound``
+    to 1e-9 relative: stable at every point of its scan grid below ``bound`` and at
+    ``bound``·(1 − 1e-9), so its first unstable grid point lies above ``bound`` and the
+    crossing bisected below that point is not below ``bound``·(1 − 1e-9) (the scan's own
+    assumption: stability does not change between two stable points of a bracket)."""
+    if getattr(rule, "marginal", False) or not bound > 0:
+        return False
+    coefficients = (model.lam + model.delta, model.delta - model.phi, model.phi)
+    grid = _FLOQUET_GRID / max(abs(float(c)) for c in coefficients)
+    points = np.append(grid[grid < bound], bound * (1 - _CERTIFY_MARGINS[0]))
+    return bool(np.all(floquet_stable(rule, model, points)))
+
+
 _CERTIFY_MARGINS = (1e-9, 1e-8, 1e-7, 1e-6, 1e-5)
 """Relative offsets at which stability below and instability above the bracket are checked.
 A nearly double multiplier on the circle (two multipliers ~1e-6 apart at −1: EA-Pipe with a

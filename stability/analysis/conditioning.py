@@ -50,7 +50,11 @@ import numpy as np
 from stability.analysis.boundary import max_lr_grid
 from stability.checks import check_real
 from stability.dynamics.linear import characteristic_polynomial, depends_on_lr_lam_only
-from stability.limits import HALFLIFE_MAX_DEGREE, HALFLIFE_OPTIMIZE_MAX_DEGREE
+from stability.limits import (
+    HALFLIFE_MAX_DEGREE,
+    HALFLIFE_MAX_KAPPA,
+    HALFLIFE_OPTIMIZE_MAX_DEGREE,
+)
 from stability.quadratic import QuadraticModel
 from stability.rules.registry import get_spec
 from stability.rules.spec import RuleSpec
@@ -507,7 +511,7 @@ def optimal_half_life(
         spec.check_names([optimize])
         if optimize in params:
             raise ValueError(f"{optimize} is optimised; do not also give it")
-    check_real("kappa", np.asarray(kappa, dtype=float), low=1.0)
+    check_real("kappa", np.asarray(kappa, dtype=float), low=1.0, high=HALFLIFE_MAX_KAPPA)
     shape, flat, values = _batch(spec, params, kappa=kappa)
     _check_degree(spec, values, optimize)
     kappa_flat = flat["kappa"]

@@ -412,6 +412,8 @@ def _root_error_estimate(c, z, mods, top) -> np.ndarray:
 
     Companion eigenvalues are backward stable in the matrix norm, i.e. exact for coefficients
     perturbed by ~ε·max|c|; a root z then moves by ~ε·max|c|·Σ|z|^k/|p'(z)| (first order).
+    Where that overflows float64 (lr·λ ~ 1e148: |z|^k ~ 1e296) the estimate is inf, which
+    sends the point to the mpmath refinement, as an unknown error should.
     """
     if z.shape[-1] == 0:
         return np.zeros(c.shape[1])
@@ -422,12 +424,12 @@ def _root_error_estimate(c, z, mods, top) -> np.ndarray:
     dp = np.zeros_like(zz)
     p = np.zeros_like(zz)
     powers = np.zeros(zz.shape)
-    for k in range(deg + 1):  # Horner for p and p'
-        dp = dp * zz + p
-        p = p * zz + cc[k]
-        powers = powers * np.abs(zz) + 1.0
-    scale = np.max(np.abs(cc), axis=0)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        for k in range(deg + 1):  # Horner for p and p'
+            dp = dp * zz + p
+            p = p * zz + cc[k]
+            powers = powers * np.abs(zz) + 1.0
+        scale = np.max(np.abs(cc), axis=0)
         err = _SAFETY * np.finfo(float).eps * scale * powers / np.abs(dp)
     err = np.where(np.isfinite(err), err, np.inf)
     out = np.zeros(c.shape[1])

@@ -28,6 +28,7 @@ import numpy as np
 
 from stability.analysis.boundary import MaxLr, max_lr
 from stability.checks import check_real, finite_or_none
+from stability.limits import HALFLIFE_MAX_KAPPA
 from stability.pipeline import Pipeline
 from stability.quadratic import QuadraticModel
 from stability.rules.base import Rule
@@ -119,7 +120,7 @@ def stage_half_life(
     """
     from stability.analysis.conditioning import RateCurve, optimal_half_life
 
-    check_real("kappa", kappa, low=1.0)
+    check_real("kappa", kappa, low=1.0, high=HALFLIFE_MAX_KAPPA)
     rules = pipeline_stage_rules(name, values, pipe)
     lam = float(stage_model(name, values).lam)
     back = None if pipe.consistent else pipe.backward_delays

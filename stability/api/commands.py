@@ -31,7 +31,7 @@ from typing import Any
 from stability.api import net_tables as nt
 from stability.api import tables as t
 from stability.api.tables import PIPELINE_OPTIONS, PROBLEM_OPTIONS
-from stability.limits import TRAIN_MAX_STEPS
+from stability.limits import HALFLIFE_MAX_KAPPA, TRAIN_MAX_STEPS
 from stability.options import Option, option
 
 
@@ -329,7 +329,13 @@ COMMANDS: dict[str, Command] = {
             "halflife",
             "HalfLife",
             (
-                option("kappa", "condition number κ of the spectrum [λ, κλ]", "real", low=1.0),
+                option(
+                    "kappa",
+                    "condition number κ of the spectrum [λ, κλ]",
+                    "real",
+                    low=1.0,
+                    high=HALFLIFE_MAX_KAPPA,
+                ),
                 option(
                     "optimize",
                     "also minimise over this parameter (the momentum m or the LWP horizon T)",

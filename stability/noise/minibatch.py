@@ -147,8 +147,11 @@ class RuleOnData:
 
 
 def setup(rule: Any, problem, pipe: Pipeline | None, params) -> RuleOnData:
-    """Resolve the rule (uniform, or per stage of the pipeline ``pipe``) on ``problem``."""
-    from stability.noise.state import state_space, uniform_state
+    """Resolve the rule (uniform, or per stage of the pipeline ``pipe``) on ``problem``.
+
+    Refuses a state beyond `MAX_STATE` (`check_state`) from the rule's slots, before any state
+    matrix is probed (``noise wp --tau 5000`` probed 10⁴ slots for 12 s of CPU to refuse)."""
+    from stability.noise.state import rule_slots, state_space, uniform_state
     from stability.noise.threshold import uniform_full_batch
 
     for key in ("lam", "delta", "phi"):
@@ -158,6 +161,7 @@ def setup(rule: Any, problem, pipe: Pipeline | None, params) -> RuleOnData:
     if pipe is None:
         r = resolve(rule, **params)
         built = r.rule
+        check_state(d, len(rule_slots([built])))
         fb = uniform_full_batch(built, problem.hessian_eigenvalues())
         return RuleOnData(r.name, problem, lambda lr: uniform_state(built, lr, d), built, fb, None)
     from stability.agreement.coupled_runs import problem_system
@@ -169,6 +173,7 @@ def setup(rule: Any, problem, pipe: Pipeline | None, params) -> RuleOnData:
         raise ValueError("a schedule needs the rule by name")
     built = problem_system(linreg_linearization(problem), pipe, rule, params)
     system = built.system
+    check_state(d, len(rule_slots(system.rules)))
     trainer = pipeline_rule(rule, params, pipe, system.stage_sizes)
     fb = quadratic_max_lr(system).max_lr  # the scan; PipeOptim-AdamW: quadratic in lr
     return RuleOnData(
