@@ -200,9 +200,12 @@ class SparsePoly:
         return out
 
     def sparse_arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(exponents, coefficients)``: exponents highest first, coefficients stacked (axis 0)."""
+        """``(exponents, coefficients)``: exponents highest first, coefficients stacked (axis 0);
+        the zero polynomial (no terms, e.g. a coupling whose terms all cancel) is 0·z⁰."""
         ks = self.exponents
         grid = np.broadcast_shapes(*(np.shape(c) for c in self.terms.values()))
+        if not ks:
+            return np.zeros(1, dtype=int), np.zeros((1, *grid))
         coeffs = np.stack(
             [np.broadcast_to(np.asarray(self.terms[k], dtype=float), grid) for k in ks]
         )

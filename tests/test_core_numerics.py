@@ -230,3 +230,12 @@ def test_momentum_one_is_never_asymptotically_stable():
     for tau in (0, 1, 3):
         rule, model = build_rule("momentum", tau=tau, momentum=1.0)
         assert max_lr(rule, model).max_lr == 0.0
+
+
+def test_the_zero_polynomial_has_sparse_arrays_zero():
+    """A coupling whose terms all cancel (validate --stage-delays 0,100000 --rules lwp-v+sc
+    ended in numpy's 'need at least one array to stack')."""
+    from stability.polynomial import SparsePoly
+
+    ks, coeffs = SparsePoly({}, None).sparse_arrays()
+    assert ks.tolist() == [0] and coeffs.tolist() == [0.0]
