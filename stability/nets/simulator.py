@@ -50,7 +50,7 @@ from torch.func import vmap
 
 from stability.checks import check_step_sizes
 from stability.nets.problem import NetProblem
-from stability.rules.base import Passes, Rule, history_depth
+from stability.rules.base import Passes, Rule, TapProbe, history_depth
 from stability.trainer.engine import BatchStream
 
 MAX_BUFFER = 250_000_000
@@ -107,19 +107,6 @@ class StageTaps:
         return self.ring.read(var, lag, self.block)
 
 
-class _Probe:
-    """Tap reader returning a distinct number for every (var, lag)."""
-
-    t = 0
-
-    def __init__(self):
-        self.seen: dict[tuple[str, int], float] = {}
-
-    def __call__(self, var: str, lag=0) -> float:
-        key = (var, int(lag))
-        return self.seen.setdefault(key, 1.0 + math.pi * (len(self.seen) + 1) ** 1.5)
-
-
 def check_stashed(rule: Rule | None, name: str = "") -> None:
     """Refuse rules whose backward or recompute weights differ from the forward ones (module
     doc); also periodic rules (no single per-stage rule to compare with the analysis).
@@ -147,7 +134,7 @@ def check_stashed(rule: Rule | None, name: str = "") -> None:
 def consistent(rule: Rule, role: str = "backward") -> bool:
     """Whether the rule's ``role`` pass (``"backward"``, or ``"recompute"``: against the
     backward one) reads the same weights as its reference pass, by a probe of distinct values."""
-    p = rule.passes(_Probe(), 0.1)
+    p = rule.passes(TapProbe(), 0.1)
     if role == "recompute":
         return p.recompute == p.backward
     return p.backward == p.forward and p.recompute == p.forward

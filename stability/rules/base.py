@@ -27,6 +27,7 @@ functions, no branching on values) so that every numeric type flows through.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -105,32 +106,29 @@ def taps_read(rule: Rule, lr: Any = 1.0, t: int = 0) -> frozenset[tuple[str, int
     return frozenset(recorder.read)
 
 
-class _GenericReader:
-    """A tap reader returning one random number per ``(var, lag)`` (`consistent_passes`)."""
+class TapProbe:
+    """A tap reader returning a distinct number for every ``(var, lag)``; a per-coordinate
+    lag (an array: the trainer's) gets a new number at every read, so it never counts as
+    equal to another read (`consistent_passes`)."""
 
-    def __init__(self, t: int, rng: np.random.Generator):
-        self.t, self.rng = t, rng
-        self.values: dict[tuple[str, int], float] = {}
+    def __init__(self, t: int = 0):
+        self.t = t
+        self.seen: dict[tuple, float] = {}
 
-    def __call__(self, var: str, lag: int = 0) -> Any:
-        if np.ndim(lag) != 0:  # per-coordinate lags (the trainer's): never taken as equal
-            return self.rng.standard_normal()
-        key = (var, int(lag))
-        if key not in self.values:
-            self.values[key] = self.rng.standard_normal()
-        return self.values[key]
+    def __call__(self, var: str, lag: Any = 0) -> float:
+        key = (var, int(lag)) if np.ndim(lag) == 0 else (var, "array", len(self.seen))
+        return self.seen.setdefault(key, 1.0 + math.pi * (len(self.seen) + 1) ** 1.5)
 
 
 def consistent_passes(rule: Rule) -> bool:
     """True when the forward, backward and recompute passes read the same weights (at every
     phase of `tap_phases`): then the gradient (λ + Δ)·u_f − (Δ − Φ)·u_b − Φ·u_r is λ·u, and Δ
     and Φ do not enter the dynamics (PipeMare eq. 5; e.g. delayed SGD, EA-Pipe with N ≥ τ + 1
-    replicas).  Decided on generic values: the taps read as distinct random numbers, the
+    replicas).  Decided on generic values: the taps read as distinct numbers (`TapProbe`), the
     passes must agree exactly (two different expressions of one weight count as different,
     which only costs a caller its shortcut)."""
-    rng = np.random.default_rng(0)
     for t in tap_phases(rule):
-        p = rule.passes(_GenericReader(t, rng), 0.371)
+        p = rule.passes(TapProbe(t), 0.371)
         if not (np.array_equal(p.forward, p.backward) and np.array_equal(p.forward, p.recompute)):
             return False
     return True
