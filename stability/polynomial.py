@@ -79,11 +79,19 @@ class SparsePoly:
 
     @staticmethod
     def from_terms(pairs: Iterable[tuple[int, Any]]) -> SparsePoly:
-        """Sum of ``c·ω^k`` over ``(k, c)`` pairs (repeated exponents are added)."""
-        out = SparsePoly({}, {})
+        """Sum of ``c·ω^k`` over ``(k, c)`` pairs (repeated exponents are added), accumulated
+        in place: O(terms), where summing K monomials one by one copies O(K²) entries (a
+        random-delay kernel at τ = 2·10⁴ has 2·10⁴ terms)."""
+        terms: dict[int, Any] = {}
+        bounds: dict[int, Any] | None = {}
         for k, c in pairs:
-            out = out + SparsePoly.monomial(k, c)
-        return out
+            terms[k] = terms[k] + c if k in terms else c
+            bound = _abs_bound(c)
+            if bound is None or bounds is None:
+                bounds = None
+            else:
+                bounds[k] = bounds[k] + bound if k in bounds else bound
+        return SparsePoly(terms, bounds)
 
     @staticmethod
     def from_dense(coefficients: Any) -> SparsePoly:

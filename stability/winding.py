@@ -81,7 +81,10 @@ def winding_turns(theta: np.ndarray, values: np.ndarray, evaluate, rate=None) ->
     wherever the path crosses the negative real axis (where the principal argument jumps),
     minus the telescoped steps of the subdivided intervals.
     """
-    values = values.reshape(len(theta), -1)
+    # + 0j turns a signed zero −0.0 into +0.0: the comparisons below count −0.0 as ≥ 0, the
+    # arctangents as < 0, and a real sample at θ = π (e.g. conj of an FFT) would then be
+    # counted a whole turn off
+    values = values.reshape(len(theta), -1) + 0j
     re, im = values.real, values.imag
     a_re, a_im, b_re, b_im = re[:-1], im[:-1], re[1:], im[1:]
     w_re = b_re * a_re + b_im * a_im  # b·conj(a): its argument is the phase step
@@ -184,13 +187,52 @@ def trig_table(period: int) -> tuple[np.ndarray, np.ndarray]:
     return tables
 
 
+FFT_MIN_TERMS = 16
+"""`HalfCircleGrid` sums more terms than this by one real FFT per column, fewer by tables."""
+
+
+class HalfCircleGrid:
+    """Σ_k c_{k,m}·e^{ikθ_j} at θ_j = πj/(n−1), j = 0 … n−1, for fixed exponents ``exps`` (K,)
+    and any real coefficients (K, M): shape (n, M).
+
+    With P = 2(n−1), k·θ_j = 2π·(kj mod P)/P exactly, so no large argument is ever rounded:
+
+    * few terms (K ≤ `FFT_MIN_TERMS`): e^{ikθ_j} read from one table by integer indexing,
+      gathered once, and each call is one (n, K) × (K, M) real product;
+    * many terms: the coefficients folded modulo P, c̃_r = Σ_{k ≡ r} c_k, and
+      Σ_r c̃_r·e^{2πi·rj/P} = conj(rfft(c̃))_j (c̃ real; rfft's n = P/2 + 1 outputs are
+      exactly j = 0 … n−1): O(P log P) per column instead of O(n·K) — a random-delay kernel
+      at τ = 10⁵ has K ≈ 750 terms and n = 8·10⁵ samples.
+    """
+
+    def __init__(self, n: int, exps: np.ndarray):
+        self.theta = np.pi * np.arange(n) / (n - 1)
+        self.period = 2 * (n - 1)
+        self.residues = np.asarray(exps, dtype=np.int64) % self.period
+        self._tables = None
+        if self.residues.size <= FFT_MIN_TERMS:
+            cos_table, sin_table = trig_table(self.period)
+            index = np.multiply.outer(np.arange(n), self.residues) % self.period
+            self._tables = cos_table[index], sin_table[index]
+
+    def __call__(self, coeffs: np.ndarray) -> np.ndarray:
+        coeffs = np.asarray(coeffs, dtype=float)
+        if self._tables is not None:
+            cos, sin = self._tables
+            out = np.empty((self.theta.size, coeffs.shape[1]), dtype=complex)
+            out.real, out.imag = cos @ coeffs, sin @ coeffs
+            return out
+        folded = np.zeros((self.period, coeffs.shape[1]))
+        np.add.at(folded, self.residues, coeffs)
+        return np.conj(np.fft.rfft(folded, axis=0))
+
+
 class SparseColumns:
     """M real sparse polynomials Σ_k c_{k,m}·z^k sharing the exponents ``exps`` (K,).
 
     ``coeffs`` (K, M).  Each column's degree is its highest exponent with a nonzero
     coefficient.  On the sample grid θ_j = πj/(n−1), k·θ_j = π·(kj mod 2(n−1))/(n−1) exactly,
-    so e^{ikθ_j} is read from one table by integer indexing: a circle costs one (n, K) × (K, M)
-    real matrix product.
+    so a circle is summed without rounding a large argument (`HalfCircleGrid`).
     """
 
     def __init__(self, exps, coeffs):
@@ -204,21 +246,14 @@ class SparseColumns:
         self.exps, self.coeffs = exps, coeffs
         self.degree = np.max(np.where(nonzero, exps[:, None], -1), axis=0)
         self.low = np.min(np.where(nonzero, exps[:, None], np.iinfo(np.int64).max), axis=0)
-        n = SAMPLES_PER_DEGREE * int(self.degree.max()) + 64
-        period = 2 * (n - 1)
-        self.theta = np.pi * np.arange(n) / (n - 1)
-        index = np.multiply.outer(np.arange(n), exps) % period
-        cos_table, sin_table = trig_table(period)
-        self._cos, self._sin = cos_table[index], sin_table[index]
+        self._grid = HalfCircleGrid(SAMPLES_PER_DEGREE * int(self.degree.max()) + 64, exps)
+        self.theta = self._grid.theta
 
     def _scaled(self, r, cols):
         return scaled_terms(self.exps, self.coeffs[:, cols], r)
 
     def samples(self, r, cols):
-        s = self._scaled(r, cols)
-        out = np.empty((self.theta.size, s.shape[1]), dtype=complex)
-        out.real, out.imag = self._cos @ s, self._sin @ s
-        return out
+        return self._grid(self._scaled(r, cols))
 
     def log_modulus(self, r, cols):
         """log|p| up to a constant per column (the samples share the scale of their circle)."""
@@ -411,6 +446,7 @@ def newton(f: CircleFunction, z, cols, iterations: int = 100) -> np.ndarray:
 __all__ = [
     "SAMPLES_PER_DEGREE",
     "CircleFunction",
+    "HalfCircleGrid",
     "LargestRoot",
     "SparseColumns",
     "count_inside",
@@ -420,6 +456,5 @@ __all__ = [
     "on_circle",
     "roots_inside",
     "scaled_terms",
-    "trig_table",
     "winding_turns",
 ]

@@ -20,14 +20,58 @@ from strategies import rule_points
 from stability.analysis.boundary import max_lr, max_lr_grid
 from stability.dynamics.linear import characteristic_polynomial, linearize
 from stability.polynomial import SparsePoly, polynomial_determinant
+from stability.quadratic import QuadraticModel
+from stability.rules.random_delay import kernel_polynomial, random_delay
 from stability.rules.registry import RULES, build_rule
 from stability.spectrum import dominant_root, dominant_root_at, half_life, roots, spectral_radius
-from stability.winding import roots_inside
+from stability.winding import (
+    FFT_MIN_TERMS,
+    HalfCircleGrid,
+    SparseColumns,
+    largest_root,
+    roots_inside,
+)
 
 coeff = st.floats(-3, 3, allow_nan=False)
 
 
 # -- sparse polynomials ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tau", [20, 100, 300])
+def test_largest_root_of_a_many_term_kernel_equals_numpy_roots(tau):
+    """The uniform random-delay kernel has τ + 2 terms (the FFT path of `HalfCircleGrid`); its
+    sample at θ = π is real with a signed zero −0.0, which `winding_turns` once counted a whole
+    turn off (radii wrong by 0.006-0.13)."""
+    rule = random_delay(tau=tau, delay_rate=0.0, momentum=0.0)
+    lam = np.array([0.5, 2.0, 5.0])  # stable, stable, unstable at lr = 1/τ
+    poly = kernel_polynomial(rule, QuadraticModel(lam=lam), 1.0 / tau).normalized()
+    exps = np.array(poly.exponents)
+    coeffs = np.stack([np.broadcast_to(poly.terms[k], lam.shape) for k in exps])
+    radius = largest_root(SparseColumns(exps, coeffs)).radius
+    for m in range(lam.size):
+        dense = np.zeros(exps.max() + 1)
+        dense[exps.max() - exps] = coeffs[:, m]
+        assert radius[m] == pytest.approx(np.max(np.abs(np.roots(dense))), abs=1e-12)
+
+
+@pytest.mark.parametrize("terms", [3, FFT_MIN_TERMS, FFT_MIN_TERMS + 1, 750])
+def test_half_circle_grid_equals_direct_evaluation(terms):
+    """Both paths (tables for few terms, one real FFT for many) against Σ c_k e^{ikθ} summed
+    term by term in extended precision (kθ rounded at ~1e-19·k), exponents beyond the period
+    included."""
+    rng = np.random.default_rng(terms)
+    n = 257
+    exps = np.sort(rng.choice(3 * n, size=terms, replace=False))
+    coeffs = rng.normal(size=(terms, 3))
+    grid = HalfCircleGrid(n, exps)
+    pi = np.longdouble("3.14159265358979323846264338327950288")
+    angle = np.multiply.outer(pi * np.arange(n, dtype=np.longdouble) / (n - 1), exps)
+    direct = np.cos(angle) @ coeffs.astype(np.longdouble) + 1j * (
+        np.sin(angle) @ coeffs.astype(np.longdouble)
+    )
+    scale = np.abs(coeffs).sum(axis=0)
+    assert np.max(np.abs(grid(coeffs) - direct.astype(complex)) / scale) < 1e-14
 
 
 @settings(max_examples=200)

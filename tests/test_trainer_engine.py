@@ -11,6 +11,7 @@ import pytest
 
 from stability.pipeline import t1_factor
 from stability.rules.base import History, step
+from stability.rules.random_delay import random_delay
 from stability.rules.registry import build_rule
 from stability.trainer.data import synthetic_regression
 from stability.trainer.engine import BatchStream, Phase, RingHistory, train
@@ -120,6 +121,25 @@ def test_ring_history_taps():
     np.testing.assert_array_equal(y("delta"), 0.0)
     y.push({"w": np.full((1, 2), 3.0), "delta": np.full((1, 2), 7.0)})
     assert y("delta")[0, 0] == 7 and y("delta", 1)[0, 0] == 0
+
+
+def test_long_delay_kernels_are_summed_in_one_gather():
+    """Random delays at τmax = 10⁵ keep ~750 lags with P(τ = k) > 0; the trainer reads them with
+    one gather per step (`RingHistory.weighted`), not 750 taps (a 25 s `train` call found by
+    the outsider fuzzer), and gets the plain sum of the taps."""
+    rule = random_delay(tau=100_000, delay_rate=-1.0, momentum=0.0)
+    lags, weights = rule._kernel
+    assert 700 < lags.size < 800
+    x = RingHistory(("w", "v"), depth=100_001, initial={"w": np.zeros((2, 3))})
+    for k in range(1, 1200):
+        x.push({"w": np.full((2, 3), float(k)) + np.arange(3)})
+    plain = sum(c * x("w", k) for k, c in zip(lags.tolist(), weights.tolist(), strict=True))
+    reads = []
+    counted = type("Counted", (RingHistory,), {"__call__": lambda s, *a: reads.append(a) or 0})
+    x.__class__ = counted
+    fast = rule.passes(x, 0.1).forward
+    np.testing.assert_allclose(fast, plain, rtol=1e-13)
+    assert reads == []
 
 
 def test_diverging_runs_are_frozen_and_leave_the_others_untouched():

@@ -7,7 +7,8 @@ proves Lemma 1 (App. B.1, with the substitution ω = (1 − iy)/(1 + iy)); here 
 numerically for every rule:
 
 1. sample θ ∈ [0, π] (the lower half mirrors it) at 8 points per unit of degree, evaluating
-   the *sparse* A and B — O(d·terms), so max-lr costs O(τ), not the O(τ³) of eigenvalues;
+   the *sparse* A and B — O(d·terms), or O(d log d) by one FFT when they have many terms
+   (`stability.winding.HalfCircleGrid`), so max-lr costs O(τ), not the O(τ³) of eigenvalues;
 2. every sign change of F brackets a crossing; the endpoints θ = 0, π (real roots ±1) are
    candidates too; the first crossing is not always near ω = 1 (hence the whole half circle);
 3. the brackets whose interpolated lr is within 5 % of the smallest positive one (and those
@@ -52,7 +53,7 @@ from stability.spectrum import (
     follow_multiplier,
     spectral_radius,
 )
-from stability.winding import on_circle, trig_table, winding_turns
+from stability.winding import HalfCircleGrid, on_circle, winding_turns
 
 _EPS = np.finfo(float).eps
 _MARGINAL = 1e-12  # radius ≥ 1 − this counts as not stable when checking (0, lr₁)
@@ -324,28 +325,17 @@ def _sample(n: int, ka, ca, kb, cb):
     approach ω = 1), e.g. PipeMare eq. 5 with τf = 1, τb = 0, Δ = 100 crosses at θ ≈ 0.0995 <
     π/31.  Geometric samples h·2^{-k} (k = 1..30) from each end resolve them down to ~1e-9·h.
 
-    On the equispaced grid θ_j = πj/(n−1), k·θ_j = π·(kj mod 2(n−1))/(n−1) exactly, so
-    cos(kθ_j) and sin(kθ_j) are read from one table of 2(n−1) values by integer indexing
-    instead of evaluated per term (and without the rounding of large arguments).
+    The equispaced samples are `HalfCircleGrid`'s (exact arguments; an FFT for many terms).
     """
-    period = 2 * (n - 1)
-    cos_table, sin_table = trig_table(period)
-    j = np.arange(n)
-
-    def uniform(ks, cs):
-        index = np.multiply.outer(j, ks)
-        index %= period
-        return (cos_table[index] @ cs) + 1j * (sin_table[index] @ cs)
-
     h = math.pi / (n - 1)
     near = h * 2.0 ** -np.arange(30, 0, -1)
     ends = np.concatenate((near, math.pi - near[::-1]))
 
     def merged(ks, cs):
-        grid, tails = uniform(ks, cs), on_circle(ends, ks, cs)
+        grid, tails = HalfCircleGrid(n, ks)(cs), on_circle(ends, ks, cs)
         return np.concatenate((grid[:1], tails[:30], grid[1:-1], tails[30:], grid[-1:]))
 
-    theta = np.concatenate(([0.0], near, j[1:-1] * h, math.pi - near[::-1], [math.pi]))
+    theta = np.concatenate(([0.0], near, np.arange(1, n - 1) * h, math.pi - near[::-1], [math.pi]))
     return theta, merged(ka, ca), merged(kb, cb)
 
 

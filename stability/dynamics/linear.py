@@ -33,21 +33,10 @@ import numpy as np
 from stability.dynamics.round_robin import check_size, has_round_robin
 from stability.polynomial import SparsePoly, polynomial_determinant
 from stability.quadratic import QuadraticModel
-from stability.rules.base import Oracle, Rule, taps_read
+from stability.rules.base import Oracle, Rule, UnitTap, taps_read
 
 LR = SparsePoly.monomial(1, 1)
 """The step size ℓ as a formal variable (a polynomial in ℓ), for `linearize`."""
-
-
-class _UnitProbe:
-    """A tap reader that is 1 at one tap and 0 everywhere else."""
-
-    def __init__(self, var: str, lag: int, t: int):
-        self.tap = (var, lag)
-        self.t = t
-
-    def __call__(self, var: str, lag: int = 0) -> int:
-        return 1 if (var, lag) == self.tap else 0
 
 
 @dataclass(frozen=True)
@@ -73,11 +62,13 @@ class LinearDynamics:
         for i in range(n):
             row = []
             for j in range(n):
-                entry = SparsePoly.monomial(top, 1) if i == j else SparsePoly({}, {})
-                for k, a in self.matrices.items():
-                    if not _is_const_zero(a[i][j]):
-                        entry = entry - SparsePoly.monomial(top - 1 - k, a[i][j])
-                row.append(entry)
+                identity = [(top, 1)] if i == j else []
+                lags = [
+                    (top - 1 - k, -a[i][j])
+                    for k, a in self.matrices.items()
+                    if not _is_const_zero(a[i][j])
+                ]
+                row.append(SparsePoly.from_terms(identity + lags))
             rows.append(row)
         return polynomial_determinant(rows).normalized()
 
@@ -116,7 +107,7 @@ def linearize(rule: Rule, model: Oracle, lr: Any = LR, t: int = 0) -> LinearDyna
     n = len(variables)
     columns: dict[int, list[list[Any]]] = {}
     for var, lag in sorted(taps_read(rule, lr, t)):
-        probe = _UnitProbe(var, lag, t)
+        probe = UnitTap((var, lag), t)
         p = rule.passes(probe, lr)
         new = rule.update(probe, model(p.forward, p.backward, p.recompute), lr)
         block = columns.setdefault(lag, [[0] * n for _ in range(n)])

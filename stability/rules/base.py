@@ -53,6 +53,22 @@ class TapReader(Protocol):
     def __call__(self, var: str, lag: int = 0) -> Any: ...
 
 
+def tap_sum(x: TapReader, var: str, lags: np.ndarray, weights: np.ndarray) -> Any:
+    """Σ_i weights_i·x(var, lags_i): a long delay kernel (random delays).
+
+    ``lags`` (K,) integers; ``weights`` (K,) numbers or (K, …) arrays (one kernel per grid
+    point).  A reader with a ``weighted(var, lags, weights)`` method sums at once: the
+    trainer's ring buffers in one gather and one product, a `UnitTap` by reading off its one
+    weight (the linearisation probes every tap: O(K) probes of O(1), not O(K²)).  Any other
+    reader (probes, exact and symbolic values) sees the plain sum of its taps, so the rule
+    stays arithmetic."""
+    fast = getattr(x, "weighted", None)
+    if fast is not None:
+        return fast(var, lags, weights)
+    coefficients = weights.tolist() if weights.ndim == 1 else weights
+    return sum(c * x(var, k) for k, c in zip(lags.tolist(), coefficients, strict=True))
+
+
 Oracle = Callable[[Any, Any, Any], Any]
 """``oracle(u_fwd, u_bkwd, u_recomp) -> gradient``: the gradient backpropagation computes."""
 
@@ -75,6 +91,14 @@ class UnitTap:
 
     def __call__(self, var: str, lag: int = 0) -> int:
         return 1 if (var, lag) == self.tap else 0
+
+    def weighted(self, var: str, lags: np.ndarray, weights: np.ndarray) -> Any:
+        """The weight of this tap in Σ_i weights_i·x(var, lags_i) (`tap_sum`); 0 if absent."""
+        hit = np.flatnonzero(lags == self.tap[1]) if self.tap and var == self.tap[0] else ()
+        if len(hit) == 0:
+            return 0
+        weight = weights[hit[0]]
+        return weight.item() if weight.ndim == 0 else weight
 
 
 class TapRecorder:

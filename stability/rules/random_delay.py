@@ -39,7 +39,7 @@ from stability.checks import check_real, check_scalar_delay
 from stability.polynomial import SparsePoly
 from stability.polynomial import term as W
 from stability.quadratic import QuadraticModel
-from stability.rules.base import Passes, TapReader
+from stability.rules.base import Passes, TapReader, tap_sum
 from stability.rules.delayed_momentum import DelayedMomentum
 from stability.rules.spec import LAM, ClosedForm, Param, RuleSpec, momentum_param
 
@@ -91,6 +91,11 @@ class ExpectedDelay:
     def __post_init__(self):
         object.__setattr__(self, "probs", check_distribution(self.probs))
         check_real("momentum", self.momentum, low=0.0, high=1.0)
+        # the lags with P(τ = k) > 0, found once: a long-tailed kernel (τmax = 10⁵, most
+        # probabilities underflowed to 0) would otherwise be scanned at every step
+        probs = np.asarray(self.probs)
+        lags = np.flatnonzero(probs.reshape(len(probs), -1).any(axis=1))
+        object.__setattr__(self, "_kernel", (lags, probs[lags]))
 
     variables = ("w", "v")
 
@@ -99,7 +104,7 @@ class ExpectedDelay:
         return len(self.probs) - 1
 
     def passes(self, x: TapReader, lr: Any) -> Passes:
-        u = sum(p * x("w", k) for k, p in enumerate(self.probs) if np.any(p != 0))
+        u = tap_sum(x, "w", *self._kernel)
         return Passes(u, u, u)
 
     def update(self, x: TapReader, g: Any, lr: Any) -> dict[str, Any]:

@@ -84,6 +84,10 @@ class RingHistory:
             return buf[slot, :, self._cols].T
         return buf[slot, self._rows, self._cols]
 
+    def weighted(self, var: str, lags: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """Σ_k weights_k·x(var, lags_k) in one gather (`stability.rules.base.tap_sum`)."""
+        return np.tensordot(weights, self.buffers[var][(self.head - lags) % self.depth], axes=1)
+
     def push(self, new: dict[str, np.ndarray]) -> None:
         """Advance one step; variables absent from ``new`` keep their current value."""
         head = (self.head + 1) % self.depth
