@@ -70,6 +70,14 @@ MODES_MAX_LR_MAX_WORK = 2_000_000
 default MLP's 77 modes); above it the max-lr prediction is left out with a note, the run
 still happens."""
 
+PREDICTION_MAX_TAPS = 20_000
+"""train / validate: largest number of past values (taps) a rule reads for the predictions on
+the problem's modes.  Every rule reads a handful except random delays, whose kernel reads
+every lag with P(τ = k) > 0 (τ + 1 for a uniform kernel); each tap is probed and derived
+symbolically in lr (~2 s per 10⁴ taps, several derivations per run: 8 s at 2·10⁴).  Above it
+the predictions are left out with a note, the run still happens; `max-lr` itself answers up
+to the delay limit (11 s at τ = 10⁵ uniform)."""
+
 VALIDATE_MLP_MAX_WORK = 4.5e8
 """validate (and coupled --measure, one row) on an MLP: largest rows × steps × (B·p + 10,000)
 (× seeds with minibatches), B the samples (or --batch), p the parameters, rows = rules × taus:
@@ -128,6 +136,7 @@ TABLE = (  # one row a limit: (command, what is limited, allowed)
     ("t1-audit", "steps × stages", f"≤ {T1_AUDIT_MAX_CELLS:,}"),
     ("train/validate", "modes × degree (rate prediction)", f"≤ {RATE_PREDICTION_MAX_WORK:,}"),
     ("train/validate", "modes × degree (max-lr, Δ or Φ ≠ 0)", f"≤ {MODES_MAX_LR_MAX_WORK:,}"),
+    ("train/validate", "past values read (taps) for predictions", f"≤ {PREDICTION_MAX_TAPS:,}"),
     ("validate/coupled (mlp)", "rows × steps × (samples × params + 1e4)",
      f"≤ {VALIDATE_MLP_MAX_WORK:.2g}"),
     ("train/validate/coupled", "steps per run", f"≤ {TRAIN_MAX_STEPS:,}"),
@@ -167,6 +176,7 @@ __all__ = [
     "HEATMAP_MAX_WORK",
     "MAX_DELAY",
     "MODES_MAX_LR_MAX_WORK",
+    "PREDICTION_MAX_TAPS",
     "RATE_PREDICTION_MAX_WORK",
     "T1_AUDIT_MAX_CELLS",
     "TABLE",

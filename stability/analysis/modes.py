@@ -39,9 +39,13 @@ from stability.analysis.boundary import (
     min_max_lr_grid,
 )
 from stability.dynamics.linear import characteristic_polynomial, depends_on_lr_lam_only
-from stability.limits import MODES_MAX_LR_MAX_WORK, RATE_PREDICTION_MAX_WORK
+from stability.limits import (
+    MODES_MAX_LR_MAX_WORK,
+    PREDICTION_MAX_TAPS,
+    RATE_PREDICTION_MAX_WORK,
+)
 from stability.quadratic import QuadraticModel
-from stability.rules.base import Rule, consistent_passes
+from stability.rules.base import Rule, consistent_passes, taps_read
 from stability.spectrum import dominant_point, dominant_root, dominant_root_at
 
 
@@ -216,6 +220,14 @@ def predict_modes(rule: Rule, modes: Modes, lr: Any = None) -> Prediction:
     `ValueError`, or `ArithmeticError` for a crossing it cannot resolve), the trainer still
     trains and measures, and this returns ``None`` and why.
     """
+    taps = len(taps_read(rule))
+    if taps > PREDICTION_MAX_TAPS:
+        return Prediction(
+            None,
+            None,
+            f"no scalar prediction: the rule reads {taps:,} past values; predictions are "
+            f"derived for ≤ {PREDICTION_MAX_TAPS:,} (docs/limits.md)",
+        )
     try:
         max_lr = predicted_max_lr(rule, modes)
     except (ValueError, ArithmeticError) as err:  # a limit, or a crossing left unresolved

@@ -56,12 +56,12 @@ class TapReader(Protocol):
 def tap_sum(x: TapReader, var: str, lags: np.ndarray, weights: np.ndarray) -> Any:
     """Σ_i weights_i·x(var, lags_i): a long delay kernel (random delays).
 
-    ``lags`` (K,) integers; ``weights`` (K,) numbers or (K, …) arrays (one kernel per grid
-    point).  A reader with a ``weighted(var, lags, weights)`` method sums at once: the
-    trainer's ring buffers in one gather and one product, a `UnitTap` by reading off its one
-    weight (the linearisation probes every tap: O(K) probes of O(1), not O(K²)).  Any other
-    reader (probes, exact and symbolic values) sees the plain sum of its taps, so the rule
-    stays arithmetic."""
+    ``lags`` (K,) ascending distinct integers; ``weights`` (K,) numbers or (K, …) arrays (one
+    kernel per grid point).  A reader with a ``weighted(var, lags, weights)`` method sums at
+    once: the trainer's ring buffers in one gather and one product, a `UnitTap` by reading
+    off its one weight (the linearisation probes every tap: O(K) probes of O(log K), not
+    O(K²)).  Any other reader (probes, exact and symbolic values) sees the plain sum of its
+    taps, so the rule stays arithmetic."""
     fast = getattr(x, "weighted", None)
     if fast is not None:
         return fast(var, lags, weights)
@@ -93,12 +93,14 @@ class UnitTap:
         return 1 if (var, lag) == self.tap else 0
 
     def weighted(self, var: str, lags: np.ndarray, weights: np.ndarray) -> Any:
-        """The weight of this tap in Σ_i weights_i·x(var, lags_i) (`tap_sum`); 0 if absent."""
-        hit = np.flatnonzero(lags == self.tap[1]) if self.tap and var == self.tap[0] else ()
-        if len(hit) == 0:
+        """The weight of this tap in Σ_i weights_i·x(var, lags_i) (`tap_sum`; ``lags``
+        ascending and distinct); 0 if absent."""
+        if self.tap is None or var != self.tap[0]:
             return 0
-        weight = weights[hit[0]]
-        return weight.item() if weight.ndim == 0 else weight
+        i = int(np.searchsorted(lags, self.tap[1]))
+        if i == lags.size or lags[i] != self.tap[1]:
+            return 0
+        return weights[i].item() if weights[i].ndim == 0 else weights[i]
 
 
 class TapRecorder:
@@ -114,6 +116,13 @@ class TapRecorder:
             raise KeyError(f"rule reads unknown state variable {var!r}")
         # per-coordinate lags (arrays, used by the trainer for per-stage delays) record their max
         self.read.add((var, int(np.max(lag))))
+        return 0
+
+    def weighted(self, var: str, lags: np.ndarray, weights: np.ndarray) -> Any:
+        """Records every lag of a kernel (`tap_sum`) at once."""
+        if var not in self.variables:
+            raise KeyError(f"rule reads unknown state variable {var!r}")
+        self.read.update((var, lag) for lag in lags.tolist())
         return 0
 
 

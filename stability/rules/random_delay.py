@@ -96,6 +96,7 @@ class ExpectedDelay:
         probs = np.asarray(self.probs)
         lags = np.flatnonzero(probs.reshape(len(probs), -1).any(axis=1))
         object.__setattr__(self, "_kernel", (lags, probs[lags]))
+        object.__setattr__(self, "_heavy_ball", DelayedMomentum(momentum=self.momentum))
 
     variables = ("w", "v")
 
@@ -108,7 +109,7 @@ class ExpectedDelay:
         return Passes(u, u, u)
 
     def update(self, x: TapReader, g: Any, lr: Any) -> dict[str, Any]:
-        return DelayedMomentum(momentum=self.momentum).update(x, g, lr)
+        return self._heavy_ball.update(x, g, lr)
 
 
 @dataclass(frozen=True)

@@ -85,8 +85,16 @@ class RingHistory:
         return buf[slot, self._rows, self._cols]
 
     def weighted(self, var: str, lags: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        """Σ_k weights_k·x(var, lags_k) in one gather (`stability.rules.base.tap_sum`)."""
-        return np.tensordot(weights, self.buffers[var][(self.head - lags) % self.depth], axes=1)
+        """Σ_k weights_k·x(var, lags_k) in one gather (`stability.rules.base.tap_sum`; lags
+        ascending).  Lags beyond the steps taken all read the initial value, so they are one
+        term, (Σ of their weights)·x(var, t): a step costs O(min(t, K)), not O(K) (a kernel of
+        10⁵ lags in a run of a few thousand steps)."""
+        buf = self.buffers[var]
+        near = int(np.searchsorted(lags, self.t, side="right"))
+        total = np.tensordot(weights[:near], buf[(self.head - lags[:near]) % self.depth], axes=1)
+        if near < lags.size:
+            total = total + weights[near:].sum() * buf[(self.head - self.t) % self.depth]
+        return total
 
     def push(self, new: dict[str, np.ndarray]) -> None:
         """Advance one step; variables absent from ``new`` keep their current value."""
