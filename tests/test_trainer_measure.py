@@ -96,3 +96,18 @@ def test_cpusmall_full_batch_max_lr_within_1_percent_and_rates_within_2_percent(
         assert abs(row["ratio"] - 1) <= 0.01, row
         for r in row["log_rate_ratio"]:
             assert abs(r - 1) <= 0.02, row
+
+
+def test_runs_shorter_than_twenty_delays_are_flagged():
+    """A bisection of 400 steps at τ = 100 measures 0.43× the prediction (a transient, not
+    the asymptotic threshold): the row says so, and the CLI prints it; τ = 4 is not flagged."""
+    import stability as st
+    from stability.cli.commands.validate import report
+
+    result = st.validate(
+        rules=["sgd"], taus=[4, 100], task="regression", samples=20, steps=400, rate_steps=400
+    )
+    assert "measurement_note" not in result.rows[0]
+    assert "shorter than 20× the largest delay (100)" in result.rows[1]["measurement_note"]
+    assert abs(result.rows[1]["ratio"] - 1) > 0.05  # what the note is for
+    assert "note (sgd, τ = 100): the runs (400 steps)" in report(result)

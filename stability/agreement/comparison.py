@@ -39,6 +39,7 @@ from stability.analysis.modes import (
 )
 from stability.checks import finite_or_none
 from stability.pipeline import Pipeline
+from stability.rules.base import history_depth
 from stability.trainer import measure
 from stability.trainer.linearize import Linearization
 from stability.trainer.linreg import LinearRegression
@@ -147,6 +148,28 @@ def measure_rates(setup: Linearization, rule, lrs, protocol: Protocol) -> measur
     )
 
 
+SHORT_RUN_DELAYS = 20
+"""A bisection run shorter than this many largest delays is flagged (`short_run_note`)."""
+
+
+def short_run_note(rule, protocol: Protocol) -> str | None:
+    """Why a measured max lr may not be the asymptotic one: runs shorter than a few delays.
+
+    Until step τ every delayed read returns the initial weights, and near the threshold the
+    dynamics settle over many delays, so a short run judges its transient.  Measured with
+    delayed SGD at τ = 100 on the default regression (20 samples), measured/predicted max lr
+    is 0.43 at 4τ steps, 1.04 at 10τ, 1.027 at 20τ and 1.006 at 40τ; at τ = 10⁵ and 2,000
+    steps it was 168.  Runs shorter than `SHORT_RUN_DELAYS`·τ are flagged."""
+    delay = history_depth(rule) - 1
+    if protocol.steps >= SHORT_RUN_DELAYS * delay:
+        return None
+    return (
+        f"the runs ({protocol.steps:,} steps) are shorter than {SHORT_RUN_DELAYS}× the largest "
+        f"delay ({delay:,}): they judge a transient, and the measured max lr may be off either "
+        "way (raise --steps)"
+    )
+
+
 def _ratio(a, b):
     return None if a is None or b is None or b == 0 else a / b
 
@@ -177,6 +200,8 @@ def validation_row(
         ratio=_ratio(m.max_lr, predicted),
         runs=m.runs,
     )
+    if note := short_run_note(rule, protocol):
+        row["measurement_note"] = note
     if not predicted:
         return row
     lrs = [f * predicted for f in protocol.lr_fractions]
@@ -319,6 +344,8 @@ def validate_pipeline(
                 ratio_to_coupled=_ratio(m.max_lr, scalar.get("predicted_max_lr_coupled")),
                 runs=m.runs,
             )
+            if note := short_run_note(rule, protocol):
+                row["measurement_note"] = note
         rows.append(row)
         if progress is not None:
             progress(len(rows))
@@ -326,11 +353,13 @@ def validate_pipeline(
 
 
 __all__ = [
+    "SHORT_RUN_DELAYS",
     "Protocol",
     "check_mlp_work",
     "measure_max_lr",
     "measure_rates",
     "scalar_stage_predictions",
+    "short_run_note",
     "validate_pipeline",
     "validate_uniform",
     "validation_row",

@@ -29,7 +29,8 @@ class Validation(Result):
         "uniform delays: rule, tau, predicted_max_lr, measured_max_lr, ratio, rates at "
         "rate_lr_fractions of the predicted max; a schedule: rule, schedule, "
         "predicted_max_lr_worst_stage / _min_stage / _per_stage / _coupled (linreg), "
-        "measured_max_lr, ratio_to_worst_stage / _min_stage / _coupled"
+        "measured_max_lr, ratio_to_worst_stage / _min_stage / _coupled; prediction_note and "
+        "measurement_note where a number has a caveat"
     )
     assumptions: tuple[str, ...] = output("assumptions behind the predictions")
     pipeline: dict[str, Any] | None = output("the schedule's per-stage delays (null: uniform)")

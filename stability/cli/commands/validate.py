@@ -42,23 +42,25 @@ def report(result) -> str:
     p = result.problem
     lines = [f"{p['problem']}: {p['samples']} samples, {p['parameters']} parameters; "
              f"{result.seconds:.1f} s"]  # fmt: skip
+    width = max(12, *(len(row["rule"]) + 1 for row in result.rows))
     if result.pipeline is None:
         lines.append(
-            f"{'rule':<12}{'τ':>6}{'predicted':>14}{'measured':>14}{'ratio':>9}"
+            f"{'rule':<{width}}{'τ':>6}{'predicted':>14}{'measured':>14}{'ratio':>9}"
             "  ln ρ measured/predicted"
         )
         for row in result.rows:
             rates = " ".join(number(r, 5) for r in row.get("log_rate_ratio") or [])
             lines.append(
-                f"{row['rule']:<12}{row['tau']:>6}{number(row['predicted_max_lr'], 6):>14}"
+                f"{row['rule']:<{width}}{row['tau']:>6}{number(row['predicted_max_lr'], 6):>14}"
                 f"{number(row.get('measured_max_lr'), 6):>14}{number(row.get('ratio'), 5):>9}"
                 f"  {rates or '—'}"
             )
-        return "\n".join(lines)
+        return "\n".join(lines + _notes(result.rows))
     pipe = result.pipeline
     lines.append(pipeline_line(pipe))
     lines.append(
-        f"{'rule':<12}{'measured':>12}  {'predicted by':<22}{'max lr':>12}{'measured/pred.':>16}"
+        f"{'rule':<{width}}{'measured':>12}  {'predicted by':<22}{'max lr':>12}"
+        f"{'measured/pred.':>16}"
     )
     for row in result.rows:
         readings = [
@@ -71,12 +73,22 @@ def report(result) -> str:
             if key not in row:
                 continue
             head = (
-                f"{row['rule']:<12}{number(row.get('measured_max_lr'), 6):>12}"
+                f"{row['rule']:<{width}}{number(row.get('measured_max_lr'), 6):>12}"
                 if first
-                else " " * 24
+                else " " * (width + 12)
             )
             lines.append(
                 f"{head}  {label:<22}{number(row[key], 6):>12}{number(row.get(ratio), 5):>16}"
             )
             first = False
-    return "\n".join(lines)
+    return "\n".join(lines + _notes(result.rows))
+
+
+def _notes(rows) -> list[str]:
+    """The caveats of the rows (``prediction_note``, ``measurement_note``), one line each."""
+    return [
+        f"note ({row['rule']}" + (f", τ = {row['tau']}" if "tau" in row else "") + f"): {row[key]}"
+        for row in rows
+        for key in ("prediction_note", "measurement_note")
+        if row.get(key)
+    ]
