@@ -53,6 +53,11 @@ HEATMAP_MAX_WORK = 1e9
 """heatmap: largest Σ points·cost(degree), cost = d³ + 4000 (companion eigenvalues, d ≤ 64)
 or 1400·d (argument principle), in units of ~10 ns: about 10 s on one core."""
 
+SYMBOLIC_MAX_DEGREE = 200
+"""poly --symbolic: largest degree of the exact polynomial.  Its coefficients are polynomials
+in the rule's symbols whose size grows with τ (wp: 3 s at τ = 100, 7 s at 150, 29 s at 400,
+231 s at 1000); numeric coefficients have no such limit."""
+
 CERTIFY_MAX_DEGREE = 300
 """radius --certify: largest degree (the state's size) of the exact Schur-Cohn test, whose
 cost grows like the degree cubed; above it the answer is ``certified: false`` with the bound."""
@@ -133,6 +138,7 @@ TABLE = (  # one row a limit: (command, what is limited, allowed)
     ("heatmap", "points per axis", f"≤ {HEATMAP_MAX_POINTS_PER_AXIS:,}"),
     ("heatmap", "Σ points × cost(degree)", f"≤ {HEATMAP_MAX_WORK:.0e}"),
     ("radius --certify", "degree (state size)", f"≤ {CERTIFY_MAX_DEGREE}"),
+    ("poly --symbolic", "degree", f"≤ {SYMBOLIC_MAX_DEGREE}"),
     ("t1-audit", "steps × stages", f"≤ {T1_AUDIT_MAX_CELLS:,}"),
     ("train/validate", "modes × degree (rate prediction)", f"≤ {RATE_PREDICTION_MAX_WORK:,}"),
     ("train/validate", "modes × degree (max-lr, Δ or Φ ≠ 0)", f"≤ {MODES_MAX_LR_MAX_WORK:,}"),
@@ -178,6 +184,7 @@ __all__ = [
     "MODES_MAX_LR_MAX_WORK",
     "PREDICTION_MAX_TAPS",
     "RATE_PREDICTION_MAX_WORK",
+    "SYMBOLIC_MAX_DEGREE",
     "T1_AUDIT_MAX_CELLS",
     "TABLE",
     "VALIDATE_MLP_MAX_WORK",

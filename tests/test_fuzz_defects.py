@@ -424,3 +424,25 @@ def test_long_random_delay_kernels_train_and_predict_up_to_the_taps_limit():
         for t in taus
     ]
     assert predicted[1] / predicted[0] == pytest.approx(scalar[1] / scalar[0], rel=1e-9)
+
+
+def test_an_overflowing_polynomial_is_refused_naming_lam():
+    """`max-lr lwp-v --horizon 1e12 --lam 1e150 …` (the outsider's fuzz, seed 9401) ended in
+    numpy's "Array must not contain infs or NaNs": LWP-v's lr² coefficient ~λ²·T is NaN.  At
+    λ = 1 the same rule has an answer, and at λ = 1e150 with T = 1 too."""
+    argv = "max-lr lwp-v --momentum 0.9 --horizon 1000000000000 --lam 1e+150 --tau 16".split()
+    assert "overflows float64" in _refused_naming(argv, "--lam")
+    assert _call([*argv[:-4], "--lam", "1", "--tau", "16"])[0] == 0
+    assert _call([*argv[:4], "--horizon", "1", "--lam", "1e+150", "--tau", "16"])[0] == 0
+
+
+def test_symbolic_polynomials_stop_at_the_documented_degree():
+    """`poly wp --tau 5000 --symbolic …` (seed 9402) ran for minutes: the exact coefficients
+    grow with τ (7 s at τ = 150, 29 s at 400); above degree 200 it is refused naming
+    --symbolic, below it answers (sgd at τ = 10: λ·lr + ω¹¹ − ω¹⁰)."""
+    from stability.limits import SYMBOLIC_MAX_DEGREE
+
+    argv = "poly wp --momentum 0.9 --workers 6 --tau 5000 --symbolic --lr 1e-5".split()
+    assert f"degree {SYMBOLIC_MAX_DEGREE}" in _refused_naming(argv, "--symbolic")
+    code, out, _ = _call("poly sgd --tau 10 --symbolic --lr 0.01".split())
+    assert code == 0 and "lam*lr + omega**11 - omega**10" in out

@@ -92,6 +92,7 @@ def max_lr(
     if getattr(rule, "period", 1) > 1:
         return _floquet_max_lr(rule, model)
     cp = characteristic_polynomial(rule, model)
+    _check_finite(cp, model)
     if method == "auto":
         method = "locus" if cp.is_affine else "bisection"
     if method == "locus":
@@ -477,6 +478,24 @@ _MARGINAL = 1e-12
 _FLOQUET_GRID = np.logspace(-8, 8, 161)
 _SCAN_CHUNK = 16  # grid points evaluated together, in increasing order
 _TRACK_FROM = 1e-6  # relative bracket width below which the crossing multiplier is tracked
+
+
+def _check_finite(cp: CharacteristicPolynomial, model: QuadraticModel) -> None:
+    """Refuse (`ValueError`, naming lam) a polynomial whose float coefficients overflowed: e.g.
+    LWP-v's lr² coefficient ~λ²·T is NaN at λ = 1e150, T = 1e12, and no lr can be judged."""
+    for part in cp.parts:
+        for c in part.terms.values():
+            try:
+                finite = np.all(np.isfinite(np.asarray(c, dtype=float)))
+            except TypeError:  # exact or symbolic coefficients cannot overflow
+                continue
+            if not finite:
+                raise ValueError(
+                    f"lam: the characteristic polynomial overflows float64 at lam = "
+                    f"{np.max(np.abs(model.lam)):.6g} with this rule's parameters (a coefficient "
+                    "is inf or NaN); use a smaller lam (max lr scales as 1/lam when the rule "
+                    "depends on lr·lam only) or smaller scale parameters"
+                )
 
 
 def _floquet_max_lr(rule: Rule, model: QuadraticModel) -> MaxLr:

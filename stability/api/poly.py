@@ -53,6 +53,14 @@ def poly(rule: Any, *, lr: float, symbolic: bool = False, **params: Any) -> Poly
                 "symbolic needs a registered rule name (its parameters become symbols)"
             )
         from stability.dynamics.symbolic import symbolic_polynomial
+        from stability.limits import SYMBOLIC_MAX_DEGREE
+
+        if p.degree > SYMBOLIC_MAX_DEGREE:
+            raise ValueError(
+                f"symbolic: the exact polynomial is derived up to degree {SYMBOLIC_MAX_DEGREE} "
+                f"(docs/limits.md), this one has degree {p.degree}: lower the delay (tau) or "
+                "drop --symbolic"
+            )
 
         text = str(
             symbolic_polynomial(r.spec, **{k: v for k, v in params.items() if v is not None})
