@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import errno
 import io
 import json
 import os
@@ -107,6 +108,10 @@ def _run_subprocess(argv: list[str], limit: int) -> tuple[int, str, str]:
         )  # fmt: skip
     except subprocess.TimeoutExpired:
         raise Hang() from None
+    except OSError as err:  # an argument beyond the OS's limit (a long generated list)
+        if err.errno != errno.E2BIG:
+            raise
+        return _run_inprocess(argv, limit)
     if p.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
         raise Hang()
     return p.returncode, p.stdout, p.stderr
