@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 from pathlib import Path
 
 import numpy as np
@@ -446,3 +447,15 @@ def test_symbolic_polynomials_stop_at_the_documented_degree():
     assert f"degree {SYMBOLIC_MAX_DEGREE}" in _refused_naming(argv, "--symbolic")
     code, out, _ = _call("poly sgd --tau 10 --symbolic --lr 0.01".split())
     assert code == 0 and "lam*lr + omega**11 - omega**10" in out
+
+
+def test_an_unresolved_crossing_is_refused_naming_the_delay():
+    """`t1-audit dc … --taus 100000` (seed 9404: 26 s, then "internal error: ArithmeticError:
+    max lr: a crossing could not be resolved"): roots crowd the unit circle at τ = 10⁵.  The
+    locus stops resampling at `LOCUS_MAX_SAMPLES` and the call is refused naming the delay;
+    at τ = 1000 the same rule answers 2/λ."""
+    flags = "--dc-lambda 2.96747 --quality 0.5 --lam 1".split()
+    err = _refused_naming(["max-lr", "dc", *flags, "--tau", "100000"], "--tau")
+    assert "could not be resolved" in err
+    code, out, _ = _call(["max-lr", "dc", *flags, "--tau", "1000", "--json"])
+    assert code == 0 and json.loads(out)["max_lr"] == pytest.approx(2.0, rel=1e-12)

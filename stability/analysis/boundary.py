@@ -58,6 +58,11 @@ from stability.winding import HalfCircleGrid, on_circle, winding_turns
 _EPS = np.finfo(float).eps
 _MARGINAL = 1e-12  # radius ≥ 1 − this counts as not stable when checking (0, lr₁)
 _BELOW = 1e-4  # stability is verified at lr₁·(1 − _BELOW)
+LOCUS_MAX_SAMPLES = 4_000_000  # a finer resampling of the circle is not tried (memory, time)
+_UNRESOLVED = (
+    "max lr: a crossing could not be resolved on the circle (roots crowd the unit circle "
+    "closer than the samples resolve)"
+)
 _DENSE_CHECK_DEGREE = 24  # up to this degree the check uses companion eigenvalues
 
 
@@ -98,7 +103,12 @@ def max_lr(
     if method == "locus":
         if not cp.is_affine:
             raise ValueError("the boundary locus needs a polynomial affine in lr; use bisection")
-        lr, theta = _locus(*_affine_parts(cp), precise=precise)
+        try:
+            lr, theta = _locus(*_affine_parts(cp), precise=precise)
+        except ArithmeticError as err:  # a valid input: say why there is no answer, in one line
+            raise ValueError(
+                f"tau: {err} at degree {cp.degree}; it resolves at smaller delays (docs/limits.md)"
+            ) from None
         return _result(float(lr[0]), float(theta[0]), "boundary locus")
     if method == "bisection":
         return _bisection(cp)
@@ -195,6 +205,8 @@ def _locus(
         if order is not None:
             cols = order[cols]
         for density in (8, 32, 128):
+            if density > 8 and density * (degree + 2) > LOCUS_MAX_SAMPLES:
+                raise ArithmeticError(_UNRESOLVED)
             circle = _Circle(ka, ca[:, cols], kb, cb[:, cols], density * (degree + 2))
             lr, theta = circle.first_crossings()
             if precise:
@@ -219,7 +231,7 @@ def _locus(
             if not retry.any():
                 break
             if density == 128:  # unresolved after 16× resampling: report it, do not guess
-                raise ArithmeticError("max lr: a crossing could not be resolved on the circle")
+                raise ArithmeticError(_UNRESOLVED)
             cols = cols[retry]
     # a crossing beyond float64's range (λ ~ 1e-323) overflows here, with numpy's warning,
     # which the result carries; it is reported as the largest float, not as "no crossing"
