@@ -53,6 +53,12 @@ HEATMAP_MAX_WORK = 1e9
 """heatmap: largest Σ points·cost(degree), cost = d³ + 4000 (companion eigenvalues, d ≤ 64)
 or 1400·d (argument principle), in units of ~10 ns: about 10 s on one core."""
 
+LOCUS_MAX_SAMPLES = 4_000_000
+"""max-lr (boundary locus): most samples of the half circle when a crossing is resampled to be
+resolved (8, then 32 per unit of degree; 128 only below this).  Where roots crowd the circle
+closer than that resolves (dc at τ = 10⁵), the call is refused naming the delay in ~6 s instead
+of ~26 s and an internal error."""
+
 SYMBOLIC_MAX_DEGREE = 200
 """poly --symbolic: largest degree of the exact polynomial.  Its coefficients are polynomials
 in the rule's symbols whose size grows with τ (wp: 3 s at τ = 100, 7 s at 150, 29 s at 400,
@@ -180,6 +186,7 @@ __all__ = [
     "HALFLIFE_OPTIMIZE_MAX_DEGREE",
     "HEATMAP_MAX_POINTS_PER_AXIS",
     "HEATMAP_MAX_WORK",
+    "LOCUS_MAX_SAMPLES",
     "MAX_DELAY",
     "MODES_MAX_LR_MAX_WORK",
     "PREDICTION_MAX_TAPS",

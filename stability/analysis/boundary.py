@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from stability.dynamics.linear import CharacteristicPolynomial, characteristic_polynomial
+from stability.limits import LOCUS_MAX_SAMPLES
 from stability.polynomial import SparsePoly
 from stability.quadratic import QuadraticModel
 from stability.result import Result, output
@@ -58,7 +59,6 @@ from stability.winding import HalfCircleGrid, on_circle, winding_turns
 _EPS = np.finfo(float).eps
 _MARGINAL = 1e-12  # radius ≥ 1 − this counts as not stable when checking (0, lr₁)
 _BELOW = 1e-4  # stability is verified at lr₁·(1 − _BELOW)
-LOCUS_MAX_SAMPLES = 4_000_000  # a finer resampling of the circle is not tried (memory, time)
 _UNRESOLVED = (
     "max lr: a crossing could not be resolved on the circle (roots crowd the unit circle "
     "closer than the samples resolve)"

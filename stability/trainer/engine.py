@@ -87,8 +87,8 @@ class RingHistory:
     def weighted(self, var: str, lags: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """Σ_k weights_k·x(var, lags_k) in one gather (`stability.rules.base.tap_sum`; lags
         ascending).  Lags beyond the steps taken all read the initial value, so they are one
-        term, (Σ of their weights)·x(var, t): a step costs O(min(t, K)), not O(K) (a kernel of
-        10⁵ lags in a run of a few thousand steps)."""
+        term, (Σ of their weights)·x(var, t): a step gathers min(t, K) weight vectors, not K
+        (a kernel of 10⁵ lags in a run of a few thousand steps)."""
         buf = self.buffers[var]
         near = int(np.searchsorted(lags, self.t, side="right"))
         total = np.tensordot(weights[:near], buf[(self.head - lags[:near]) % self.depth], axes=1)

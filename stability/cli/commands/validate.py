@@ -42,7 +42,7 @@ def report(result) -> str:
     p = result.problem
     lines = [f"{p['problem']}: {p['samples']} samples, {p['parameters']} parameters; "
              f"{result.seconds:.1f} s"]  # fmt: skip
-    width = max(12, *(len(row["rule"]) + 1 for row in result.rows))
+    width = max([12, *(len(row["rule"]) + 1 for row in result.rows)])
     if result.pipeline is None:
         lines.append(
             f"{'rule':<{width}}{'τ':>6}{'predicted':>14}{'measured':>14}{'ratio':>9}"
