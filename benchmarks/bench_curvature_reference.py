@@ -189,7 +189,7 @@ def one_problem(spec: str, k: int) -> None:
         diff = float(np.max(np.abs(values / lam - 1)))
         print(f"{name:<38}{hvps:>6}{cpu:>8.1f}{diff:>29.2e}  {values[0]:.8g}")
     operators = [
-        ("toolkit (vjp of grad)", HessianOperator(f64)),
+        ("toolkit (NetProblem.hvp)", HessianOperator(f64)),
         ("autograd double backward", AutogradHessian(f64)),
         ("central differences of ∇f, ε 1e-4", GradientDifferences(f64)),
         ("curvlinops (jvp of jacrev, vmap)", Counted(curvlinops_operator(spec, torch.float64,

@@ -123,6 +123,35 @@ def test_mse_loss_falls_back_to_reverse_over_reverse():
     assert np.allclose(net.hvp(net.w_star, v).numpy(), H @ v.numpy(), rtol=0, atol=1e-12)
 
 
+def test_hvp_by_autograd_equals_the_torch_func_product_and_is_zero_for_a_linear_loss():
+    """`NetProblem.hvp` (plain autograd, reverse-over-reverse) gives the same numbers as
+    `batch_hvp` (torch.func's vjp of grad, the form vmap batches), and a zero product where the
+    loss is linear in w (no second-order graph: autograd would raise)."""
+    torch.manual_seed(1)
+    X, Y = torch.randn(30, 4, dtype=torch.float64), torch.randint(0, 3, (30,))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(4, 5), torch.nn.LayerNorm(5), torch.nn.GELU(), torch.nn.Linear(5, 3)
+    )
+    net = problem_from_dict(
+        {"model": model, "loss": torch.nn.CrossEntropyLoss(), "inputs": X, "targets": Y}
+    )
+    v = torch.randn(net.dim, dtype=torch.float64)
+    w = net.w_star + 0.1 * torch.randn(net.dim, dtype=torch.float64)
+    eager = net.hvp(w, v)
+    functional = net.batch_hvp(w, v, X, Y)
+    assert torch.allclose(eager, functional, rtol=0, atol=1e-14 * float(functional.abs().max()))
+    linear = problem_from_dict(
+        {
+            "model": torch.nn.Linear(4, 1).double(),
+            "loss": lambda out, y: (out.squeeze(-1) * y).mean(),
+            "inputs": X,
+            "targets": Y.double(),
+        }
+    )
+    zero = linear.hvp(linear.w_star, torch.ones(linear.dim, dtype=torch.float64))
+    assert torch.equal(zero, torch.zeros(linear.dim, dtype=torch.float64))
+
+
 def test_split_stages_contiguous_and_balanced():
     names = [f"t{i}" for i in range(6)]
     groups = split_stages(names, [10, 10, 40, 10, 10, 20], 3)

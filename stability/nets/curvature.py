@@ -31,8 +31,8 @@ is dense); `curvature` runs them only when asked (``stage_blocks``, ``negative_k
 products are the Hessian-vector products curvlinops' ``HessianLinearOperator`` makes, except
 on models with a LayerNorm after a layer with parameters, where curvlinops' (``jvp`` of a
 vmapped ``jacrev``) meet torch 2.13's wrong vmapped layer-norm second derivative and ours
-(unbatched ``vjp`` of ``grad``) agree with classic autograd and with differences of the
-gradient (benchmarks/bench_curvature_reference.py, docs/your_model.md);
+(unbatched reverse-over-reverse, classic autograd) agree with differences of the gradient
+(benchmarks/bench_curvature_reference.py, docs/your_model.md);
 benchmarks/bench_curvature.py times both processes side by side.  ARPACK needs 33 products
 for the top 5 at ``tol=1e-6`` on examples/tiny_transformer.py (``ncv=20``: one Krylov basis of
 20 and one implicit restart), as many as scipy's ``eigsh`` does for curvlinops.
@@ -223,7 +223,7 @@ def curvature(
         stage_sizes=problem.stage_sizes,
         hvps=hvps,
         seconds=time.perf_counter() - start,
-        method=f"{top.method} on {problem.hvp_mode} HVPs (torch.func)",
+        method=f"{top.method} on {problem.hvp_mode} HVPs",
     )
 
 

@@ -102,7 +102,7 @@ def preconditioned_curvature(
         stage_sizes=problem.stage_sizes,
         hvps=hvps,
         seconds=time.perf_counter() - start,
-        method=f"{top.method} on P^1/2 H P^1/2 ({problem.hvp_mode} HVPs, torch.func)",
+        method=f"{top.method} on P^1/2 H P^1/2 ({problem.hvp_mode} HVPs)",
     )
 
 

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from stability.nets.curvature import DENSE_BLOCK, HessianOperator, operator_top_eigenpair
+from stability.nets.curvature import HessianOperator
 from stability.nets.problem import NetProblem
 from stability.rules.base import Rule
 
@@ -132,13 +132,10 @@ class SharpnessTracker:
 
     def _record(self, step: int, w: torch.Tensor) -> None:
         op = HessianOperator(self.problem, w=w)
-        if op.shape[0] <= DENSE_BLOCK:
-            lam, self.vector, hvps = operator_top_eigenpair(op, self.vector, self.tol)
-        else:
-            start = self.vector
-            if start is None:
-                start = np.random.default_rng(0).standard_normal(op.shape[0])
-            lam, self.vector, hvps = warm_lanczos(op.matvec, start, self.tol, MIN_PRODUCTS)
+        start = self.vector
+        if start is None:
+            start = np.random.default_rng(0).standard_normal(op.shape[0])
+        lam, self.vector, hvps = warm_lanczos(op.matvec, start, self.tol, MIN_PRODUCTS)
         self.hvps += hvps
         self.samples.append((step, lam))
         self.point = w.detach().clone()
