@@ -1,4 +1,4 @@
-"""Coupled multi-stage max lr: frequency scan vs block-state-matrix bisection (and cpusmall).
+"""Coupled multi-stage max lr: frequency scan vs block-state-matrix search (and cpusmall).
 
 Table 1 (speed), measured in one run on dense random PSD Hessians H = AᵀA/(2p) (A Gaussian,
 2p × p; Marchenko-Pastur spectrum ≈ [0.09, 2.9]), P equal stages with forward delays spread
@@ -6,8 +6,9 @@ evenly from τ_max down to 2, delayed SGD (and momentum 0.9):
 
 * ``scan``: `stability.coupled.scan.scan_max_lr` — p×p eigen-decompositions at a few dozen
   angles, O(n_θ·p³);
-* ``dense``: `stability.coupled.system.dense_max_lr` — bisection on the spectral radius of the block
-  state matrix (Σ_i |w_i|·(τ_i + 2) rows), O(evaluations·(p·τ)³), where it is still feasible.
+* ``dense``: `stability.coupled.system.dense_max_lr` — log grid and Brent's method on the
+  spectral radius of the block state matrix (Σ_i |w_i|·(τ_i + 2) rows),
+  O(evaluations·(p·τ)³), where it is still feasible.
 
 Table 2 (``--cpusmall``): cpusmall linear regression as PipeMare Fig. 5(b) trains it (features
 as stored, plus an intercept: 13 parameters), P ∈ {2, 4, 8, 13} contiguous blocks, PipeMare and
@@ -32,7 +33,7 @@ import numpy as np
 from stability.coupled.scan import scan_max_lr
 from stability.coupled.system import coupled_system, dense_max_lr
 
-DENSE_LIMIT = 1500  # state rows above which the dense bisection is skipped
+DENSE_LIMIT = 1500  # state rows above which the dense search is skipped
 
 
 def random_system(p: int, stages: int, tau_max: int, rule: str, seed: int = 0, **params):

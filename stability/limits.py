@@ -68,6 +68,13 @@ CERTIFY_MAX_DEGREE = 300
 """radius --certify: largest degree (the state's size) of the exact Schur-Cohn test, whose
 cost grows like the degree cubed; above it the answer is ``certified: false`` with the bound."""
 
+DENSE_SEARCH_MAX_STATES = 900
+"""coupled --method dense (and validate's exact coupled row, which uses the frequency scan
+above it): largest block state matrix the dense max-lr search diagonalises, ~30 times (a log
+grid, then Brent's method): 0.31 s per diagonalisation at 853 rows on one core, 9 s for the
+search (momentum on a 143-parameter MLP, three stages); 1,950 rows took 111 s.  The frequency
+scan answers at any size."""
+
 T1_AUDIT_MAX_CELLS = 4_000_000
 """t1-audit: largest steps × stages of the audited table."""
 
@@ -145,6 +152,7 @@ TABLE = (  # one row a limit: (command, what is limited, allowed)
     ("heatmap", "Σ points × cost(degree)", f"≤ {HEATMAP_MAX_WORK:.0e}"),
     ("radius --certify", "degree (state size)", f"≤ {CERTIFY_MAX_DEGREE}"),
     ("poly --symbolic", "degree", f"≤ {SYMBOLIC_MAX_DEGREE}"),
+    ("coupled --method dense", "block state matrix rows", f"≤ {DENSE_SEARCH_MAX_STATES}"),
     ("t1-audit", "steps × stages", f"≤ {T1_AUDIT_MAX_CELLS:,}"),
     ("train/validate", "modes × degree (rate prediction)", f"≤ {RATE_PREDICTION_MAX_WORK:,}"),
     ("train/validate", "modes × degree (max-lr, Δ or Φ ≠ 0)", f"≤ {MODES_MAX_LR_MAX_WORK:,}"),
@@ -178,6 +186,7 @@ __all__ = [
     "MAX_STEP_CURVATURE",
     "TRADEOFF_MAX_WORK",
     "CERTIFY_MAX_DEGREE",
+    "DENSE_SEARCH_MAX_STATES",
     "EA_MAX_REPLICA_LAGS",
     "EA_MAX_REPLICA_VALUES",
     "EA_MAX_SYNC_PERIOD",

@@ -177,3 +177,17 @@ def test_repro_skips_a_script_whose_optional_modules_are_missing(tmp_path, capsy
     assert main([*argv, "needs_x"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "needs no_such_module_xyz" in err
+
+
+def test_coupled_dense_refuses_a_block_state_matrix_beyond_its_limit(capsys):
+    """--method dense diagonalises the block state matrix ~30 times: above
+    DENSE_SEARCH_MAX_STATES rows (here 12 parameters × ~400 values) it is refused naming
+    --method, where the scan answers."""
+    from stability.limits import DENSE_SEARCH_MAX_STATES
+
+    argv = ("coupled", "--rule", "sgd", "--stages", "2", "--taus", "400,0")
+    code, out, err = run_cli(capsys, *argv, "--method", "dense")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("stability: error: --method dense")
+    assert f"at most {DENSE_SEARCH_MAX_STATES} rows" in err
+    assert run_json(capsys, *argv)["max_lr"] > 0

@@ -292,9 +292,10 @@ def scalar_stage_predictions(
 def coupled_max_lr(setup: Linearization, name: str, values: dict[str, Any], pipe: Pipeline, sizes):
     """The exact max lr of the coupled per-stage model: `stability.coupled.system.dense_max_lr`,
     or the frequency scan (`stability.coupled.scan.scan_max_lr`) where the block state matrix
-    would be larger than `stability.coupled.system.DENSE_MAX_STATES` (long stage delays)."""
+    would be larger than `stability.limits.DENSE_SEARCH_MAX_STATES` (long stage delays)."""
     from stability.coupled.scan import scan_max_lr
-    from stability.coupled.system import DENSE_MAX_STATES, coupled_system, dense_max_lr
+    from stability.coupled.system import coupled_system, dense_max_lr
+    from stability.limits import DENSE_SEARCH_MAX_STATES
     from stability.trainer.schedules import rule_values
 
     params = {k: v for k, v in rule_values(name, values).items() if k not in DELAY_NAMES}
@@ -308,7 +309,7 @@ def coupled_max_lr(setup: Linearization, name: str, values: dict[str, Any], pipe
         tau_bkwd=None if pipe.tau_bkwd is None else pipe.tau_bkwd.tolist(),
         **params,
     )
-    exact = dense_max_lr if system.state_size <= DENSE_MAX_STATES else scan_max_lr
+    exact = dense_max_lr if system.state_size <= DENSE_SEARCH_MAX_STATES else scan_max_lr
     return exact(system).max_lr
 
 

@@ -13,7 +13,7 @@ from stability.api.resolve import check_params, rule_name
 from stability.api.setup import build, pipeline_of, problem_options, split_keywords
 from stability.checks import MAX_DELAY, check_integer, check_real
 from stability.coupled.summary import CoupledAnalysis
-from stability.limits import TRAIN_MAX_STEPS
+from stability.limits import DENSE_SEARCH_MAX_STATES, TRAIN_MAX_STEPS
 from stability.options import check_options
 from stability.pipeline import worst_delay
 from stability.result import output
@@ -113,6 +113,12 @@ def coupled(
     model, dataset, setup = build(options, fit_seed=fit_seed)
     built = problem_system(setup, pipe, name, values, t1_power)
     system = built.system
+    if method == "dense" and system.state_size > DENSE_SEARCH_MAX_STATES:
+        raise ValueError(
+            f"method dense diagonalises the block state matrix ~30 times and allows at most "
+            f"{DENSE_SEARCH_MAX_STATES} rows (docs/limits.md); this one has "
+            f"{system.state_size} (method scan, the default, answers at any size)"
+        )
     analysis = analyze(system, method=method)
     analysis = dataclasses.replace(
         analysis, stage_shares=tuple(round(float(s), 6) for s in analysis.stage_shares)

@@ -16,7 +16,7 @@ the base lr is its scalar max lr divided by c_i.
 
 `analyze` computes the exact coupled max lr (`stability.coupled.scan.scan_max_lr`; for
 dynamics quadratic in lr, PipeOptim with AdamW, `stability.coupled.quadratic_lr`; or the
-block-state-matrix bisection `stability.coupled.system.dense_max_lr`) and reports all of these with
+block-state-matrix search `stability.coupled.system.dense_max_lr`) and reports all of these with
 the scalar bound's error — the ratio scalar/coupled — never leaving it out.
 """
 
@@ -51,7 +51,7 @@ class CoupledAnalysis(Result):
         "each stage's scalar max lr on its own diagonal Hessian block"
     )
     min_stage_ratio: float | None = output("min(per_stage_bounds) / max_lr")
-    method: str = output("frequency scan or block-state-matrix bisection")
+    method: str = output("frequency scan or block-state-matrix search")
     eigensolves: int = output("eigenvalue problems solved")
     certified: bool = output("the max lr was verified just below and above")
     seconds: float = output("time of the coupled computation", "s")

@@ -37,6 +37,7 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
+from scipy.optimize import brentq
 
 from stability.checks import check_delay, check_real
 from stability.coupled.transfer import PASSES, StageTransfer, stage_transfer
@@ -440,7 +441,8 @@ class CoupledMaxLr:
 
 
 def dense_max_lr(system: CoupledSystem, *, rtol: float = 1e-11) -> CoupledMaxLr:
-    """First lr > 0 with spectral radius > 1: log grid, then bisection (the plain reference).
+    """First lr > 0 with spectral radius > 1: log grid, then Brent's method in the first
+    unstable grid interval (the plain reference; `Unstable.bisect`).
 
     The grid runs over [1e-6, 1e4]/‖∇²f‖ at 4 points per decade; ``None`` if every grid
     point is stable.  Flat directions of the Hessian (radius exactly 1) count as stable.
@@ -466,21 +468,27 @@ class Unstable:
 
     def __init__(self, system: CoupledSystem):
         self.system, self.count = system, 0
+        self._excess: dict[float, float] = {}
+
+    def excess(self, lr: float) -> float:
+        """ρ(lr) − 1 − the flat-mode allowance: > 0 exactly when ``lr`` is unstable."""
+        if lr not in self._excess:
+            self.count += 1
+            self._excess[lr] = spectral_radius(self.system, lr) - 1 - _UNSTABLE
+        return self._excess[lr]
 
     def __call__(self, lr: float) -> bool:
-        self.count += 1
-        return spectral_radius(self.system, lr) > 1 + _UNSTABLE
+        return self.excess(lr) > 0
 
     def bisect(self, lo: float, hi: float, rtol: float) -> float:
-        """The crossing in (lo, hi] (lo stable, hi unstable) to relative width ``rtol``."""
-        while hi - lo > rtol * hi:
-            mid = 0.5 * (lo + hi)
-            lo, hi = (lo, mid) if self(mid) else (mid, hi)
-        return hi
+        """The crossing in (lo, hi] (lo stable, hi unstable) to relative width ``rtol``: Brent's
+        method on `excess` (bisection steps safeguard the secant and inverse quadratic ones;
+        the spectral radius is continuous in lr, so the bracket always holds a crossing)."""
+        return brentq(self.excess, lo, hi, xtol=1e-300, rtol=max(rtol, 1e-15))
 
 
 def _dense_result(lr: float | None, evaluations: int) -> CoupledMaxLr:
-    return CoupledMaxLr(lr, None, None, (), "block state matrix bisection", evaluations, True)
+    return CoupledMaxLr(lr, None, None, (), "block state matrix search", evaluations, True)
 
 
 __all__ = [

@@ -8,7 +8,7 @@ stage gets its own instance of the registry rule (`stability.coupled.system.stag
 and LWP_D with D = τ_i, Kosson eq. 7, 12), and the coupled system is built on the network's
 rank-k curvature (`stability.nets.lowrank`). `predict` returns the exact coupled max lr of that
 system (frequency scan, `stability.coupled.scan`, certified on the block state matrix where it
-is small; the block-state-matrix bisection where the scan fails, `coupled_analysis`) beside the
+is small; the block-state-matrix search where the scan fails, `coupled_analysis`) beside the
 scalar bound at (λ_max, τ_max) (`stability.coupled.stage_bounds`), and the change of the max lr
 when the rank is halved (``truncation_change``, a measure of what the truncation leaves out).
 

@@ -178,7 +178,7 @@ class MLP:
             r = z_out[..., 0] - y
             return 0.5 * r * r, r[..., None] / B
         z = z_out
-        if np.abs(z).max(initial=0.0) <= 600.0:
+        if max(z.max(initial=0.0), -z.min(initial=0.0)) <= 600.0:  # max |z|, without a copy
             e = np.exp(z)
         else:  # also when NaN: the shift keeps it NaN
             z = z - z.max(axis=-1, keepdims=True)
