@@ -20,9 +20,10 @@ Every grid point gets ρ, the largest root modulus of the rule's characteristic 
 * **accuracy**: a float64 companion root is off by about ε·(Σ|z|^k)·max|c|/|p'(z)|.  That is
   ~1e-15 for a simple root but ~1e-8 at a (near) double root, e.g. along the critical-damping
   curve of heavy ball.  Points where this estimate (×100 for safety) exceeds `REFINE_ABOVE`
-  for a root near the top modulus are recomputed with `stability.spectrum.dominant_root`
-  (mpmath, the same path as ``stability radius``), so every value agrees with ``stability
-  radius`` to 1e-10.
+  × max(1, ρ) for a root near the top modulus are recomputed with
+  `stability.spectrum.dominant_root` (mpmath, the same path as ``stability radius``), so
+  every value agrees with ``stability radius`` to 1e-10 (relative where ρ > 1).  Polynomials
+  whose roots reach beyond 2^20 are solved in a rescaled variable (`_root_scaled`).
 
 Also here: the exact max-lr curve over the other axis (`stability.analysis.boundary.max_lr_grid`)
 and the closed-form bounds of PipeMare Lemma 1 and 3, for the figure's overlays.
@@ -52,7 +53,8 @@ STEP_AXES = ("lr", "lam*lr")
 """Axis names for the step size: lr itself, or the normalized rate ηλ (λ = 1)."""
 
 REFINE_ABOVE = 1e-10
-"""Estimated float64 error of a top root (×100) above which a point is refined in mpmath."""
+"""Estimated float64 error of a top root (×100), relative to max(1, ρ), above which a point is
+refined in mpmath."""
 
 _SAFETY = 100.0
 _BAND = 1e-3  # roots within this relative distance of the top modulus are checked
@@ -356,11 +358,13 @@ def _radii(poly: SparsePoly, shape, *, progress, done: int, total: int):
     for start in range(0, n, _CHUNK):
         cols = slice(start, min(start + _CHUNK, n))
         c = coeffs[:, cols]
-        z = roots(c)
-        mods = np.abs(z)
-        top = mods.max(axis=-1) if z.shape[-1] else np.zeros(c.shape[1])
-        rho[cols] = top
-        suspect = _root_error_estimate(c, z, mods, top) > REFINE_ABOVE
+        scaled, scale = _root_scaled(c)
+        u = roots(scaled)
+        mods = np.abs(u)
+        top = mods.max(axis=-1) if u.shape[-1] else np.zeros(c.shape[1])
+        rho[cols] = top * scale
+        error = _root_error_estimate(scaled, u, mods, top) * scale
+        suspect = error > REFINE_ABOVE * np.maximum(1.0, rho[cols])
         for k in np.flatnonzero(suspect):
             column = c[:, k]
             rho[start + k] = dominant_root(SparsePoly.from_dense(column)).radius
@@ -386,7 +390,8 @@ def _sparse_radii(poly: SparsePoly, shape, *, progress, done: int, total: int):
         found = largest_root(SparseColumns(exps, coeffs[:, cols]))
         rho[cols] = found.radius
         error = _sparse_error_estimate(exps, coeffs[:, cols], found.root)
-        for k in np.flatnonzero(~found.resolved | (error > REFINE_ABOVE)):
+        suspect = error > REFINE_ABOVE * np.maximum(1.0, found.radius)
+        for k in np.flatnonzero(~found.resolved | suspect):
             column = SparsePoly(dict(zip(exps.tolist(), coeffs[:, start + k], strict=True)))
             rho[start + k] = dominant_root(column).radius
             refined[start + k] = True
@@ -405,6 +410,30 @@ def _sparse_error_estimate(exps, coeffs, z) -> np.ndarray:
         dp = np.sum(exps[:, None] * np.sign(coeffs) * scale * phase, axis=0)  # z·p'(z) / max
         err = _SAFETY * np.finfo(float).eps * np.sum(scale, axis=0) * np.abs(z) / np.abs(dp)
     return np.where(np.isfinite(err), err, np.inf)
+
+
+def _root_scaled(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(ĉ, s): the columns' polynomials in u = z/s, ĉ_k = c_k·s^(−k) (c highest degree first),
+    with s = 2^e, e the rounded log2 of max_k |c_k/c_0|^(1/k) (a bound on the root moduli up
+    to a factor 2) where that exceeds `_SCALE_FROM`, else s = 1 (no change).
+
+    A polynomial whose roots reach 1e146 (lr·λ ~ 1e148) has coefficients spread over 290
+    decades; in u they are O(1), so its roots and `_root_error_estimate` stay finite and
+    meaningful instead of sending every point to mpmath (32 × 4096 points took 25 s).  Powers
+    of two make the scaling exact."""
+    d = c.shape[0] - 1
+    lead = np.abs(c[0])
+    exponent = np.zeros(c.shape[1])
+    if d >= 1:
+        k = np.arange(1, d + 1)[:, None]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            bound = np.max((np.log2(np.abs(c[1:])) - np.log2(lead)) / k, axis=0)
+        exponent = np.where(np.isfinite(bound) & (bound > _SCALE_FROM), np.round(bound), 0.0)
+    powers = -np.arange(d + 1)[:, None] * exponent[None, :]
+    return np.ldexp(c, powers.astype(int)), np.ldexp(1.0, exponent.astype(int))
+
+
+_SCALE_FROM = 20.0  # log2 of the root bound above which `_root_scaled` rescales
 
 
 def _root_error_estimate(c, z, mods, top) -> np.ndarray:
