@@ -437,8 +437,9 @@ DEFECTS = [
         2,
         "--kappa must be a finite real number in [1, 1e+08], got 1e+308",
     ),
-    # seed 9201: the root-error estimate overflowed at lr·λ ~ 1e148 (the point is refined in
-    # mpmath anyway) and the result carried a RuntimeWarning saying it may be inaccurate
+    # seed 9201: the root-error estimate overflowed at lr·λ ~ 1e148 (the point was refined in
+    # mpmath) and the result carried a RuntimeWarning saying it may be inaccurate; since seed
+    # 9504 such grids are solved in a rescaled variable: the same radii, none refined
     (
         "heatmap nesterov --momentum 0.00117985 --lam 1.75248e+148 --metric stable "
         "--x lr:0.001:1:3 --y tau:0:2:3 --bounds --json",
@@ -449,7 +450,14 @@ DEFECTS = [
         "heatmap momentum --x lr:0.1:1:3 --momentum 0.0803691 --lam 3.73164e+148 "
         "--y tau:0:8:3 --metric stable --no-max-lr",
         0,
-        "ρ from 2.49389e+16 to 3.73164e+148; 9 points refined in mpmath",
+        "ρ from 2.49389e+16 to 3.73164e+148; 0 points refined in mpmath",
+    ),
+    # seed 9504 (2026-11-27): 25 s, every one of 131,072 points refined in mpmath (~1 s now)
+    (
+        "heatmap spectrain --x lr:0.01:1:32:log --tau-max 1 --lam 3.25245e+148 --momentum 0.9 "
+        "--metric half-life --y delta:0.001:1:4096 --bounds",
+        0,
+        "ρ from 2.55047e+73 to 2.55047e+74; 0 points refined in mpmath",
     ),
 ]
 
