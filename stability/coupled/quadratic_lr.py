@@ -32,11 +32,11 @@ decided on the true system's spectral radius (`stability.coupled.system.spectral
 which steps the rules themselves, c = 1 − lr·wd included): stable at `CHECKS` points of
 (0, r) and unstable just above r (r·(1 + 1e-6)): r is returned, ``certified``; otherwise the
 first unstable lr of that grid, or of a geometric march above r (factor 1 + 1/`CHECKS`, up
-to 4r; beyond, `dense_max_lr` from scratch), is bisected on the spectral radius to ``rtol``
-(certified by construction, the crossing angle unknown).  Larger systems return r
-uncertified.  The tests check it against the block state matrix search (`dense_max_lr`), a
-brute-force grid of the spectral radius and, for one stage and one eigenvalue, the registry's
-certified bisection of the scalar polynomial.
+to 4r; beyond, `dense_max_lr` from scratch), is searched on the spectral radius to ``rtol``
+(Brent, `Unstable.crossing`; certified by construction, the crossing angle unknown).
+Larger systems return r uncertified.  The tests check it against the block state matrix
+search (`dense_max_lr`), a brute-force grid of the spectral radius and, for one stage and one
+eigenvalue, the registry's certified bisection of the scalar polynomial.
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def _decide(system: CoupledSystem, root: float, at: CoupledMaxLr, solves: int, r
             lo *= 1 + 1 / CHECKS
         else:  # none within _MARCH × the candidate: the plain reference from scratch
             return dense_max_lr(system)
-    found = unstable.bisect(lo, hi, max(rtol, 1e-13))
+    found = unstable.crossing(lo, hi, max(rtol, 1e-13))
     method = "block state matrix search (the frozen-lr² candidate was not a crossing)"
     return CoupledMaxLr(found, None, None, (), method, solves + unstable.count, True)
 

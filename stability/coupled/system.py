@@ -442,7 +442,7 @@ class CoupledMaxLr:
 
 def dense_max_lr(system: CoupledSystem, *, rtol: float = 1e-11) -> CoupledMaxLr:
     """First lr > 0 with spectral radius > 1: log grid, then Brent's method in the first
-    unstable grid interval (the plain reference; `Unstable.bisect`).
+    unstable grid interval (the plain reference; `Unstable.crossing`).
 
     The grid runs over [1e-6, 1e4]/‖∇²f‖ at 4 points per decade; ``None`` if every grid
     point is stable.  Flat directions of the Hessian (radius exactly 1) count as stable.
@@ -459,7 +459,7 @@ def dense_max_lr(system: CoupledSystem, *, rtol: float = 1e-11) -> CoupledMaxLr:
         return _dense_result(None, unstable.count)
     if previous == 0.0:
         return _dense_result(0.0, unstable.count)
-    return _dense_result(unstable.bisect(previous, lr, rtol), unstable.count)
+    return _dense_result(unstable.crossing(previous, lr, rtol), unstable.count)
 
 
 class Unstable:
@@ -480,7 +480,7 @@ class Unstable:
     def __call__(self, lr: float) -> bool:
         return self.excess(lr) > 0
 
-    def bisect(self, lo: float, hi: float, rtol: float) -> float:
+    def crossing(self, lo: float, hi: float, rtol: float) -> float:
         """The crossing in (lo, hi] (lo stable, hi unstable) to relative width ``rtol``: Brent's
         method on `excess` (bisection steps safeguard the secant and inverse quadratic ones;
         the spectral radius is continuous in lr, so the bracket always holds a crossing)."""
