@@ -104,6 +104,16 @@ per-step overhead of the numpy trainer in units of B·p), so ~15–17 s at the l
 default 4 rows at 128 × 77: 4.0e8, 13.6 s; cpusmall's target as 99 classes at 128 × 567, one
 τ: 4.1e8, 15.8 s; its default 4 rows: 1.7e9, 56 s, refused)."""
 
+MLP_WORK_REL_TOL = 1e-2
+"""The --rel-tol at which `VALIDATE_MLP_MAX_WORK` was measured (the MLP's default: 3 verdict
+rounds of the max-lr bisection); a tighter one multiplies the work by its rounds over 3."""
+
+COUPLED_MLP_WORK_SHARE = 0.5
+"""coupled --measure on an MLP: the share of `VALIDATE_MLP_MAX_WORK` its measurement may take.
+The coupled prediction costs about as much again (dozens of p × p eigen-decompositions:
+8 s at p = 567, the 99-class cpusmall MLP, whose default measurement, 1.65e8 units, took 9 s
+more; with --rel-tol 2e-5, 2.75e8 units, the call took 25 s)."""
+
 TRAIN_MAX_STEPS = 1_000_000
 """train / validate / coupled --measure: largest --steps per run (the reference trainer takes
 ~2 ms per step on cpusmall, one run: ≲ 30 min at the limit)."""
@@ -157,8 +167,8 @@ TABLE = (  # one row a limit: (command, what is limited, allowed)
     ("train/validate", "modes × degree (rate prediction)", f"≤ {RATE_PREDICTION_MAX_WORK:,}"),
     ("train/validate", "modes × degree (max-lr, Δ or Φ ≠ 0)", f"≤ {MODES_MAX_LR_MAX_WORK:,}"),
     ("train/validate", "past values read (taps) for predictions", f"≤ {PREDICTION_MAX_TAPS:,}"),
-    ("validate/coupled (mlp)", "rows × steps × (samples × params + 1e4)",
-     f"≤ {VALIDATE_MLP_MAX_WORK:.2g}"),
+    ("validate/coupled (mlp)", "rows × steps × (samples × params + 1e4) × rounds/3",
+     f"≤ {VALIDATE_MLP_MAX_WORK:.2g} (coupled: × {COUPLED_MLP_WORK_SHARE:g})"),
     ("train/validate/coupled", "steps per run", f"≤ {TRAIN_MAX_STEPS:,}"),
     ("noise/tradeoff", "parameters × state size", f"≤ {NOISE_MAX_STATE}"),
     ("radius/noise/net noise", "lr × λmax (in magnitude)", f"≤ {MAX_STEP_CURVATURE:.0e}"),
@@ -186,6 +196,7 @@ __all__ = [
     "MAX_STEP_CURVATURE",
     "TRADEOFF_MAX_WORK",
     "CERTIFY_MAX_DEGREE",
+    "COUPLED_MLP_WORK_SHARE",
     "DENSE_SEARCH_MAX_STATES",
     "EA_MAX_REPLICA_LAGS",
     "EA_MAX_REPLICA_VALUES",
@@ -197,6 +208,7 @@ __all__ = [
     "HEATMAP_MAX_WORK",
     "LOCUS_MAX_SAMPLES",
     "MAX_DELAY",
+    "MLP_WORK_REL_TOL",
     "MODES_MAX_LR_MAX_WORK",
     "PREDICTION_MAX_TAPS",
     "RATE_PREDICTION_MAX_WORK",

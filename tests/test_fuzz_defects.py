@@ -372,7 +372,8 @@ def test_validate_on_an_mlp_is_refused_above_its_work_limit():
     argv = ["validate", "--rules", "sgd", "--problem", "mlp", "--task", "classification"]
     err = _refused_naming(argv, "--steps")
     assert "4 rows" in err and "128 samples × 567 parameters" in err and "4.5e+08" in err
-    X, protocol = np.zeros((128, 12)), type("P", (), {"steps": 5000, "seeds": (0, 1, 2)})
+    protocol = type("P", (), {"steps": 5000, "seeds": (0, 1, 2), "rel_tol": 0.01})
+    X = np.zeros((128, 12))
     regression = MLP(X, np.zeros(128), hidden=(4, 4))
     classes = MLP(X, np.arange(128) % 99, hidden=(4, 4), task="classification")
     assert (regression.dim, classes.dim) == (77, 567)
@@ -381,6 +382,37 @@ def test_validate_on_an_mlp_is_refused_above_its_work_limit():
     with pytest.raises(ValueError, match="steps: .* × 3 seeds"):  # 3 × 4 × 5000 × (64·77 + 10⁴)
         _check_mlp_work(regression, 4, protocol, 64)
     assert 4 * 5000 * (128 * 77 + 10_000) < VALIDATE_MLP_MAX_WORK
+
+
+@pytest.mark.parametrize("rel_tol, rounds", [(0.3, 1), (0.019, 2), (0.01, 3), (2e-5, 5)])
+def test_verdict_rounds_count_the_rounds_of_the_bisection(rel_tol, rounds):
+    """The cost model's round count equals the rounds `bisect_max_lr` takes on a threshold
+    inside its first grid (a synthetic verdict: unstable above 1)."""
+    from stability.trainer.measure import bisect_max_lr, verdict_rounds
+
+    for guess in (0.8, 1.0, 1.3):
+        found = bisect_max_lr(lambda grid: np.asarray(grid) > 1.0, guess, rel_tol=rel_tol)
+        assert found.stable <= 1.0 < found.unstable
+        assert len(found.rounds) == verdict_rounds(rel_tol) == rounds
+
+
+def test_coupled_measure_on_an_mlp_counts_its_rounds_and_leaves_room_for_the_prediction():
+    """Seed 9505: `coupled --rule momentum --task classification --problem mlp --measure
+    --steps 2000 --rel-tol 2.17574e-05` took 25 s (5 verdict rounds where the cost model
+    counted the default 3, and the prediction's 8 s beside it): refused naming --steps and
+    --rel-tol before the prediction runs; the default tolerance is admitted."""
+    from stability.agreement.comparison import check_mlp_work as _check_mlp_work
+    from stability.limits import COUPLED_MLP_WORK_SHARE
+    from stability.trainer.mlp import MLP
+
+    argv = ["coupled", "--rule", "momentum", "--momentum", "0.5", "--stages", "3", "--schedule",
+            "pipedream", "--measure", "--steps", "2000", "--task", "classification",
+            "--rel-tol", "2.17574e-05", "--problem", "mlp"]  # fmt: skip
+    err = _refused_naming(argv, "--steps")
+    assert "× 5/3 verdict rounds for --rel-tol 2.17574e-05" in err and "2.2e+08" in err
+    classes = MLP(np.zeros((128, 12)), np.arange(128) % 99, hidden=(4, 4), task="classification")
+    default = type("P", (), {"steps": 2000, "seeds": (0,), "rel_tol": 0.01})
+    _check_mlp_work(classes, 1, default, None, share=COUPLED_MLP_WORK_SHARE)  # 1.65e8
 
 
 @pytest.mark.parametrize("sync_period", [1, 5, 35])

@@ -76,25 +76,35 @@ class Protocol:
         return d
 
 
-def check_mlp_work(model, rows: int, protocol: Protocol, batch: int | None) -> None:
-    """Refuse an MLP measurement (validate, coupled --measure) above `VALIDATE_MLP_MAX_WORK`
-    (its cost model, docs/limits.md): rows × steps × (B·p + 10,000), × the seeds with
-    minibatches."""
-    from stability.limits import VALIDATE_MLP_MAX_WORK
+def check_mlp_work(
+    model, rows: int, protocol: Protocol, batch: int | None, *, share: float = 1.0
+) -> None:
+    """Refuse an MLP measurement (validate, coupled --measure) above ``share`` ×
+    `VALIDATE_MLP_MAX_WORK` (its cost model, docs/limits.md): rows × steps × (B·p + 10,000),
+    × the seeds with minibatches, × the verdict rounds ``rel_tol`` needs over the 3 of the
+    MLP's default 0.01 (`stability.trainer.measure.verdict_rounds`) where it needs more."""
+    from stability.limits import MLP_WORK_REL_TOL, VALIDATE_MLP_MAX_WORK
+    from stability.trainer.measure import verdict_rounds
     from stability.trainer.mlp import MLP
 
     if not isinstance(model, MLP):
         return
     rows_per_step = batch or model.samples
     repeats = len(protocol.seeds) if batch else 1
-    work = rows * protocol.steps * (rows_per_step * model.dim + 10_000) * repeats
-    if work > VALIDATE_MLP_MAX_WORK:
+    rounds = max(verdict_rounds(protocol.rel_tol), verdict_rounds(MLP_WORK_REL_TOL))
+    extra = rounds / verdict_rounds(MLP_WORK_REL_TOL)
+    work = rows * protocol.steps * (rows_per_step * model.dim + 10_000) * repeats * extra
+    limit = share * VALIDATE_MLP_MAX_WORK
+    if work > limit:
         seeds = f" × {repeats} seeds" if batch else ""
+        tight = (
+            f" × {rounds}/3 verdict rounds for rel_tol {protocol.rel_tol:g}" if extra > 1 else ""
+        )
         raise ValueError(
             f"steps: an MLP measurement of {rows} rows (rules × taus) × {protocol.steps} steps × "
-            f"({rows_per_step} samples × {model.dim} parameters + 10,000){seeds} = {work:.2g} "
-            f"exceeds {VALIDATE_MLP_MAX_WORK:.2g} (docs/limits.md); use fewer taus or rules, "
-            "fewer steps or samples"
+            f"({rows_per_step} samples × {model.dim} parameters + 10,000){seeds}{tight} = "
+            f"{work:.2g} exceeds {limit:.2g} (docs/limits.md); use fewer taus or rules, fewer "
+            "steps or samples, or a looser rel_tol"
         )
 
 

@@ -13,7 +13,7 @@ from stability.api.resolve import check_params, rule_name
 from stability.api.setup import build, pipeline_of, problem_options, split_keywords
 from stability.checks import MAX_DELAY, check_integer, check_real
 from stability.coupled.summary import CoupledAnalysis
-from stability.limits import DENSE_SEARCH_MAX_STATES, TRAIN_MAX_STEPS
+from stability.limits import COUPLED_MLP_WORK_SHARE, DENSE_SEARCH_MAX_STATES, TRAIN_MAX_STEPS
 from stability.options import check_options
 from stability.pipeline import worst_delay
 from stability.result import output
@@ -72,7 +72,7 @@ def coupled(
     >>> c.critical_stage, c.scalar_ratio < 1
     (2, True)
     """
-    from stability.agreement.comparison import Protocol, check_mlp_work
+    from stability.agreement.comparison import check_mlp_work
     from stability.agreement.coupled_runs import measure as measure_trainer
     from stability.agreement.coupled_runs import problem_system
     from stability.coupled.summary import analyze
@@ -119,6 +119,9 @@ def coupled(
             f"{DENSE_SEARCH_MAX_STATES} rows (docs/limits.md); this one has "
             f"{system.state_size} (method scan, the default, answers at any size)"
         )
+    if measure:  # the measurement's cost is refused before the prediction is computed
+        protocol = _protocol(options, steps, rel_tol)
+        check_mlp_work(model, 1, protocol, None, share=COUPLED_MLP_WORK_SHARE)
     analysis = analyze(system, method=method)
     analysis = dataclasses.replace(
         analysis, stage_shares=tuple(round(float(s), 6) for s in analysis.stage_shares)
@@ -135,13 +138,6 @@ def coupled(
     if measure:
         if not analysis.max_lr:
             raise ValueError("measure: nothing to measure, the coupled system has no finite max lr")
-        default = Protocol(**options.kind.protocol)
-        rel_tol = rel_tol if rel_tol is not None else default.rel_tol
-        check_real("rel_tol", rel_tol, low=0.0, high=1.0, low_open=True)
-        steps = default.steps if steps is None else steps
-        steps = check_integer("steps", steps, low=10, high=TRAIN_MAX_STEPS)
-        protocol = Protocol(steps=steps, rel_tol=float(rel_tol))
-        check_mlp_work(model, 1, protocol, None)
         m = measure_trainer(built, setup, analysis.max_lr, protocol)
         measured.update(
             measured_max_lr=m.max_lr,
@@ -164,6 +160,18 @@ def coupled(
         notes=tuple(notes),
         **measured,
     )
+
+
+def _protocol(options, steps: int | None, rel_tol: float | None):
+    """The measurement's protocol: the problem kind's defaults, ``steps`` and ``rel_tol``."""
+    from stability.agreement.comparison import Protocol
+
+    default = Protocol(**options.kind.protocol)
+    rel_tol = rel_tol if rel_tol is not None else default.rel_tol
+    check_real("rel_tol", rel_tol, low=0.0, high=1.0, low_open=True)
+    steps = default.steps if steps is None else steps
+    steps = check_integer("steps", steps, low=10, high=TRAIN_MAX_STEPS)
+    return Protocol(steps=steps, rel_tol=float(rel_tol))
 
 
 def _set_by(spec) -> dict[str, str]:

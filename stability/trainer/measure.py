@@ -33,6 +33,7 @@ an lr is stable if no seed diverges within ``steps`` steps.  The starting bracke
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -165,6 +166,18 @@ Verdict = Callable[[np.ndarray], np.ndarray]
 """``verdict(lrs) -> unstable`` (bool array): train runs at these step sizes and judge them."""
 
 
+def verdict_rounds(
+    rel_tol: float, *, per_round: int = 16, span: float = 4.0, max_rounds: int = 8
+) -> int:
+    """Rounds of `bisect_max_lr` when its first grid brackets the crossing: the log grid over
+    [guess/span, span·guess] leaves a relative width span^(2/(per_round − 1)) − 1 (0.203 at
+    the defaults), and every further round divides it by per_round + 1 until ≤ ``rel_tol``
+    (3 rounds at rel_tol 0.01, 5 at 2e-5)."""
+    width = span ** (2 / (per_round - 1)) - 1
+    more = math.ceil(math.log(width / rel_tol) / math.log(per_round + 1)) if rel_tol < width else 0
+    return 1 + min(max_rounds, more)
+
+
 def bisect_max_lr(
     verdict: Verdict,
     guess: float,
@@ -258,4 +271,5 @@ __all__ = [
     "deterministic_verdict",
     "log_rate",
     "minibatch_verdict",
+    "verdict_rounds",
 ]
