@@ -91,15 +91,15 @@ def check_mlp_work(
         return
     rows_per_step = batch or model.samples
     repeats = len(protocol.seeds) if batch else 1
-    rounds = max(verdict_rounds(protocol.rel_tol), verdict_rounds(MLP_WORK_REL_TOL))
-    extra = rounds / verdict_rounds(MLP_WORK_REL_TOL)
+    measured_at = verdict_rounds(MLP_WORK_REL_TOL)
+    rounds = max(verdict_rounds(protocol.rel_tol), measured_at)
+    extra = rounds / measured_at
     work = rows * protocol.steps * (rows_per_step * model.dim + 10_000) * repeats * extra
     limit = share * VALIDATE_MLP_MAX_WORK
     if work > limit:
         seeds = f" × {repeats} seeds" if batch else ""
-        tight = (
-            f" × {rounds}/3 verdict rounds for rel_tol {protocol.rel_tol:g}" if extra > 1 else ""
-        )
+        tight = f" × {rounds}/{measured_at} verdict rounds for rel_tol {protocol.rel_tol:g}"
+        tight = tight if extra > 1 else ""
         raise ValueError(
             f"steps: an MLP measurement of {rows} rows (rules × taus) × {protocol.steps} steps × "
             f"({rows_per_step} samples × {model.dim} parameters + 10,000){seeds}{tight} = "

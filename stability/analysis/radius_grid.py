@@ -414,8 +414,10 @@ def _sparse_error_estimate(exps, coeffs, z) -> np.ndarray:
 
 def _root_scaled(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(ĉ, s): the columns' polynomials in u = z/s, ĉ_k = c_k·s^(−k) (c highest degree first),
-    with s = 2^e, e the rounded log2 of max_k |c_k/c_0|^(1/k) (a bound on the root moduli up
-    to a factor 2) where that exceeds `_SCALE_FROM`, else s = 1 (no change).
+    with s = 2^e, e the rounded log2 of max_k |c_k/c_0|^(1/k) where that exceeds
+    `_SCALE_FROM`, else s = 1 (no change).  Fujiwara's bound (Fujiwara 1916, Tôhoku Math. J.
+    10; Marden, Geometry of Polynomials, §30) puts every root within 2·max_k |c_k/c_0|^(1/k),
+    so the top roots have |u| ~ 1 (tested against mpmath's radii).
 
     A polynomial whose roots reach 1e146 (lr·λ ~ 1e148) has coefficients spread over 290
     decades; in u they are O(1), so its roots and `_root_error_estimate` stay finite and

@@ -166,8 +166,16 @@ Verdict = Callable[[np.ndarray], np.ndarray]
 """``verdict(lrs) -> unstable`` (bool array): train runs at these step sizes and judge them."""
 
 
+PER_ROUND = 16
+"""Step sizes `bisect_max_lr` tries in one round (one batched verdict)."""
+SPAN = 4.0
+"""`bisect_max_lr`'s first grid spans [guess/SPAN, SPAN·guess]."""
+MAX_ROUNDS = 8
+"""Most rounds `bisect_max_lr` shrinks the bracket by."""
+
+
 def verdict_rounds(
-    rel_tol: float, *, per_round: int = 16, span: float = 4.0, max_rounds: int = 8
+    rel_tol: float, *, per_round: int = PER_ROUND, span: float = SPAN, max_rounds: int = MAX_ROUNDS
 ) -> int:
     """Rounds of `bisect_max_lr` when its first grid brackets the crossing: the log grid over
     [guess/span, span·guess] leaves a relative width span^(2/(per_round − 1)) − 1 (0.203 at
@@ -182,10 +190,10 @@ def bisect_max_lr(
     verdict: Verdict,
     guess: float,
     *,
-    per_round: int = 16,
+    per_round: int = PER_ROUND,
     rel_tol: float = 1e-3,
-    span: float = 4.0,
-    max_rounds: int = 8,
+    span: float = SPAN,
+    max_rounds: int = MAX_ROUNDS,
     extend: int = 6,
 ) -> MaxLrMeasurement:
     """Empirical max stable lr by rounds of batched verdicts (module doc).
@@ -264,6 +272,9 @@ def minibatch_verdict(run: Callable[[np.ndarray, int], object], seeds: Sequence[
 
 __all__ = [
     "FLOOR_DECADES",
+    "MAX_ROUNDS",
+    "PER_ROUND",
+    "SPAN",
     "MaxLrMeasurement",
     "RateMeasurement",
     "converged_log_rate",
