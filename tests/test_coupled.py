@@ -38,6 +38,7 @@ from stability.coupled.system import (
     stage_rules,
     state_matrix,
 )
+from stability.coupled.track import branches
 from stability.coupled.transfer import stage_transfer
 from stability.dynamics.linear import characteristic_polynomial
 from stability.rules.registry import RULES, build_rule
@@ -274,6 +275,40 @@ def test_equal_delays_on_any_hessian_are_the_scalar_bound():
     system = coupled_system(A.T @ A / 12, stage_sizes=[2, 3, 1], rule="momentum",
                             tau_fwd=[5, 5, 5], momentum=0.9)  # fmt: skip
     assert scan_max_lr(system).max_lr == pytest.approx(scalar_bound(system), rel=1e-10)
+
+
+@pytest.mark.parametrize(
+    ("rule", "params"),
+    [("sgd", {}), ("momentum", {"momentum": 0.9}), ("lwp+sc", {"momentum": 0.9})],
+)
+@pytest.mark.parametrize("lam", [1.0, 3.0])
+def test_a_multiple_eigenvalue_inside_a_stage_is_one_branch(rule, params, lam):
+    """H = λ·I on stage 1's block (dead units under weight decay): M(e^{iθ}) has the eigenvalue
+    λ·s_1(θ) eight times for every θ.  Counted as one branch of multiplicity 8 the scan needs
+    2-11 eigen-decompositions; as eight branches no prediction could pair them and every
+    interval around their crossing was bisected to the limit (51-64)."""
+    rng = np.random.default_rng(0)
+    sizes = [8, 10, 12]
+    A = rng.standard_normal((60, 22))
+    H = np.zeros((30, 30))
+    H[:8, :8] = lam * np.eye(8)
+    H[8:, 8:] = A.T @ A / 60
+    system = coupled_system(H, stage_sizes=sizes, rule=rule, tau_fwd=[5, 3, 1], **params)
+    scan = scan_max_lr(system)
+    assert scan.max_lr == pytest.approx(dense_max_lr(system).max_lr, rel=1e-7)
+    assert scan.certified
+    assert scan.eigensolves <= 15
+
+
+def test_branches_merge_equal_eigen_data_only():
+    mu = np.array([-2.0 + 1j, 3.0, -2.0 + 1j, -2.0 + 1j * (1 + 1e-12), 3.0])
+    dmu = np.array([1j, 1.0, 1j, 1j, -1.0])  # the two 3.0 merely touch: opposite derivatives
+    got_mu, got_dmu, m = branches((mu, dmu))
+    assert sorted(zip(got_mu.real, got_dmu.real, m, strict=True)) == [
+        (-2.0, 0.0, 3),
+        (3.0, -1.0, 1),
+        (3.0, 1.0, 1),
+    ]
 
 
 def test_hull_reach_bounds_the_exact_reach():

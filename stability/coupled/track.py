@@ -22,7 +22,8 @@ n is an integer (the net crossings) when the samples resolve the motion; a resid
 |n − round(n)| > `AMBIGUOUS` tells the caller to bisect the interval.  An eigenvalue passing
 close to −R (on either side) is exactly what makes n ambiguous, so refinement concentrates
 there.  No eigenvalue needs to be followed individually, and the eigen-data of a sample serves
-every R.
+every R.  Eigenvalues equal in μ and μ' (a multiple eigenvalue of M for every θ, e.g. a Hessian
+eigenspace inside one stage) are one branch counted with its multiplicity (`branches`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ import numpy as np
 
 AMBIGUOUS = 0.15
 """Largest distance of the count from an integer that is accepted as resolved."""
+
+SAME = 1e-9
+"""Relative agreement of μ and μ' at which eigenvalues are one multiple branch (`branches`);
+the clustering tolerance of `decompose` as well."""
 
 MAX_FOLLOWED = 8
 """Most ambiguous near branches followed by continuation (about one eigen-decomposition's
@@ -48,7 +53,7 @@ def decompose(M: np.ndarray, dM: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     for b in range(mu.shape[0]):
         scale = np.max(np.abs(mu[b])) or 1.0
         order = np.argsort(mu[b].real)
-        close = np.abs(np.diff(mu[b][order])) <= 1e-9 * scale
+        close = np.abs(np.diff(mu[b][order])) <= SAME * scale
         if np.any(close):
             for group in np.split(order, np.flatnonzero(~close) + 1):
                 if group.size > 1:
@@ -59,14 +64,45 @@ def decompose(M: np.ndarray, dM: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 _PATH = np.linspace(0.0, 1.0, 17)
 
 
-def _turn(mu: np.ndarray, dmu: np.ndarray, h: float, radius: float) -> float:
-    """Σ_i of the continuous change of Arg(μ_i + radius) along the log-polar predictions
-    μ_i·exp(t·h·μ_i'/μ_i), t ∈ [0, 1] (16 steps, each unwrapped)."""
+def branches(sample, same: float = SAME) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(μ, μ', m): the eigen-data of one sample with each group of eigenvalues whose μ and μ'
+    agree to ``same`` (relative to the largest |μ|, |μ'|) merged into one branch of
+    multiplicity m.
+
+    A semisimple multiple eigenvalue of M for every θ near the sample — e.g. a Hessian
+    eigenspace inside one stage's block, on which M(e^{iθ})·v = λ·s_j(θ)·v — is one branch that
+    crosses the cut m times at once; as m separate eigenvalues no prediction could tell its
+    copies apart, and every interval around its crossing would be refined in vain.  Eigenvalues
+    that merely touch at the sample separate by the next one, where their multiplicities no
+    longer match and the interval is refined as before (`_near_branches`).
+    """
+    mu, dmu = sample
+    tol_mu = same * (np.max(np.abs(mu), initial=0.0) or 1.0)
+    tol_dmu = same * (np.max(np.abs(dmu), initial=0.0) or 1.0)
+    order = np.argsort(mu.real, kind="stable")
+    heads, weight = [], []
+    for k in order:
+        if (
+            heads
+            and abs(mu[k] - mu[heads[-1]]) <= tol_mu
+            and abs(dmu[k] - dmu[heads[-1]]) <= tol_dmu
+        ):
+            weight[-1] += 1
+        else:
+            heads.append(k)
+            weight.append(1)
+    heads = np.array(heads, dtype=int)
+    return mu[heads], dmu[heads], np.array(weight, dtype=int)
+
+
+def _turn(mu: np.ndarray, dmu: np.ndarray, m: np.ndarray, h: float, radius: float) -> float:
+    """Σ_i m_i·(the continuous change of Arg(μ_i + radius) along the log-polar predictions
+    μ_i·exp(t·h·μ_i'/μ_i), t ∈ [0, 1]) (16 steps, each unwrapped)."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         path = mu[:, None] * np.exp(_PATH[None, :] * (h * dmu / mu)[:, None])
     path = np.where(np.isfinite(path), path, mu[:, None] + _PATH[None, :] * h * dmu[:, None])
     z = path + radius
-    return float(np.sum(np.angle(z[:, 1:] / z[:, :-1])))
+    return float(np.sum(m[:, None] * np.angle(z[:, 1:] / z[:, :-1])))
 
 
 def rotate(mu: np.ndarray, dmu: np.ndarray, h: float) -> np.ndarray:
@@ -89,7 +125,7 @@ def _nearest(pred: np.ndarray, targets: np.ndarray):
 
 def _near(sample, h: float, radius: float) -> np.ndarray:
     """Eigenvalues within half their travel h·|μ'| of −radius."""
-    mu, dmu = sample
+    mu, dmu, _ = sample
     return np.flatnonzero(np.abs(mu + radius) <= 0.5 * abs(h) * np.abs(dmu))
 
 
@@ -97,7 +133,7 @@ def _predicted_pairs(a, b, h: float, ia: np.ndarray, jb: np.ndarray):
     """Candidate index pairs of the near branches by log-polar prediction, and which are
     reliable: mutual nearest neighbours, error ≤ 25 % of the travel, the next candidate ≥ 2×
     farther."""
-    (ma, da), (mb, db) = a, b
+    (ma, da, _), (mb, db, _) = a, b
     j_of, _, _ = _nearest(rotate(ma[ia], da[ia], h), mb)
     i_of, _, _ = _nearest(rotate(mb[jb], db[jb], -h), ma)
     pairs = np.unique(np.concatenate([np.stack([ia, j_of], 1), np.stack([i_of, jb], 1)]), axis=0)
@@ -115,9 +151,9 @@ def _near_branches(a, b, theta_a: float, h: float, radius: float, follow):
 
     Reliable predicted pairs are taken as they are (a path of their two ends); the others (at
     most `MAX_FOLLOWED`) are followed by ``follow`` from their end at a (or at b) to the other
-    sample.
+    sample.  A pair must join branches of the same multiplicity.
     """
-    (ma, da), (mb, db) = a, b
+    (ma, da, wa), (mb, db, wb) = a, b
     ia, jb = _near(a, h, radius), _near(b, h, radius)
     if ia.size == 0 and jb.size == 0:
         return np.zeros((0, 2), dtype=int), []
@@ -145,6 +181,8 @@ def _near_branches(a, b, theta_a: float, h: float, radius: float, follow):
             chosen.setdefault(key, path if forward else path[::-1])
     keys = np.array(list(chosen), dtype=int).reshape(-1, 2)
     if np.unique(keys[:, 0]).size != len(keys) or np.unique(keys[:, 1]).size != len(keys):
+        return None
+    if np.any(wa[keys[:, 0]] != wb[keys[:, 1]]):
         return None
     return keys, list(chosen.values())
 
@@ -195,26 +233,33 @@ def net_crossings(a, b, theta_a: float, h: float, radius: float, follow=None):
     returning points (θ, μ, μ') from θ0 to θ1, or None) — and their crossings, with θ and μ
     estimates, are ``estimates``; every other eigenvalue enters the argument count.  A
     residue above `AMBIGUOUS` (infinite: the near branches could not be matched) means the
-    interval must be refined.
+    interval must be refined.  A multiple branch (`branches`) counts with its multiplicity m:
+    its estimates carry direction ±m.
     """
+    a, b = branches(a), branches(b)
     near = _near_branches(a, b, theta_a, h, radius, follow)
     if near is None:
         return 0, math.inf, []
     pairs, paths = near
-    (ma, da), (mb, db) = a, b
+    (ma, da, wa), (mb, db, wb) = a, b
     keep_a = np.ones(ma.size, bool)
     keep_b = np.ones(mb.size, bool)
     keep_a[pairs[:, 0]] = False
     keep_b[pairs[:, 1]] = False
-    fa = float(np.sum(np.angle(ma[keep_a] + radius)))
-    fb = float(np.sum(np.angle(mb[keep_b] + radius)))
+    fa = float(np.sum(wa[keep_a] * np.angle(ma[keep_a] + radius)))
+    fb = float(np.sum(wb[keep_b] * np.angle(mb[keep_b] + radius)))
     turn = 0.5 * (
-        _turn(ma[keep_a], da[keep_a], h, radius) - _turn(mb[keep_b], db[keep_b], -h, radius)
+        _turn(ma[keep_a], da[keep_a], wa[keep_a], h, radius)
+        - _turn(mb[keep_b], db[keep_b], wb[keep_b], -h, radius)
     )
     x = (fb - fa - turn) / (2 * math.pi)
     if not math.isfinite(x):
         return 0, math.inf, []
-    estimates = [c for path in paths for c in _path_crossings(path, radius)]
+    estimates = [
+        (direction * int(wa[i]), theta, mu)
+        for (i, _), path in zip(pairs, paths, strict=True)
+        for direction, theta, mu in _path_crossings(path, radius)
+    ]
     n = round(x)
     return n + sum(e[0] for e in estimates), abs(x - n), estimates
 
@@ -243,4 +288,13 @@ def crossing_start(a, b, theta_a: float, h: float, radius: float):
     return best
 
 
-__all__ = ["AMBIGUOUS", "MAX_FOLLOWED", "crossing_start", "decompose", "net_crossings", "rotate"]
+__all__ = [
+    "AMBIGUOUS",
+    "MAX_FOLLOWED",
+    "SAME",
+    "branches",
+    "crossing_start",
+    "decompose",
+    "net_crossings",
+    "rotate",
+]
