@@ -31,9 +31,10 @@ loci), and the matrix form of the boundary locus PipeMare uses for Lemma 1 (App.
    derivatives dμ/dθ = yᴴM'x/yᴴx.  Between neighbouring samples the number of eigenvalues
    crossing the cut (−∞, −R) is the jump of Σ_i Arg(μ_i + R) — a symmetric function of the
    eigenvalues, so none has to be matched with its partner — except for the few branches
-   passing near −R, which are matched by prediction or followed by continuation (Rayleigh-
-   quotient iteration: one LU per step, no eigen-decomposition); an interval whose count is
-   not resolved is bisected.  The sweep stops at the first interval with a crossing.
+   passing near −R (a multiple eigenvalue counts as one branch, `track.branches`), which
+   are matched by prediction or followed by continuation (Rayleigh-quotient iteration: one
+   LU per step, no eigen-decomposition); an interval whose count is not resolved is
+   bisected.  The sweep stops at the first interval with a crossing.
    Real negative eigenvalues at θ = π are crossings at ω = −1.
 4. **refinement and the search over R.**  The counted crossing is located (bisection by the
    count) and refined by Newton on Im μ(θ) = 0 along its branch, each step an inverse
