@@ -491,3 +491,45 @@ def test_an_unresolved_crossing_is_refused_naming_the_delay():
     assert "could not be resolved" in err
     code, out, _ = _call(["max-lr", "dc", *flags, "--tau", "1000", "--json"])
     assert code == 0 and json.loads(out)["max_lr"] == pytest.approx(2.0, rel=1e-12)
+
+
+def test_roots_at_rounding_distance_from_the_circle_are_refused_naming_the_parameters():
+    """`halflife pipeoptim --tau 1 --optimize-momentum --horizon 1e12 …` (seed 9604: "internal
+    error: ArithmeticError"): at momentum 0.9993 the polynomial ω(ω − 1)(ω − m) + lr·((s + 1)ω
+    − s), s = 10¹², keeps its roots within ~10⁻¹² of |ω| = 1 for every lr up to 1e-12 (numpy's
+    roots below, either side of 1 from one lr to the next): float64 certifies neither stable
+    nor unstable.  Both calls are refused naming what is extreme, not the delay."""
+    m, s = 0.9993014120253215, 1e12
+    radii = [
+        np.max(np.abs(np.roots([1.0, -(1 + m), m + lr * (s + 1), -lr * s])))
+        for lr in np.geomspace(1e-16, 1e-12, 9)
+    ]
+    assert np.max(np.abs(np.array(radii) - 1)) < 1e-11
+    point = ["--tau", "1", "--horizon", "1e12"]
+    err = _refused_naming(["max-lr", "pipeoptim", *point, "--momentum", str(m)], "momentum=")
+    assert "horizon=1e+12" in err and "tau:" not in err
+    err = _refused_naming(["halflife", "pipeoptim", *point, "--optimize-momentum",
+                           "--kappa", "478.672"], "momentum")  # fmt: skip
+    assert "horizon=" in err and "could not be resolved" in err
+
+
+def test_a_stage_shrunk_beyond_float64_does_not_stall_the_scan():
+    """`coupled --rule shrink --shrink-factor 1e-12 --stages 4 --schedule pipemare` (seed 9604:
+    over 100 s): the first guess came from stage 1, whose gradient is scaled by s⁷ = 1e-84, so
+    the search began at a radius 10⁻⁵⁸, far below eig's rounding of M (~1e-16·max|ν|), and
+    every count was ambiguous.  The search now starts no closer than 1e-9·max|ν|; the answer is
+    stage 4's, checked on the block state matrix's spectral radius either side."""
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((24, 12))
+
+    def system(factor):
+        delays = {"tau_fwd": [7, 5, 3, 1], "tau_bkwd": [0] * 4}
+        return coupled_system(A.T @ A / 24, stage_sizes=[3] * 4, rule="shrink", **delays,
+                              shrink_factor=factor)  # fmt: skip
+
+    found = scan_max_lr(system(1e-12))
+    assert found.critical_stage == 4 and found.eigensolves <= 5
+    radius = [spectral_radius(system(1e-12), found.max_lr * (1 + d)) for d in (-1e-6, 1e-6)]
+    assert radius[0] < 1 + 1e-10 < radius[1]  # as `_finish` certifies: 1 + 2e-15 below
+    moderate = system(1e-3)
+    assert scan_max_lr(moderate).max_lr == pytest.approx(dense_max_lr(moderate).max_lr, rel=1e-7)

@@ -34,6 +34,7 @@ the tests and benchmarks.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +64,40 @@ _UNRESOLVED = (
     "max lr: a crossing could not be resolved on the circle (roots crowd the unit circle "
     "closer than the samples resolve)"
 )
+
+
+class UnresolvedCrossing(ArithmeticError):
+    """The boundary locus could not resolve a crossing.  ``by_delay``: the samples it would
+    need exceed `stability.limits.LOCUS_MAX_SAMPLES` (a long delay: it resolves at smaller τ);
+    otherwise 128 samples per unit of degree did not separate the roots from the circle, whose
+    margins are then at float64's rounding level (extreme parameter values, e.g. a momentum
+    within 10⁻³ of 1 beside PipeOptim's horizon 10¹²: |ω| − 1 ~ 10⁻¹² either side)."""
+
+    def __init__(self, by_delay: bool):
+        super().__init__(_UNRESOLVED)
+        self.by_delay = by_delay
+
+    def refusal(self, where: str, degree: int | None = None) -> ValueError:
+        """The one-line refusal of a valid input the locus cannot answer; ``where`` names the
+        parameter values it was asked at."""
+        at = "" if degree is None else f" at degree {degree}"
+        if self.by_delay:
+            return ValueError(f"tau: {self}{at}; it resolves at smaller delays (docs/limits.md)")
+        return ValueError(
+            f"{where}: {self}{at}: the roots lie within float64's rounding of "
+            "|ω| = 1, so no step size is certified stable or unstable; moderate the extreme "
+            "values (a momentum near 1, a huge horizon or scale)"
+        )
+
+
+def _parameters(rule: Rule) -> str:
+    """``name=value, …``: the fields of ``rule`` (the values a refusal names)."""
+    fields = dataclasses.fields(rule) if dataclasses.is_dataclass(rule) else ()
+    values = [(f.name, getattr(rule, f.name)) for f in fields]
+    shown = (f"{n}={v:g}" if isinstance(v, float) else f"{n}={v}" for n, v in values)
+    return ", ".join(shown) or type(rule).__name__
+
+
 _DENSE_CHECK_DEGREE = 24  # up to this degree the check uses companion eigenvalues
 
 
@@ -105,10 +140,8 @@ def max_lr(
             raise ValueError("the boundary locus needs a polynomial affine in lr; use bisection")
         try:
             lr, theta = _locus(*_affine_parts(cp), precise=precise)
-        except ArithmeticError as err:  # a valid input: say why there is no answer, in one line
-            raise ValueError(
-                f"tau: {err} at degree {cp.degree}; it resolves at smaller delays (docs/limits.md)"
-            ) from None
+        except UnresolvedCrossing as err:  # a valid input: say why there is no answer
+            raise err.refusal(_parameters(rule), cp.degree) from None
         return _result(float(lr[0]), float(theta[0]), "boundary locus")
     if method == "bisection":
         return _bisection(cp)
@@ -206,7 +239,7 @@ def _locus(
             cols = order[cols]
         for density in (8, 32, 128):
             if density > 8 and density * (degree + 2) > LOCUS_MAX_SAMPLES:
-                raise ArithmeticError(_UNRESOLVED)
+                raise UnresolvedCrossing(by_delay=True)
             circle = _Circle(ka, ca[:, cols], kb, cb[:, cols], density * (degree + 2))
             lr, theta = circle.first_crossings()
             if precise:
@@ -231,7 +264,7 @@ def _locus(
             if not retry.any():
                 break
             if density == 128:  # unresolved after 16× resampling: report it, do not guess
-                raise ArithmeticError(_UNRESOLVED)
+                raise UnresolvedCrossing(by_delay=False)
             cols = cols[retry]
     # a crossing beyond float64's range (λ ~ 1e-323) overflows here, with numpy's warning,
     # which the result carries; it is reported as the largest float, not as "no crossing"

@@ -64,6 +64,7 @@ def halflife(
     >>> round(st.halflife("momentum", tau=0, kappa=100, momentum=0).lr, 6)  # 2/(λ + κλ)
     0.019802
     """
+    from stability.analysis.boundary import UnresolvedCrossing
     from stability.analysis.conditioning import optimal_half_life
     from stability.rules.registry import get_spec
 
@@ -78,7 +79,12 @@ def halflife(
 
     spec = get_spec(rule_name(rule))
     values = {k: v for k, v in params.items() if v is not None}
-    result = optimal_half_life(spec.name, kappa, optimize=optimize, precise=True, **values)
+    try:
+        result = optimal_half_life(spec.name, kappa, optimize=optimize, precise=True, **values)
+    except UnresolvedCrossing as err:  # a valid input the locus cannot answer: say where
+        given = ", ".join(f"{k}={v}" for k, v in values.items())
+        searched = f"{optimize} over its search range" if optimize else "the given values"
+        raise err.refusal(f"{spec.name} at {searched} ({given})") from None
     found = {k: float(v) for k, v in result.values.items()}
     resolved = spec.resolve(**{**values, **found})
     rule_value, _ = spec.build(**{**values, **found})

@@ -40,8 +40,12 @@ loci), and the matrix form of the boundary locus PipeMare uses for Lemma 1 (App.
    count) and refined by Newton on Im μ(θ) = 0 along its branch, each step an inverse
    iteration for the eigen-triple near the predicted μ: lr = −1/Re μ to ~1e-13.  The search
    starts at R = 1/(the scalar bound at the delay τ_eff the top Hessian eigenvector sees),
-   shrinks R by 1.5 until a crossing is counted, and then sets R just beyond each crossing
-   found until no crossing is left beyond it: the last one is the max stable lr.  The
+   but no closer to 0 than 10⁻⁹·max|ν| (ν of step 1: the scale of θ·M; eig rounds M's
+   eigenvalues by ~10⁻¹⁶ of it, so crossings nearer 0 cannot be counted — a stage whose
+   gradient Gradient Shrinking scales by s^τ = 10⁻⁸⁴ guessed R = 10⁻⁵⁸), shrinks R by 1.5
+   until a crossing is counted (none down to that floor: stable for every lr it resolves),
+   and then sets R just beyond each crossing found until no crossing is left beyond it: the
+   last one is the max stable lr.  The
    critical stage is the one carrying most of the crossing mode's weight amplitude
    |q_j/d_j·x_j|² (x the eigenvector of M: the gradient).
 5. **verification.**  Where the block state matrix is small (≤ `CERTIFY_MAX_STATES` rows), its
@@ -75,21 +79,23 @@ _CHUNK = 4  # samples decomposed at a time (the sweep stops at the first crossin
 _MAX_SPLITS = 16  # bisections of an ambiguous interval before it counts as a crossing
 _TOP = math.pi * (1 - 1e-9)  # last sample of the sweep; θ = π itself is checked separately
 _FLAT = 1e-10  # |ν| below this (relative) is a flat direction of the Hessian
+_RESOLVED = 1e-9  # smallest radius searched, relative to max|ν| (`_small_lr`): eig's rounding
 
 
 # -- step 1: small lr ------------------------------------------------------------------------
 
 
-def _small_lr(system: CoupledSystem) -> tuple[bool, float, str]:
-    """(stable for small lr > 0, angular margin of eig(M₀) from ±iℝ, reason if not)."""
+def _small_lr(system: CoupledSystem) -> tuple[bool, float, str, float]:
+    """(stable for small lr > 0, angular margin of eig(M₀) from ±iℝ, reason if not, max |ν|:
+    the size of θ·M(e^{iθ}) near θ = 0, against which eig's rounding of M is measured)."""
     dprime, gains = [], []
     for i, t in enumerate(system.transfers):
         roots = t.open_loop_roots()
         at_one = np.abs(roots - 1) <= 1e-7
         if np.count_nonzero(at_one) != 1 or t.integrator_roots() != 1:
-            return False, 0.0, f"stage {i + 1} has no simple open-loop root at ω = 1"
+            return False, 0.0, f"stage {i + 1} has no simple open-loop root at ω = 1", 0.0
         if np.any(np.abs(roots[~at_one]) >= 1 - 1e-12):
-            return False, 0.0, f"stage {i + 1} has an open-loop root on or outside |ω| = 1"
+            return False, 0.0, f"stage {i + 1} has an open-loop root on or outside |ω| = 1", 0.0
         dprime.append(t.denominator.derivative()(1.0))
         gains.append([polys[i](1.0) for _, polys in system.couplings])
     dprime, gains = np.array(dprime), np.array(gains)
@@ -100,10 +106,11 @@ def _small_lr(system: CoupledSystem) -> tuple[bool, float, str]:
     nu = np.linalg.eigvals(M0)
     nu = nu[np.abs(nu) > _FLAT * max(np.max(np.abs(nu)), 1e-300)]
     if nu.size == 0:
-        return False, 0.0, "the Hessian is zero: nothing converges"
+        return False, 0.0, "the Hessian is zero: nothing converges", 0.0
     if np.any(nu.real <= 0):
-        return False, 0.0, "a mode at ω = 1 moves outward for small lr (Re ν ≤ 0)"
-    return True, float(np.min(np.pi / 2 - np.abs(np.angle(nu)))), ""
+        return False, 0.0, "a mode at ω = 1 moves outward for small lr (Re ν ≤ 0)", 0.0
+    margin = float(np.min(np.pi / 2 - np.abs(np.angle(nu))))
+    return True, margin, "", float(np.max(np.abs(nu)))
 
 
 # -- step 2: where crossings can be -------------------------------------------------------------
@@ -290,16 +297,17 @@ def scan_max_lr(system: CoupledSystem, *, lr_cap: float | None = None) -> Couple
             "the frequency scan needs dynamics affine in lr; PipeOptim-AdamW's are quadratic "
             "(stability.coupled.quadratic_lr.quadratic_max_lr solves them)"
         )
-    stable, margin, reason = _small_lr(system)
+    stable, margin, reason, scale = _small_lr(system)
     if not stable:
         return CoupledMaxLr(0.0, None, None, (), f"frequency scan ({reason})", 0, False)
     scan = _Scan(system, margin)
     direct = _without_delay(system)
     if direct is not None:
         return _finish(scan, direct, method="frequency scan (no delay: ω = 1 − lr·κ, exact)")
-    scale = float(np.linalg.norm(system.hessian, 2))
     guess = lr_cap if lr_cap is not None else _first_guess(system, scale)
-    radius = (1.0 - 1e-3) / guess  # a crossing exactly at the guess is then clearly beyond
+    # a crossing exactly at the guess is then clearly beyond; a guess beyond float64's reach
+    # (Gradient Shrinking's s^τ = 1e-84 on one stage) starts where eig still resolves |μ|
+    radius = max((1.0 - 1e-3) / guess, _RESOLVED * scale)
     best, skip = None, set()
     for _ in range(80):
         hit = scan.fire(radius, frozenset(skip))
@@ -307,7 +315,7 @@ def scan_max_lr(system: CoupledSystem, *, lr_cap: float | None = None) -> Couple
             if best is not None:
                 return _finish(scan, best)
             radius, skip = radius / 1.5, set()  # none beyond −radius: look further in
-            if radius * 1e9 < scale:
+            if radius < _RESOLVED * scale:
                 return CoupledMaxLr(None, None, None, (), "frequency scan", scan.eigensolves, False)
             continue
         found = _localize(scan, hit, radius)
