@@ -73,7 +73,14 @@ DENSE_SEARCH_MAX_STATES = 900
 above it): largest block state matrix the dense max-lr search diagonalises, ~30 times (a log
 grid, then Brent's method): 0.31 s per diagonalisation at 853 rows on one core, 9 s for the
 search (momentum on a 143-parameter MLP, three stages); 1,950 rows took 111 s.  The frequency
-scan answers at any size."""
+scan answers up to `SCAN_MAX_PARAMETERS` parameters, whatever the delays."""
+
+SCAN_MAX_PARAMETERS = 600
+"""coupled (the frequency scan, and validate's exact coupled row above the dense search's
+size): most parameters p.  The scan diagonalises a p × p complex matrix at each sampled angle,
+11-30 of them, at O(p³) each; on one core (a slow hour: 0.63 s for an 850 × 850 eigvals)
+p = 497 took 6 s, 701 took 13 s and 937 took 32 s (sgd, three PipeDream stages, an MLP with
+two hidden layers of 16, 20, 24); --hidden 64,64 (4,929) had not finished after 10 min."""
 
 T1_AUDIT_MAX_CELLS = 4_000_000
 """t1-audit: largest steps × stages of the audited table."""
@@ -163,6 +170,7 @@ TABLE = (  # one row a limit: (command, what is limited, allowed)
     ("radius --certify", "degree (state size)", f"≤ {CERTIFY_MAX_DEGREE}"),
     ("poly --symbolic", "degree", f"≤ {SYMBOLIC_MAX_DEGREE}"),
     ("coupled --method dense", "block state matrix rows", f"≤ {DENSE_SEARCH_MAX_STATES}"),
+    ("coupled/validate (frequency scan)", "parameters", f"≤ {SCAN_MAX_PARAMETERS}"),
     ("t1-audit", "steps × stages", f"≤ {T1_AUDIT_MAX_CELLS:,}"),
     ("train/validate", "modes × degree (rate prediction)", f"≤ {RATE_PREDICTION_MAX_WORK:,}"),
     ("train/validate", "modes × degree (max-lr, Δ or Φ ≠ 0)", f"≤ {MODES_MAX_LR_MAX_WORK:,}"),
@@ -198,6 +206,7 @@ __all__ = [
     "CERTIFY_MAX_DEGREE",
     "COUPLED_MLP_WORK_SHARE",
     "DENSE_SEARCH_MAX_STATES",
+    "SCAN_MAX_PARAMETERS",
     "EA_MAX_REPLICA_LAGS",
     "EA_MAX_REPLICA_VALUES",
     "EA_MAX_SYNC_PERIOD",

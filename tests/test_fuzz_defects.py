@@ -15,6 +15,7 @@ message, and the cause is fixed (not only the message).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -24,7 +25,7 @@ import pytest
 
 from stability.analysis.boundary import max_lr
 from stability.cli.main import main
-from stability.coupled.scan import scan_max_lr
+from stability.coupled.scan import check_scan_size, scan_max_lr
 from stability.coupled.system import coupled_system, dense_max_lr, spectral_radius
 from stability.dynamics.monodromy import monodromy
 from stability.dynamics.round_robin import round_robin_function
@@ -533,3 +534,24 @@ def test_a_stage_shrunk_beyond_float64_does_not_stall_the_scan():
     assert radius[0] < 1 + 1e-10 < radius[1]  # as `_finish` certifies: 1 + 2e-15 below
     moderate = system(1e-3)
     assert scan_max_lr(moderate).max_lr == pytest.approx(dense_max_lr(moderate).max_lr, rel=1e-7)
+
+
+def test_a_problem_beyond_the_scan_limit_is_refused_before_it_is_fitted(monkeypatch):
+    """`coupled --problem mlp --hidden 64,64` (4,929 parameters, found while timing the fuzz's
+    slow calls) had not finished after 10 minutes: one 4,929 × 4,929 eigen-decomposition per
+    angle.  Above `SCAN_MAX_PARAMETERS` the call is refused naming the flag that sizes the
+    problem, before the fit (which would fail here); the limit itself is allowed."""
+    from stability.limits import SCAN_MAX_PARAMETERS
+    from stability.trainer import problems
+
+    def no_fit(problem, seed):
+        raise AssertionError("fitted before the size check")
+
+    monkeypatch.setitem(problems.KINDS, "mlp", dataclasses.replace(problems.KINDS["mlp"],
+                                                                  linearizer=no_fit))  # fmt: skip
+    base = ["coupled", "--rule", "sgd", "--problem", "mlp", "--stages", "3"]
+    err = _refused_naming([*base, "--hidden", "20,20"], "--hidden")
+    assert f"at most {SCAN_MAX_PARAMETERS} parameters" in err and "has 701" in err
+    with pytest.raises(ValueError, match="^data: .* has 601"):
+        check_scan_size(SCAN_MAX_PARAMETERS + 1, "data")
+    check_scan_size(SCAN_MAX_PARAMETERS, "data")

@@ -303,7 +303,7 @@ def coupled_max_lr(setup: Linearization, name: str, values: dict[str, Any], pipe
     """The exact max lr of the coupled per-stage model: `stability.coupled.system.dense_max_lr`,
     or the frequency scan (`stability.coupled.scan.scan_max_lr`) where the block state matrix
     would be larger than `stability.limits.DENSE_SEARCH_MAX_STATES` (long stage delays)."""
-    from stability.coupled.scan import scan_max_lr
+    from stability.coupled.scan import check_scan_size, scan_max_lr
     from stability.coupled.system import coupled_system, dense_max_lr
     from stability.limits import DENSE_SEARCH_MAX_STATES
     from stability.trainer.schedules import rule_values
@@ -319,8 +319,10 @@ def coupled_max_lr(setup: Linearization, name: str, values: dict[str, Any], pipe
         tau_bkwd=None if pipe.tau_bkwd is None else pipe.tau_bkwd.tolist(),
         **params,
     )
-    exact = dense_max_lr if system.state_size <= DENSE_SEARCH_MAX_STATES else scan_max_lr
-    return exact(system).max_lr
+    if system.state_size <= DENSE_SEARCH_MAX_STATES:
+        return dense_max_lr(system).max_lr
+    check_scan_size(system.dim, "data")  # linear regression: one parameter per feature
+    return scan_max_lr(system).max_lr
 
 
 def validate_pipeline(

@@ -31,7 +31,12 @@ from typing import Any
 from stability.api import net_tables as nt
 from stability.api import tables as t
 from stability.api.tables import PIPELINE_OPTIONS, PROBLEM_OPTIONS
-from stability.limits import DENSE_SEARCH_MAX_STATES, HALFLIFE_MAX_KAPPA, TRAIN_MAX_STEPS
+from stability.limits import (
+    DENSE_SEARCH_MAX_STATES,
+    HALFLIFE_MAX_KAPPA,
+    SCAN_MAX_PARAMETERS,
+    TRAIN_MAX_STEPS,
+)
 from stability.options import Option, option
 
 
@@ -197,8 +202,8 @@ COUPLED_OPTIONS: tuple[Option, ...] = (
     ),
     option(
         "method",
-        f"frequency scan (any size) or block-state-matrix search (≤ {DENSE_SEARCH_MAX_STATES} rows)"
-        " (docs/limits.md)",
+        f"frequency scan (≤ {SCAN_MAX_PARAMETERS} parameters) or block-state-matrix search "
+        f"(≤ {DENSE_SEARCH_MAX_STATES} rows) (docs/limits.md)",
         "str",
         default="scan",
         choices=("scan", "dense"),

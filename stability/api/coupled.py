@@ -110,14 +110,14 @@ def coupled(
         )
     pipe = pipeline_of(pipeline, pipeline_kw, tau=tau)
     options = problem_options(**problem_kw)
-    model, dataset, setup = build(options, fit_seed=fit_seed)
+    model, dataset, setup = build(options, fit_seed=fit_seed, for_scan=method == "scan")
     built = problem_system(setup, pipe, name, values, t1_power)
     system = built.system
     if method == "dense" and system.state_size > DENSE_SEARCH_MAX_STATES:
         raise ValueError(
             f"method dense diagonalises the block state matrix ~30 times and allows at most "
             f"{DENSE_SEARCH_MAX_STATES} rows (docs/limits.md); this one has "
-            f"{system.state_size} (method scan, the default, answers at any size)"
+            f"{system.state_size} (method scan, the default, answers at any delays)"
         )
     if measure:  # the measurement's cost is refused before the prediction is computed
         protocol = _protocol(options, steps, rel_tol)

@@ -92,13 +92,17 @@ def trainer_inputs(keywords: dict[str, Any], pipeline: Any, specs) -> tuple[dict
     return problem_kw, pipeline_of(pipeline, pipeline_kw, tau=tau), values
 
 
-def build(options, *, fit_seed: int = 0):
+def build(options, *, fit_seed: int = 0, for_scan: bool = False):
     """``(problem, data, linearization)``: the trainable problem, its data set and its
     `stability.trainer.linearize.Linearization` (exact for linreg; at the minimizer fitted
-    from ``fit_seed`` for the MLP)."""
+    from ``fit_seed`` for the MLP).  ``for_scan``: a problem beyond the frequency scan's size
+    limit is refused before it is fitted (`stability.coupled.scan.check_scan_size`)."""
+    from stability.coupled.scan import check_scan_size
     from stability.trainer.problems import build_problem
 
     problem, data = build_problem(options)
+    if for_scan:
+        check_scan_size(problem.dim, options.kind.size_flag)
     return problem, data, options.kind.linearize(problem, fit_seed)
 
 

@@ -70,6 +70,7 @@ from stability.coupled.frequency import FrequencyResponse, eigentriple, newton_c
 from stability.coupled.stage_bounds import stage_bound_at, stage_delay
 from stability.coupled.system import CoupledMaxLr, CoupledSystem, spectral_radius
 from stability.coupled.track import AMBIGUOUS, crossing_start, decompose, net_crossings, rotate
+from stability.limits import SCAN_MAX_PARAMETERS
 
 CERTIFY_MAX_STATES = 1500
 """Largest block state matrix used to certify a scan result (`scan_max_lr`)."""
@@ -286,6 +287,17 @@ def _plan(freq: FrequencyResponse, lo: float, tau_max: int):
     return fine, s, planned
 
 
+def check_scan_size(parameters: int, flag: str) -> None:
+    """Refuse a system of more than `stability.limits.SCAN_MAX_PARAMETERS` parameters (one p × p
+    eigen-decomposition per sampled angle) before it is built, naming the ``flag`` that sizes
+    it."""
+    if parameters > SCAN_MAX_PARAMETERS:
+        raise ValueError(
+            f"{flag}: the frequency scan diagonalises a p × p matrix at each angle and allows at "
+            f"most {SCAN_MAX_PARAMETERS} parameters (docs/limits.md); this problem has {parameters}"
+        )
+
+
 def scan_max_lr(system: CoupledSystem, *, lr_cap: float | None = None) -> CoupledMaxLr:
     """Max stable lr of ``system`` by the frequency scan (module doc, steps 1-5).
 
@@ -442,4 +454,4 @@ def _finish(scan: _Scan, best, method: str = "frequency scan") -> CoupledMaxLr:
     )
 
 
-__all__ = ["CERTIFY_MAX_STATES", "scan_max_lr"]
+__all__ = ["CERTIFY_MAX_STATES", "check_scan_size", "scan_max_lr"]

@@ -26,11 +26,13 @@ from stability.trainer.mlp import MLP
 @dataclass(frozen=True)
 class ProblemKind:
     """What tells the trainer's problem kinds apart, as values and functions (no code asks
-    for a kind by name): the default preprocessing and row cap, the measurement protocol's
-    defaults (`stability.agreement.comparison.Protocol` fields), how the model is built from
-    its data and how it is linearised (`stability.trainer.linearize`)."""
+    for a kind by name): the flag that sizes its parameters, the default preprocessing and row
+    cap, the measurement protocol's defaults (`stability.agreement.comparison.Protocol`
+    fields), how the model is built from its data and how it is linearised
+    (`stability.trainer.linearize`)."""
 
     name: str
+    size_flag: str
     standardize: str
     max_samples: int | None
     protocol: dict[str, Any] = field(default_factory=dict)
@@ -56,6 +58,7 @@ def _mlp(data: Dataset, options) -> MLP:
 KINDS: dict[str, ProblemKind] = {
     "linreg": ProblemKind(
         "linreg",
+        size_flag="data",  # one parameter per feature column
         standardize="features",
         max_samples=None,
         model=lambda data, options: LinearRegression.from_dataset(data),
@@ -63,6 +66,7 @@ KINDS: dict[str, ProblemKind] = {
     ),
     "mlp": ProblemKind(
         "mlp",
+        size_flag="hidden",
         standardize="all",
         max_samples=128,  # validation runs many full batches
         protocol={"steps": 5_000, "rel_tol": 1e-2, "rate_steps": 5_000, "rate_doublings": 1},
