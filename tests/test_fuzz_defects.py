@@ -555,3 +555,14 @@ def test_a_problem_beyond_the_scan_limit_is_refused_before_it_is_fitted(monkeypa
     with pytest.raises(ValueError, match="^data: .* has 601"):
         check_scan_size(SCAN_MAX_PARAMETERS + 1, "data")
     check_scan_size(SCAN_MAX_PARAMETERS, "data")
+
+
+def test_an_overflowing_polynomial_in_a_noise_prediction_is_refused_naming_it():
+    """`noise lwp+sc … --horizon-scale 1e308` (seed 9606: "Array must not contain infs or
+    NaNs", a refusal naming nothing of the line): λ·T overflows to inf in the linearisation, and
+    the full-batch prediction (`min_max_lr_grid`) handed it to eig.  It is now refused as
+    `max-lr` refuses it, naming lam and the rule's parameters (the horizon among them)."""
+    argv = ["noise", "lwp+sc", "--tau", "1", "--momentum", "0.5", "--lr", "0.02", "--samples",
+            "64", "--batch", "14", "--horizon-scale", "1e308"]  # fmt: skip
+    err = _refused_naming(argv, "momentum=0.5")
+    assert "overflows float64" in err and "horizon=1e+308" in err

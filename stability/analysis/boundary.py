@@ -132,7 +132,7 @@ def max_lr(
     if getattr(rule, "period", 1) > 1:
         return _floquet_max_lr(rule, model)
     cp = characteristic_polynomial(rule, model)
-    _check_finite(cp, model)
+    _check_finite(cp, model, rule)
     if method == "auto":
         method = "locus" if cp.is_affine else "bisection"
     if method == "locus":
@@ -174,6 +174,7 @@ def min_max_lr_grid(rule: Rule, model: QuadraticModel) -> float:
     visited largest lr-coefficient first, where the minimum usually is.
     """
     cp = characteristic_polynomial(rule, model)
+    _check_finite(cp, model, rule)
     if not cp.is_affine:
         raise ValueError("min_max_lr_grid needs a polynomial affine in lr (use max_lr per point)")
     lr, _ = _locus(*_affine_parts(cp), precise=False, minimum=True)
@@ -220,12 +221,13 @@ def _locus(
     grid = np.broadcast_shapes(*(np.shape(c) for p in (A, B) for c in p.terms.values()))
     ka, ca = _stack(A, grid)
     kb, cb = _stack(B, grid)
-    # lr·B is solved as (lr·scale)·(B/scale), scale the power of 2 nearest max|B|: the
+    # lr·B is solved as (lr·scale)·(B/scale), scale the largest power of 2 ≤ max|B|: the
     # crossing angles do not change, nothing is rounded (the results are bit for bit those
     # without it), and |B|² cannot underflow when B's coefficients are tiny (Gradient
-    # Shrinking: s^τ ~ 1e-192 made every lr look unstable)
+    # Shrinking: s^τ ~ 1e-192 made every lr look unstable); ≤, not nearest, so that it cannot
+    # overflow when max|B| ~ 1e308 (LWP's horizon scale 1e308)
     top = np.max(np.abs(cb), axis=0)
-    scale = np.where((top > 0) & np.isfinite(top), np.ldexp(1.0, np.frexp(top)[1]), 1.0)
+    scale = np.where((top > 0) & np.isfinite(top), np.ldexp(0.5, np.frexp(top)[1]), 1.0)
     cb = cb / scale
     degree = int(max(ka.max(), kb.max()))
     best_lr = np.full(ca.shape[1], np.inf)
@@ -525,9 +527,10 @@ _SCAN_CHUNK = 16  # grid points evaluated together, in increasing order
 _TRACK_FROM = 1e-6  # relative bracket width below which the crossing multiplier is tracked
 
 
-def _check_finite(cp: CharacteristicPolynomial, model: QuadraticModel) -> None:
-    """Refuse (`ValueError`, naming lam) a polynomial whose float coefficients overflowed: e.g.
-    LWP-v's lr² coefficient ~λ²·T is NaN at λ = 1e150, T = 1e12, and no lr can be judged."""
+def _check_finite(cp: CharacteristicPolynomial, model: QuadraticModel, rule: Rule) -> None:
+    """Refuse (`ValueError`, naming lam and the rule's parameters) a polynomial whose float
+    coefficients overflowed: e.g. LWP-v's lr² coefficient ~λ²·T is NaN at λ = 1e150, T = 1e12,
+    and LWP's λ·T·s is inf at a horizon scale s = 1e308: no lr can be judged."""
     for part in cp.parts:
         for c in part.terms.values():
             try:
@@ -537,7 +540,7 @@ def _check_finite(cp: CharacteristicPolynomial, model: QuadraticModel) -> None:
             if not finite:
                 raise ValueError(
                     f"lam: the characteristic polynomial overflows float64 at lam = "
-                    f"{np.max(np.abs(model.lam)):.6g} with this rule's parameters (a coefficient "
+                    f"{np.max(np.abs(model.lam)):.6g} with {_parameters(rule)} (a coefficient "
                     "is inf or NaN); use a smaller lam (max lr scales as 1/lam when the rule "
                     "depends on lr·lam only) or smaller scale parameters"
                 )
