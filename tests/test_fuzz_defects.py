@@ -566,3 +566,15 @@ def test_an_overflowing_polynomial_in_a_noise_prediction_is_refused_naming_it():
             "64", "--batch", "14", "--horizon-scale", "1e308"]  # fmt: skip
     err = _refused_naming(argv, "momentum=0.5")
     assert "overflows float64" in err and "horizon=1e+308" in err
+
+
+def test_an_overflowing_heatmap_is_refused_naming_lam_and_the_axis_ranges(tmp_path):
+    """`heatmap lwp+sc … --horizon 1e308 --lam 7.7e149` (seed 9606: numpy's "Array must not
+    contain infs or NaNs"): the grid's polynomials overflow; refused as `max-lr` refuses, the
+    axes shown as ranges, and no figure is left behind."""
+    out = tmp_path / "f.png"
+    argv = ["heatmap", "lwp+sc", "--tau", "1", "--x", "lr:1e-3:10:8:log", "--y",
+            "momentum:0:0.999:8", "--out", str(out), "--horizon", "1e308", "--lam", "7.7e149",
+            "--no-max-lr"]  # fmt: skip
+    err = _refused_naming(argv, "--lam")
+    assert "momentum=0…0.999" in err and "horizon=1e+308" in err and not out.exists()

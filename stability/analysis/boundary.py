@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,11 +92,18 @@ class UnresolvedCrossing(ArithmeticError):
 
 
 def _parameters(rule: Rule) -> str:
-    """``name=value, …``: the fields of ``rule`` (the values a refusal names)."""
+    """``name=value, …``: the fields of ``rule`` (the values a refusal names; a grid axis as
+    its range)."""
     fields = dataclasses.fields(rule) if dataclasses.is_dataclass(rule) else ()
-    values = [(f.name, getattr(rule, f.name)) for f in fields]
-    shown = (f"{n}={v:g}" if isinstance(v, float) else f"{n}={v}" for n, v in values)
-    return ", ".join(shown) or type(rule).__name__
+    return ", ".join(_shown(f.name, getattr(rule, f.name)) for f in fields) or type(rule).__name__
+
+
+def _shown(name: str, value: Any) -> str:
+    if isinstance(value, np.ndarray) and np.min(value) != np.max(value):
+        return f"{name}={np.min(value):g}…{np.max(value):g}"
+    if isinstance(value, (float, np.floating, np.ndarray)):
+        return f"{name}={float(np.max(value)):g}"
+    return f"{name}={value}"
 
 
 _DENSE_CHECK_DEGREE = 24  # up to this degree the check uses companion eigenvalues
@@ -132,7 +140,7 @@ def max_lr(
     if getattr(rule, "period", 1) > 1:
         return _floquet_max_lr(rule, model)
     cp = characteristic_polynomial(rule, model)
-    _check_finite(cp, model, rule)
+    check_finite(cp.parts, model, rule)
     if method == "auto":
         method = "locus" if cp.is_affine else "bisection"
     if method == "locus":
@@ -174,7 +182,7 @@ def min_max_lr_grid(rule: Rule, model: QuadraticModel) -> float:
     visited largest lr-coefficient first, where the minimum usually is.
     """
     cp = characteristic_polynomial(rule, model)
-    _check_finite(cp, model, rule)
+    check_finite(cp.parts, model, rule)
     if not cp.is_affine:
         raise ValueError("min_max_lr_grid needs a polynomial affine in lr (use max_lr per point)")
     lr, _ = _locus(*_affine_parts(cp), precise=False, minimum=True)
@@ -527,11 +535,12 @@ _SCAN_CHUNK = 16  # grid points evaluated together, in increasing order
 _TRACK_FROM = 1e-6  # relative bracket width below which the crossing multiplier is tracked
 
 
-def _check_finite(cp: CharacteristicPolynomial, model: QuadraticModel, rule: Rule) -> None:
+def check_finite(parts: Sequence[SparsePoly], model: QuadraticModel, rule: Rule) -> None:
     """Refuse (`ValueError`, naming lam and the rule's parameters) a polynomial whose float
-    coefficients overflowed: e.g. LWP-v's lr² coefficient ~λ²·T is NaN at λ = 1e150, T = 1e12,
-    and LWP's λ·T·s is inf at a horizon scale s = 1e308: no lr can be judged."""
-    for part in cp.parts:
+    coefficients (in ``parts``) overflowed: e.g. LWP-v's lr² coefficient ~λ²·T is NaN at
+    λ = 1e150, T = 1e12, and LWP's λ·T·s is inf at a horizon scale s = 1e308: no lr can be
+    judged."""
+    for part in parts:
         for c in part.terms.values():
             try:
                 finite = np.all(np.isfinite(np.asarray(c, dtype=float)))

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from stability.analysis.boundary import max_lr_grid
+from stability.analysis.boundary import check_finite, max_lr_grid
 from stability.dynamics.linear import characteristic_polynomial
 from stability.limits import HEATMAP_MAX_POINTS_PER_AXIS, HEATMAP_MAX_WORK
 from stability.polynomial import SparsePoly
@@ -288,7 +288,9 @@ def _block_polynomial(spec: RuleSpec, fixed: dict, x: Axis, y: Axis, block) -> S
         values[key] = vals
     lr = values.pop("lr")
     rule, model = spec.build(**values)
-    return characteristic_polynomial(rule, model).at(np.asarray(lr, dtype=float)).normalized()
+    poly = characteristic_polynomial(rule, model).at(np.asarray(lr, dtype=float))
+    check_finite([poly], model, rule)
+    return poly.normalized()
 
 
 def point_cost(degree: int) -> float:
