@@ -45,9 +45,8 @@ loci), and the matrix form of the boundary locus PipeMare uses for Lemma 1 (App.
    gradient Gradient Shrinking scales by s^τ = 10⁻⁸⁴ guessed R = 10⁻⁵⁸), shrinks R by 1.5
    until a crossing is counted (none down to that floor: stable for every lr it resolves),
    and then sets R just beyond each crossing found until no crossing is left beyond it: the
-   last one is the max stable lr.  The
-   critical stage is the one carrying most of the crossing mode's weight amplitude
-   |q_j/d_j·x_j|² (x the eigenvector of M: the gradient).
+   last one is the max stable lr.  The critical stage is the one carrying most of the
+   crossing mode's weight amplitude |q_j/d_j·x_j|² (x the eigenvector of M: the gradient).
 5. **verification.**  Where the block state matrix is small (≤ `CERTIFY_MAX_STATES` rows), its
    spectral radius is checked below 1 at lr·(1 − 1e-6) and above 1 at lr·(1 + 1e-6); the count
    of unstable roots only changes at crossings, so with step 1 this certifies the whole

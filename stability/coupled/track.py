@@ -64,9 +64,9 @@ def decompose(M: np.ndarray, dM: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 _PATH = np.linspace(0.0, 1.0, 17)
 
 
-def branches(sample, same: float = SAME) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def branches(sample) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(μ, μ', m): the eigen-data of one sample with each group of eigenvalues whose μ and μ'
-    agree to ``same`` (relative to the largest |μ|, |μ'|) merged into one branch of
+    agree to `SAME` (relative to the largest |μ|, |μ'|) merged into one branch of
     multiplicity m.
 
     A semisimple multiple eigenvalue of M for every θ near the sample — e.g. a Hessian
@@ -77,8 +77,8 @@ def branches(sample, same: float = SAME) -> tuple[np.ndarray, np.ndarray, np.nda
     longer match and the interval is refined as before (`_near_branches`).
     """
     mu, dmu = sample
-    tol_mu = same * (np.max(np.abs(mu), initial=0.0) or 1.0)
-    tol_dmu = same * (np.max(np.abs(dmu), initial=0.0) or 1.0)
+    tol_mu = SAME * (np.max(np.abs(mu), initial=0.0) or 1.0)
+    tol_dmu = SAME * (np.max(np.abs(dmu), initial=0.0) or 1.0)
     order = np.argsort(mu.real, kind="stable")
     heads, weight = [], []
     for k in order:
