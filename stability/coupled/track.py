@@ -77,22 +77,14 @@ def branches(sample) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     longer match and the interval is refined as before (`_near_branches`).
     """
     mu, dmu = sample
+    order = np.argsort(mu.real, kind="stable")
     tol_mu = SAME * (np.max(np.abs(mu), initial=0.0) or 1.0)
     tol_dmu = SAME * (np.max(np.abs(dmu), initial=0.0) or 1.0)
-    order = np.argsort(mu.real, kind="stable")
-    heads, weight = [], []
-    for k in order:
-        if (
-            heads
-            and abs(mu[k] - mu[heads[-1]]) <= tol_mu
-            and abs(dmu[k] - dmu[heads[-1]]) <= tol_dmu
-        ):
-            weight[-1] += 1
-        else:
-            heads.append(k)
-            weight.append(1)
-    heads = np.array(heads, dtype=int)
-    return mu[heads], dmu[heads], np.array(weight, dtype=int)
+    new = np.ones(mu.size, dtype=bool)  # neighbours in Re μ compared, as `decompose` clusters
+    new[1:] = (np.abs(np.diff(mu[order])) > tol_mu) | (np.abs(np.diff(dmu[order])) > tol_dmu)
+    starts = np.flatnonzero(new)
+    heads = order[starts]
+    return mu[heads], dmu[heads], np.diff(starts, append=mu.size)
 
 
 def _turn(mu: np.ndarray, dmu: np.ndarray, m: np.ndarray, h: float, radius: float) -> float:
