@@ -463,10 +463,12 @@ def test_long_random_delay_kernels_train_and_predict_up_to_the_taps_limit():
 def test_an_overflowing_polynomial_is_refused_naming_lam():
     """`max-lr lwp-v --horizon 1e12 --lam 1e150 …` (the outsider's fuzz, seed 9401) ended in
     numpy's "Array must not contain infs or NaNs": LWP-v's lr² coefficient ~λ²·T is NaN.  At
-    λ = 1 the same rule has an answer, and at λ = 1e150 with T = 1 too."""
+    λ = 1 with T = 10⁹ the same rule has an answer (at T = 10¹² float64 no longer resolves
+    it: `test_a_huge_lwp_horizon_is_refused_not_answered_zero`), and at λ = 1e150 with T = 1
+    too."""
     argv = "max-lr lwp-v --momentum 0.9 --horizon 1000000000000 --lam 1e+150 --tau 16".split()
     assert "overflows float64" in _refused_naming(argv, "--lam")
-    assert _call([*argv[:-4], "--lam", "1", "--tau", "16"])[0] == 0
+    assert _call([*argv[:4], "--horizon", "1e9", "--lam", "1", "--tau", "16"])[0] == 0
     assert _call([*argv[:4], "--horizon", "1", "--lam", "1e+150", "--tau", "16"])[0] == 0
 
 
@@ -511,7 +513,7 @@ def test_roots_at_rounding_distance_from_the_circle_are_refused_naming_the_param
     assert "horizon=1e+12" in err and "tau:" not in err
     err = _refused_naming(["halflife", "pipeoptim", *point, "--optimize-momentum",
                            "--kappa", "478.672"], "momentum")  # fmt: skip
-    assert "horizon=" in err and "could not be resolved" in err
+    assert "horizon=" in err and "float64's rounding of |ω| = 1" in err
 
 
 def test_a_stage_shrunk_beyond_float64_does_not_stall_the_scan():
@@ -578,3 +580,47 @@ def test_an_overflowing_heatmap_is_refused_naming_lam_and_the_axis_ranges(tmp_pa
             "--no-max-lr"]  # fmt: skip
     err = _refused_naming(argv, "--lam")
     assert "momentum=0…0.999" in err and "horizon=1e+308" in err and not out.exists()
+
+
+def test_a_huge_lwp_horizon_is_refused_not_answered_zero():
+    """`max-lr lwp+sc --horizon-scale 1e100` (up to 1e307) answered max lr 0, "not stable for
+    small lr > 0".  In exact arithmetic it is stable below ~0.6261/α (Schur-Cohn on either
+    side at α = 10¹¹, below); from α ~ 10¹² on, the root ω = 1 moves off the circle by less
+    than the radius check resolves, and from ~10¹⁶ B(1) = λ is lost to cancellation between
+    coefficients ~α·λ.  Refused naming the horizon; a structural B(1) = 0 (LWP^v without
+    Spike Compensation: a = b = 0) is still "not stable", as the exact slope says."""
+    from fractions import Fraction
+
+    import stability as st
+    from stability.analysis.boundary import _exact_slope_at_one
+    from stability.dynamics.linear import characteristic_polynomial
+    from stability.rules.registry import RULES
+
+    for alpha in ("1e12", "1e20", "1e307"):
+        err = _refused_naming(["max-lr", "lwp+sc", "--horizon-scale", alpha], "horizon=")
+        assert "less than float64 resolves" in err
+    found = st.max_lr("lwp+sc", horizon_scale=1e11).max_lr
+    assert found * 1e11 == pytest.approx(0.626114266, rel=1e-8)
+    for factor, stable in ((0.999, True), (1.001, False)):
+        exact = st.radius("lwp+sc", horizon_scale=1e11, lr=found * factor, certify=True)
+        assert exact.certified and exact.stable is stable
+    assert st.max_lr("lwp-v+sc", momentum=0.0, sc_a=0.0, sc_b=0.0).max_lr == 0.0
+    rule, model = RULES["lwp+sc"].build(horizon_scale=1e20)  # float64 sums B(1) to 0
+    assert sum(characteristic_polynomial(rule, model).parts[1].terms.values()) == 0.0
+    assert _exact_slope_at_one(rule, model, (1,))(0) == Fraction(1)
+
+
+def test_a_heatmap_draws_the_max_lr_curve_where_the_locus_answers():
+    """The same refusal inside a heatmap's max-lr overlay: the curve is left out (NaN) at the
+    points float64 cannot resolve, with a warning naming them, and drawn at the others."""
+    from stability.analysis.radius_grid import heatmap, max_lr_curve
+    from stability.api.heatmap import parse_axis
+
+    x, y = parse_axis("lr:1e-25:1:5:log", "x"), parse_axis("horizon_scale:1:1e20:4:log", "y")
+    with pytest.warns(UserWarning, match="max-lr curve not drawn at horizon_scale = ") as told:
+        curve = max_lr_curve(heatmap("lwp+sc", x, y))
+    where = [str(w.message).split(":")[0].split(" = ")[1] for w in told]
+    assert where == ["2.15443e+13", "1e+20"]
+    assert curve.step[0] == pytest.approx(0.34497244012656, rel=1e-12)  # α = 1
+    assert curve.step[1] * 4641588.833612782 == pytest.approx(0.6261, rel=1e-3)
+    assert np.isnan(curve.step[2:]).all()

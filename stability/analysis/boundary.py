@@ -20,7 +20,8 @@ numerically for every rule:
    decides: by the argument principle on the samples already taken (the winding number of
    A + lr·B, refined near roots close to the circle; O(degree)).  If that fails, a check at
    lr₁/2 tells "no lr > 0 is stable" (result 0) from a crossing that fell between samples
-   (the circle is resampled 4× and 16× finer).
+   (the circle is resampled 4× and 16× finer), unless the root ω = 1 moves off the circle
+   there by less than float64 resolves (`_below_rounding_at_one`): then it is refused.
 
 If no crossing exists the rule is stable for every lr > 0 (``max_lr`` is None) or for none.
 
@@ -38,11 +39,16 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from stability.dynamics.linear import CharacteristicPolynomial, characteristic_polynomial
+from stability.dynamics.linear import (
+    CharacteristicPolynomial,
+    characteristic_polynomial,
+    linearize,
+)
 from stability.limits import LOCUS_MAX_SAMPLES
 from stability.polynomial import SparsePoly
 from stability.quadratic import QuadraticModel
@@ -66,6 +72,11 @@ _UNRESOLVED = (
     "closer than the samples resolve)"
 )
 
+_ROUNDED_AT_ONE = (
+    "max lr: below the first crossing the root ω = 1 moves off the unit circle by less than "
+    "float64 resolves"
+)
+
 
 class UnresolvedCrossing(ArithmeticError):
     """The boundary locus could not resolve a crossing.  ``by_delay``: the samples it would
@@ -74,8 +85,8 @@ class UnresolvedCrossing(ArithmeticError):
     margins are then at float64's rounding level (extreme parameter values, e.g. a momentum
     within 10⁻³ of 1 beside PipeOptim's horizon 10¹²: |ω| − 1 ~ 10⁻¹² either side)."""
 
-    def __init__(self, by_delay: bool):
-        super().__init__(_UNRESOLVED)
+    def __init__(self, by_delay: bool, cause: str = _UNRESOLVED):
+        super().__init__(cause)
         self.by_delay = by_delay
 
     def refusal(self, where: str, degree: int | None = None) -> ValueError:
@@ -146,10 +157,7 @@ def max_lr(
     if method == "locus":
         if not cp.is_affine:
             raise ValueError("the boundary locus needs a polynomial affine in lr; use bisection")
-        try:
-            lr, theta = _locus(*_affine_parts(cp), precise=precise)
-        except UnresolvedCrossing as err:  # a valid input: say why there is no answer
-            raise err.refusal(_parameters(rule), cp.degree) from None
+        lr, theta = _refusing_unresolved(rule, cp, lambda: _locus(rule, model, cp, precise=precise))
         return _result(float(lr[0]), float(theta[0]), "boundary locus")
     if method == "bisection":
         return _bisection(cp)
@@ -166,9 +174,8 @@ def max_lr_grid(rule: Rule, model: QuadraticModel) -> tuple[np.ndarray, np.ndarr
     cp = characteristic_polynomial(rule, model)
     if not cp.is_affine:
         raise ValueError("max_lr_grid needs a polynomial affine in lr (use max_lr per point)")
-    A, B = _affine_parts(cp)
-    grid = np.broadcast_shapes(*(np.shape(c) for p in (A, B) for c in p.terms.values()))
-    lr, theta = _locus(A, B, precise=False)
+    lr, theta = _refusing_unresolved(rule, cp, lambda: _locus(rule, model, cp, precise=False))
+    grid = np.broadcast_shapes(*(np.shape(c) for p in cp.parts[:2] for c in p.terms.values()))
     return lr.reshape(grid), theta.reshape(grid)
 
 
@@ -185,8 +192,19 @@ def min_max_lr_grid(rule: Rule, model: QuadraticModel) -> float:
     check_finite(cp.parts, model, rule)
     if not cp.is_affine:
         raise ValueError("min_max_lr_grid needs a polynomial affine in lr (use max_lr per point)")
-    lr, _ = _locus(*_affine_parts(cp), precise=False, minimum=True)
+    lr, _ = _refusing_unresolved(
+        rule, cp, lambda: _locus(rule, model, cp, precise=False, minimum=True)
+    )
     return float(np.min(lr))
+
+
+def _refusing_unresolved(rule: Rule, cp: CharacteristicPolynomial, solve):
+    """``solve()``, an `UnresolvedCrossing` refused as a `ValueError` naming the rule's
+    parameters (a valid input: say why there is no answer)."""
+    try:
+        return solve()
+    except UnresolvedCrossing as err:
+        raise err.refusal(_parameters(rule), cp.degree) from None
 
 
 def _result(lr: float, theta: float, method: str) -> MaxLr:
@@ -215,7 +233,12 @@ def _stack(poly: SparsePoly, grid: tuple[int, ...]) -> tuple[np.ndarray, np.ndar
 
 
 def _locus(
-    A: SparsePoly, B: SparsePoly, *, precise: bool, minimum: bool = False
+    rule: Rule,
+    model: QuadraticModel,
+    cp: CharacteristicPolynomial,
+    *,
+    precise: bool,
+    minimum: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """First positive crossing lr and its angle for each grid point (flattened).
 
@@ -225,8 +248,12 @@ def _locus(
     (those columns are resampled 4× and 16× finer).  With ``minimum`` only the least lr is
     wanted: lr₁ is replaced in those checks by min(lr₁, the least crossing found so far), and
     the columns are visited largest max|B| first; the other entries are then upper bounds.
+    A "not stable at lr₁/2" within float64's rounding of |ω| = 1 is refused, not answered 0
+    (`_below_rounding_at_one`).
     """
+    A, B = _affine_parts(cp)
     grid = np.broadcast_shapes(*(np.shape(c) for p in (A, B) for c in p.terms.values()))
+    exact_slope = _exact_slope_at_one(rule, model, grid)
     ka, ca = _stack(A, grid)
     kb, cb = _stack(B, grid)
     # lr·B is solved as (lr·scale)·(B/scale), scale the largest power of 2 ≤ max|B|: the
@@ -269,6 +296,11 @@ def _locus(
                 break
             half = circle.stable(np.where(finite, 0.5 * check, 1.0), degree)
             never = failed & ~half
+            doubtful = _below_rounding_at_one(
+                ka, ca[:, cols], kb, cb[:, cols], 0.5 * check, exact_slope, cols
+            )
+            if (doubtful & never).any():
+                raise UnresolvedCrossing(by_delay=False, cause=_ROUNDED_AT_ONE)
             best_lr[cols[never]], best_theta[cols[never]] = 0.0, np.nan
             retry = failed & half & finite
             if not retry.any():
@@ -280,6 +312,59 @@ def _locus(
     # which the result carries; it is reported as the largest float, not as "no crossing"
     true = best_lr / scale
     return np.where(np.isinf(true) & np.isfinite(best_lr), np.finfo(float).max, true), best_theta
+
+
+def _below_rounding_at_one(ka, ca, kb, cb, lr: np.ndarray, exact_slope, cols) -> np.ndarray:
+    """Columns whose "not stable at ``lr``" cannot be told from float64 rounding at ω = 1.
+
+    Every rule has the root ω = 1 at lr = 0 (A(1) = 0: nothing moves without a gradient);
+    where it is simple it moves to first order as ω ≈ 1 − lr·B(1)/A'(1) (inward when
+    B(1)/A'(1) > 0).  A failed check says nothing, stable and not stable being both within
+    rounding of |ω| = 1, if the root moves inward by less than 10⁻⁶ (the radius check's margin
+    is 10⁻¹²; the first-order motion overestimates it ~4× for LWP), or if B(1) is lost to
+    cancellation in B's coefficients: |B(1)| within 10³·eps of Σ|b_k|, and B(1) ≠ 0 in exact
+    arithmetic (``exact_slope(cols[m])``, `_exact_slope_at_one`; a structural zero, as LWP^v
+    without Spike Compensation has, is a genuine "not stable").  E.g. LWP's horizon scale
+    10²⁰, whose B(1) = λ is the difference of coefficients ~10²⁰·λ.
+    """
+    a1 = np.sum(ka[:, None] * ca, axis=0)  # A'(1)
+    b1 = np.sum(cb, axis=0)  # B(1)
+    size = np.sum(np.abs(cb), axis=0)
+    lost = (size > 0) & (np.abs(b1) <= 1e3 * _EPS * size)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inward = np.where(a1 != 0, lr * b1 / a1, -np.inf)
+    doubtful = (a1 != 0) & ((inward > 0) & (inward < 1e-6))
+    for m in np.flatnonzero((a1 != 0) & lost & ~doubtful):
+        doubtful[m] = exact_slope(cols[m]) != 0
+    return doubtful
+
+
+def _exact_slope_at_one(rule: Rule, model: QuadraticModel, grid: tuple[int, ...]):
+    """``column ↦ B(1)`` in exact arithmetic at that grid column: the rule and model rebuilt
+    with their float parameters as the exact rationals they are (`fractions.Fraction`; the
+    rule code is type-generic, as `stability.analysis.certify` uses it), then
+    `LinearDynamics.lr_slope_at_one`.  ``None`` for a column that cannot be rebuilt (not a
+    dataclass of parameters): it counts as lost."""
+
+    def exact(obj: Any, column: int) -> Any:
+        fixes = {}
+        for field in dataclasses.fields(obj):
+            value = getattr(obj, field.name)
+            if isinstance(value, np.ndarray):
+                value = np.broadcast_to(value, grid).ravel()[column]
+            if isinstance(value, (float, np.floating)):
+                fixes[field.name] = Fraction(float(value))
+        return dataclasses.replace(obj, **fixes)
+
+    def slope(column: int) -> Any:
+        if not (dataclasses.is_dataclass(rule) and dataclasses.is_dataclass(model)):
+            return None
+        try:
+            return linearize(exact(rule, column), exact(model, column)).lr_slope_at_one()
+        except (TypeError, ValueError):  # a rule whose code is not type-generic
+            return None
+
+    return slope
 
 
 class _Circle:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -492,7 +493,10 @@ def max_lr_curve(hm: Heatmap) -> Curve | None:
     if _is_delay(spec, other.name):
         step = np.array([_max_lr(spec, {**base, other.name: int(v)}) for v in other.values])
     else:
-        step = _max_lr(spec, {**base, other.name: other.values.astype(float)})
+        try:
+            step = _max_lr(spec, {**base, other.name: other.values.astype(float)})
+        except ValueError:  # the locus refuses a point: draw the others, point by point
+            step = np.array([_max_lr_or_nan(spec, base, other.name, v) for v in other.values])
         step = np.broadcast_to(step, other.values.shape)  # constant if the axis is inert
     step = np.where(np.isfinite(step) & (step > 0), step, np.nan)
     return Curve("exact max stable step (boundary locus)", other.values, step)
@@ -501,6 +505,16 @@ def max_lr_curve(hm: Heatmap) -> Curve | None:
 def _max_lr(spec: RuleSpec, values: dict) -> np.ndarray:
     rule, model = spec.build(**values)
     return np.asarray(max_lr_grid(rule, model)[0], dtype=float)
+
+
+def _max_lr_or_nan(spec: RuleSpec, base: dict, name: str, value: float) -> float:
+    """One point of the curve; NaN (not drawn) with a warning where the locus refuses it (a
+    valid point: the radius map is still drawn, e.g. an LWP horizon scale of 10²⁰)."""
+    try:
+        return float(_max_lr(spec, {**base, name: float(value)}))
+    except ValueError as refusal:
+        warnings.warn(f"max-lr curve not drawn at {name} = {value:g}: {refusal}", stacklevel=2)
+        return math.nan
 
 
 def lemma_bound(rule: str, tau: Any, lam: Any) -> tuple[str, Any] | None:

@@ -72,6 +72,16 @@ class LinearDynamics:
             rows.append(row)
         return polynomial_determinant(rows).normalized()
 
+    def lr_slope_at_one(self) -> Any:
+        """∂p/∂ℓ at ω = 1 (B(1) of p = A + ℓ·B): the coefficient of ℓ in det(I − Σ_k A_k(ℓ)),
+        which is `polynomial` at ω = 1 (ω^j is 1 there), without forming p.  Exact for
+        Fraction entries, where p's float coefficients can lose it to cancellation."""
+        n = len(self.variables)
+        total = [[_as_lr_poly(int(i == j)) for j in range(n)] for i in range(n)]
+        for a in self.matrices.values():
+            total = [[total[i][j] - _as_lr_poly(a[i][j]) for j in range(n)] for i in range(n)]
+        return polynomial_determinant(total).terms.get(1, 0)
+
     def state_matrix(self) -> np.ndarray:
         """Block companion matrix on (x_t, ..., x_{t−L}), shape ``(*grid, n(L+1), n(L+1))``.
 
