@@ -64,6 +64,29 @@ def test_ea_threshold_is_certified_and_matches_dense_monodromy(rule):
     assert floquet_stable(rule, model, found.max_lr * 0.5)[0]
 
 
+@pytest.mark.parametrize("tau", [1, 4, 16])
+def test_an_ea_elastic_force_near_zero_is_refused_not_answered(tau):
+    """`t1-audit ea --elastic 1e-12 --taus 1,4,16 …` (seed 9702: "internal error:
+    ArithmeticError: Floquet bisection could not certify"); at α = 1e-9 the scan answered a
+    "certified" max lr of 2.5e-9 and at 3e-9 answered 0, where the max lr is ~2/λ: the
+    slow multipliers, ~4e-9 apart near 1 − 1e-8, are within float64's rounding of each other
+    and of the circle at small lr.  Refused naming the elastic force; at α = 1e-8 the answer
+    stands, bracketed by the dense monodromy."""
+    for alpha in (1e-12, 1e-9, 3e-9):
+        with pytest.raises(ValueError, match=f"elastic={alpha:g}.*float64's rounding"):
+            max_lr(ElasticAveraging(tau=tau, elastic=alpha, sync_period=1), QuadraticModel(4.0))
+    rule, model = ElasticAveraging(tau=tau, elastic=1e-8, sync_period=1), QuadraticModel(4.0)
+    found = max_lr(rule, model).max_lr
+    assert found == pytest.approx(0.5, rel=1e-8)
+
+    def radius(lr):
+        return np.max(np.abs(np.linalg.eigvals(np.asarray(monodromy(rule, model, lr), float))))
+
+    assert radius(found * (1 - 1e-4)) < 1 < radius(found * (1 + 1e-4))
+    argv = "t1-audit ea --lam 4 --lr-schedule constant:0.1 --taus 1,4,16 --elastic 1e-12 --steps 1910 --anneal-steps 403".split()
+    assert "float64" in _refused_naming(argv, "elastic=1e-12")
+
+
 def test_coupled_without_delay_is_the_closed_form():
     rng = np.random.default_rng(3)
     A = rng.standard_normal((9, 9))

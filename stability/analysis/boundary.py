@@ -79,11 +79,14 @@ _ROUNDED_AT_ONE = (
 
 
 class UnresolvedCrossing(ArithmeticError):
-    """The boundary locus could not resolve a crossing.  ``by_delay``: the samples it would
-    need exceed `stability.limits.LOCUS_MAX_SAMPLES` (a long delay: it resolves at smaller τ);
-    otherwise 128 samples per unit of degree did not separate the roots from the circle, whose
-    margins are then at float64's rounding level (extreme parameter values, e.g. a momentum
-    within 10⁻³ of 1 beside PipeOptim's horizon 10¹²: |ω| − 1 ~ 10⁻¹² either side)."""
+    """A max lr that float64 cannot certify.  ``by_delay``: the boundary locus's samples
+    would exceed `stability.limits.LOCUS_MAX_SAMPLES` (a long delay: it resolves at smaller
+    τ).  Otherwise the roots' (or Floquet multipliers') margins from the circle are at
+    float64's rounding level, for extreme parameter values, and ``cause`` says where: 128
+    samples per unit of degree did not separate them (a momentum within 10⁻³ of 1 beside
+    PipeOptim's horizon 10¹²: |ω| − 1 ~ 10⁻¹² either side), the root ω = 1 barely moves
+    below the crossing (`_below_rounding_at_one`), or a bisection could not certify its
+    bracket (EA-Pipe at an elastic force near 0)."""
 
     def __init__(self, by_delay: bool, cause: str = _UNRESOLVED):
         super().__init__(cause)
@@ -98,7 +101,7 @@ class UnresolvedCrossing(ArithmeticError):
         return ValueError(
             f"{where}: {self}{at}: the roots lie within float64's rounding of "
             "|ω| = 1, so no step size is certified stable or unstable; moderate the extreme "
-            "values (a momentum near 1, a huge horizon or scale)"
+            "values (a momentum near 1, an elastic force near 0, a huge horizon or scale)"
         )
 
 
@@ -160,7 +163,7 @@ def max_lr(
         lr, theta = _refusing_unresolved(rule, cp, lambda: _locus(rule, model, cp, precise=precise))
         return _result(float(lr[0]), float(theta[0]), "boundary locus")
     if method == "bisection":
-        return _bisection(cp)
+        return _refusing_unresolved(rule, cp, lambda: _bisection(cp))
     raise ValueError(f"method must be one of auto, locus, bisection, got {method!r}")
 
 
@@ -606,7 +609,7 @@ def _bisection(cp: CharacteristicPolynomial) -> MaxLr:
             return MaxLr(hi, angle, f"bisection ({how})")
     if rho[0] >= 1 - _MARGINAL:  # a root on the unit circle at every small lr (momentum 1)
         return MaxLr(0.0, None, "bisection (marginal: a root stays on |ω| = 1 for small lr > 0)")
-    raise ArithmeticError("bisection could not certify the stability threshold")
+    raise UnresolvedCrossing(False, "max lr: bisection could not certify the threshold")
 
 
 _MARGINAL = 1e-12
@@ -672,7 +675,10 @@ def _floquet_max_lr(rule: Rule, model: QuadraticModel) -> MaxLr:
             break
     if i is None:
         return MaxLr(None, None, "Floquet bisection")
-    if i == 0:
+    if i == 0:  # not stable for small lr, unless that is rounding (stable further up)
+        near = abs(dominant_multiplier(rule, model, grid[0])) < 1.0 + _NEAR_DOUBLE
+        if near and floquet_stable(rule, model, grid[1:]).any():
+            raise UnresolvedCrossing(False, _FLOQUET_UNRESOLVED).refusal(_parameters(rule))
         return MaxLr(0.0, None, "Floquet bisection (not stable for small lr > 0)")
     lo, hi = float(grid[i - 1]), float(grid[i])
     while hi - lo > _TRACK_FROM * hi:
@@ -685,11 +691,11 @@ def _floquet_max_lr(rule: Rule, model: QuadraticModel) -> MaxLr:
     for margin in _CERTIFY_MARGINS:
         below = floquet_stable(rule, model, lo * (1 - margin))[0]
         above = dominant_multiplier(rule, model, hi * (1 + margin))
-        if below and abs(above) >= 1.0:
+        if below and abs(above) >= 1.0 + _RESOLVED_MULTIPLIER:
             how = "certified" if margin == _CERTIFY_MARGINS[0] else f"certified to {margin:.0e}"
             angle = abs(math.atan2(above.imag, above.real))
             return MaxLr(hi, angle, f"Floquet bisection ({how})")
-    raise ArithmeticError("Floquet bisection could not certify the stability threshold")
+    raise UnresolvedCrossing(False, _FLOQUET_UNRESOLVED).refusal(_parameters(rule))
 
 
 def floquet_stable_below(rule: Rule, model: QuadraticModel, bound: float) -> bool:
@@ -706,6 +712,16 @@ def floquet_stable_below(rule: Rule, model: QuadraticModel, bound: float) -> boo
     return bool(np.all(floquet_stable(rule, model, points)))
 
 
+_FLOQUET_UNRESOLVED = "max lr: the Floquet scan could not certify where stability is lost"
+_RESOLVED_MULTIPLIER = 1e-13
+"""A certified crossing needs |μ| ≥ 1 + this just above it: at an EA-Pipe elastic force
+α = 1e-9 a multiplier within float64's rounding of 1 gave a "certified" crossing at lr
+2.5e-9, where the max lr is ~2/λ."""
+_NEAR_DOUBLE = 1e-7
+"""The scan's "not stable for small lr" stands unless the largest multiplier there is within
+this (~7√ε: a near-double multiplier's float64 accuracy) of the circle and some larger lr is
+stable: EA-Pipe at α = 3e-9, lr·λ = 1e-8 has two multipliers ~4e-9 apart near 1 − 1e-8,
+one computed at 1 + 1.8e-8 (answered 0; the max lr is ~2/λ)."""
 _CERTIFY_MARGINS = (1e-9, 1e-8, 1e-7, 1e-6, 1e-5)
 """Relative offsets at which stability below and instability above the bracket are checked.
 A nearly double multiplier on the circle (two multipliers ~1e-6 apart at −1: EA-Pipe with a
