@@ -83,7 +83,8 @@ def test_an_ea_elastic_force_near_zero_is_refused_not_answered(tau):
         return np.max(np.abs(np.linalg.eigvals(np.asarray(monodromy(rule, model, lr), float))))
 
     assert radius(found * (1 - 1e-4)) < 1 < radius(found * (1 + 1e-4))
-    argv = "t1-audit ea --lam 4 --lr-schedule constant:0.1 --taus 1,4,16 --elastic 1e-12 --steps 1910 --anneal-steps 403".split()
+    argv = "t1-audit ea --lam 4 --lr-schedule constant:0.1 --taus 1,4,16 --elastic 1e-12".split()
+    argv += ["--steps", "1910", "--anneal-steps", "403"]
     assert "float64" in _refused_naming(argv, "elastic=1e-12")
 
 
@@ -647,3 +648,41 @@ def test_a_heatmap_draws_the_max_lr_curve_where_the_locus_answers():
     assert curve.step[0] == pytest.approx(0.34497244012656, rel=1e-12)  # α = 1
     assert curve.step[1] * 4641588.833612782 == pytest.approx(0.6261, rel=1e-3)
     assert np.isnan(curve.step[2:]).all()
+
+
+def test_coefficients_spanning_150_decades_keep_their_top_roots():
+    """`heatmap wp --tau 35 --lam 9.555e146 …` (seed 9702: 25 s, then killed; 127 s alone)
+    refined every point in mpmath, from the wrong roots: the companion eigenvalues of
+    ω³⁸ − 1.93ω³⁷ + 0.93ω³⁶ + 3.3e150·(ω² − 1.89ω + 0.90) put the largest root at 0.948,
+    where mpmath's Newton stayed, so `radius` said "stable" at lr = 10, λ = 1e147 (exact
+    Schur-Cohn: not stable).  Solved in u = z/2¹⁴ (`stability.spectrum.root_scaled`), the
+    radius is 15172.40594831143, as mpmath's polyroots gives at 60 digits (9 s: not run
+    here); checked by Newton in mpmath from the root found, and by the argument principle:
+    every root inside ρ·(1 + 1e-9), not every root inside ρ·(1 − 1e-9)."""
+    import mpmath
+
+    import stability as st
+    from stability.dynamics.linear import characteristic_polynomial
+    from stability.rules.registry import RULES
+    from stability.winding import SparseColumns
+
+    params = {"tau": 35, "lam": 9.555e146, "momentum": 0.9324}
+    rule, model = RULES["wp"].build(**params)
+    p = characteristic_polynomial(rule, model).at(10.0).normalized()
+    found = st.radius("wp", lr=10.0, **params)
+    assert found.spectral_radius == pytest.approx(15172.40594831143, rel=1e-12)
+    assert not found.stable
+    assert not st.radius("wp", lr=10.0, certify=True, **params).stable  # exact Schur-Cohn
+    dense = p.dense()
+    with mpmath.workdps(60):
+        c = [mpmath.mpf(float(x)) for x in dense]
+        dc = [x * (len(c) - 1 - k) for k, x in enumerate(c[:-1])]
+        z = mpmath.mpc(found.dominant_root)
+        for _ in range(20):
+            z -= mpmath.polyval(c, z) / mpmath.polyval(dc, z)
+        assert float(abs(z)) == pytest.approx(found.spectral_radius, rel=1e-13)
+    exps, coeffs = p.sparse_arrays()
+    rho = found.spectral_radius
+    columns = SparseColumns(exps, np.stack([coeffs, coeffs], axis=1).astype(float))
+    counts = count_inside(columns, np.array([rho * (1 + 1e-9), rho * (1 - 1e-9)]), np.arange(2))
+    assert counts[0] == p.degree and counts[1] < p.degree

@@ -129,9 +129,9 @@ def test_double_roots_are_refined():
 
 def test_huge_radii_are_solved_rescaled_without_mpmath():
     """At lr·λ ~ 1e146 the roots reach 1e73 and the coefficients span ~290 decades: in the
-    rescaled variable (`_root_scaled`) the float64 radii agree with mpmath's (`stability
-    radius`) to 1e-12 relative and no point needs refining; before, every point went to
-    mpmath (32 × 4096 points: 25 s)."""
+    rescaled variable (`stability.spectrum.root_scaled`) the float64 radii agree with
+    mpmath's (`stability radius`) to 1e-12 relative and no point needs refining; before,
+    every point went to mpmath (32 × 4096 points: 25 s)."""
     x, y = parse_axis("lr:0.01:1:3:log"), parse_axis("delta:0.001:1:3")
     fixed = {"tau_max": 1, "lam": 3.25245e148, "momentum": 0.9}
     hm = heatmap("spectrain", x, y, **fixed)

@@ -23,7 +23,7 @@ Every grid point gets ρ, the largest root modulus of the rule's characteristic 
   × max(1, ρ) for a root near the top modulus are recomputed with
   `stability.spectrum.dominant_root` (mpmath, the same path as ``stability radius``), so
   every value agrees with ``stability radius`` to 1e-10 (relative where ρ > 1).  Polynomials
-  whose roots reach beyond 2^20 are solved in a rescaled variable (`_root_scaled`).
+  whose roots reach beyond 16 are solved in a rescaled variable (`stability.spectrum.root_scaled`).
 
 Also here: the exact max-lr curve over the other axis (`stability.analysis.boundary.max_lr_grid`)
 and the closed-form bounds of PipeMare Lemma 1 and 3, for the figure's overlays.
@@ -47,7 +47,7 @@ from stability.polynomial import SparsePoly
 from stability.result import Result, output
 from stability.rules.registry import get_spec
 from stability.rules.spec import RuleSpec
-from stability.spectrum import GRID_DENSE_MAX_DEGREE, dominant_root, roots
+from stability.spectrum import GRID_DENSE_MAX_DEGREE, dominant_root, root_scaled, roots
 from stability.winding import SparseColumns, largest_root
 
 STEP_AXES = ("lr", "lam*lr")
@@ -361,8 +361,8 @@ def _radii(poly: SparsePoly, shape, *, progress, done: int, total: int):
     for start in range(0, n, _CHUNK):
         cols = slice(start, min(start + _CHUNK, n))
         c = coeffs[:, cols]
-        scaled, scale = _root_scaled(c)
-        u = roots(scaled)
+        scaled, scale = root_scaled(c)
+        u = roots(scaled)  # already O(1): `roots` leaves it unscaled
         mods = np.abs(u)
         top = mods.max(axis=-1) if u.shape[-1] else np.zeros(c.shape[1])
         rho[cols] = top * scale
@@ -413,32 +413,6 @@ def _sparse_error_estimate(exps, coeffs, z) -> np.ndarray:
         dp = np.sum(exps[:, None] * np.sign(coeffs) * scale * phase, axis=0)  # z·p'(z) / max
         err = _SAFETY * np.finfo(float).eps * np.sum(scale, axis=0) * np.abs(z) / np.abs(dp)
     return np.where(np.isfinite(err), err, np.inf)
-
-
-def _root_scaled(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(ĉ, s): the columns' polynomials in u = z/s, ĉ_k = c_k·s^(−k) (c highest degree first),
-    with s = 2^e, e the rounded log2 of max_k |c_k/c_0|^(1/k) where that exceeds
-    `_SCALE_FROM`, else s = 1 (no change).  Fujiwara's bound (Fujiwara 1916, Tôhoku Math. J.
-    10; Marden, Geometry of Polynomials, §30) puts every root within 2·max_k |c_k/c_0|^(1/k),
-    so the top roots have |u| ~ 1 (tested against mpmath's radii).
-
-    A polynomial whose roots reach 1e146 (lr·λ ~ 1e148) has coefficients spread over 290
-    decades; in u they are O(1), so its roots and `_root_error_estimate` stay finite and
-    meaningful instead of sending every point to mpmath (32 × 4096 points took 25 s).  Powers
-    of two make the scaling exact."""
-    d = c.shape[0] - 1
-    lead = np.abs(c[0])
-    exponent = np.zeros(c.shape[1])
-    if d >= 1:
-        k = np.arange(1, d + 1)[:, None]
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            bound = np.max((np.log2(np.abs(c[1:])) - np.log2(lead)) / k, axis=0)
-        exponent = np.where(np.isfinite(bound) & (bound > _SCALE_FROM), np.round(bound), 0.0)
-    powers = -np.arange(d + 1)[:, None] * exponent[None, :]
-    return np.ldexp(c, powers.astype(int)), np.ldexp(1.0, exponent.astype(int))
-
-
-_SCALE_FROM = 20.0  # log2 of the root bound above which `_root_scaled` rescales
 
 
 def _root_error_estimate(c, z, mods, top) -> np.ndarray:
