@@ -132,6 +132,34 @@ def root_scaled(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 _SCALE_FROM = 4.0  # log2 of the root bound above which `root_scaled` rescales (roots > 16)
 
 
+def companion_root_error(c: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """100× the first-order float64 error of each companion root ``z[i]`` of the polynomial
+    ``c[:, i]`` (highest degree first; solve in `root_scaled`'s variable for a meaningful
+    estimate).
+
+    Companion eigenvalues are backward stable in the matrix norm, i.e. exact for coefficients
+    perturbed by ~ε·max|c| (monic); a root z then moves by ~ε·max|c|·Σ|z|^k/|p'(z)|.  The
+    actual error was at most 4.1× this on the momentum acceptance grid (docs/how-it-works.md),
+    hence the factor 100.  Where it overflows float64 the estimate is inf, as an unknown
+    error should be.
+    """
+    cc = c / c[0]
+    dp = np.zeros(z.shape, dtype=complex)
+    p = np.zeros(z.shape, dtype=complex)
+    powers = np.zeros(z.shape)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        for k in range(cc.shape[0]):  # Horner for p and p'
+            dp = dp * z + p
+            p = p * z + cc[k]
+            powers = powers * np.abs(z) + 1.0
+        err = ERROR_SAFETY * np.finfo(float).eps * np.max(np.abs(cc), axis=0) * powers / np.abs(dp)
+    return np.where(np.isfinite(err), err, np.inf)
+
+
+ERROR_SAFETY = 100.0
+"""The factor of the float64 root-error estimates (`companion_root_error`, the heatmap's)."""
+
+
 def spectral_radius(coeffs: np.ndarray) -> np.ndarray:
     """max |root| for each polynomial of a grid (coefficients highest degree first)."""
     r = roots(coeffs)
@@ -210,12 +238,17 @@ def dominant_root(poly: SparsePoly, digits: int = 40) -> DominantRoot:
         raise ValueError("dominant_root takes one polynomial, not a grid")
     with mpmath.workdps(digits):
         if d <= DENSE_MAX_DEGREE:
-            approx = roots(poly.dense())
+            dense = poly.dense()
+            approx = roots(dense)
+            scaled, scale = root_scaled(dense[:, None])
+            block = np.broadcast_to(scaled, (d + 1, d))
+            errors = companion_root_error(block, approx / scale[0]) * scale[0]
             method = "companion eigenvalues + mpmath refinement"
         else:
             approx = largest_root(SparseColumns(exps, coeffs[:, None])).root
+            errors = np.full(approx.shape, np.inf)
             method = "argument principle + mpmath refinement"
-        refined = _refine_band(exps, coeffs, approx)
+        refined = _refine_band(exps, coeffs, approx, errors)
     best = max(refined, key=lambda z: (abs(z), z.imag))
     if best.imag < 0:
         best = best.conjugate()
@@ -250,12 +283,17 @@ def _newton(exps, coeffs, z, iterations: int = 80):
     return z
 
 
-def _refine_band(exps, coeffs, approx: np.ndarray) -> list[complex]:
-    """Refine the float roots within `_BAND` of the largest modulus, clusters together."""
+def _refine_band(exps, coeffs, approx: np.ndarray, errors: np.ndarray) -> list[complex]:
+    """Refine the float roots within `_BAND` of the largest modulus that can be the largest
+    given their estimated ``errors`` (|z| + err ≥ max(|w| − err_w): the 18 upper roots of
+    `wp` at lr·λ ~ 1e148, equal in modulus to 1e-4 but each known to 1e-9, are not all
+    refined), clusters together."""
     import mpmath
 
-    rho = np.max(np.abs(approx))
-    band = approx[np.abs(approx) >= rho * (1 - _BAND) - 1e-300]
+    mods = np.abs(approx)
+    rho = np.max(mods)
+    floor = np.max(mods - errors)
+    band = approx[(mods >= rho * (1 - _BAND) - 1e-300) & (mods + errors >= floor)]
     band = band[band.imag >= -1e-12 * max(rho, 1e-300)]  # one of each conjugate pair
     clusters: list[list[complex]] = []
     for z in sorted(band, key=lambda z: (z.real, z.imag)):

@@ -47,7 +47,14 @@ from stability.polynomial import SparsePoly
 from stability.result import Result, output
 from stability.rules.registry import get_spec
 from stability.rules.spec import RuleSpec
-from stability.spectrum import GRID_DENSE_MAX_DEGREE, dominant_root, root_scaled, roots
+from stability.spectrum import (
+    ERROR_SAFETY,
+    GRID_DENSE_MAX_DEGREE,
+    companion_root_error,
+    dominant_root,
+    root_scaled,
+    roots,
+)
 from stability.winding import SparseColumns, largest_root
 
 STEP_AXES = ("lr", "lam*lr")
@@ -57,7 +64,6 @@ REFINE_ABOVE = 1e-10
 """Estimated float64 error of a top root (×100), relative to max(1, ρ), above which a point is
 refined in mpmath."""
 
-_SAFETY = 100.0
 _BAND = 1e-3  # roots within this relative distance of the top modulus are checked
 _CHUNK = 16384  # grid points per eigenvalue batch (progress granularity, memory)
 _SPARSE_CHUNK = 2**18  # grid points × degree per argument-principle batch (progress, memory)
@@ -411,35 +417,17 @@ def _sparse_error_estimate(exps, coeffs, z) -> np.ndarray:
         scale = np.exp(logs - top)  # |c_k|·|z|^k / max
         phase = np.exp(1j * np.multiply.outer(exps, np.angle(z)))
         dp = np.sum(exps[:, None] * np.sign(coeffs) * scale * phase, axis=0)  # z·p'(z) / max
-        err = _SAFETY * np.finfo(float).eps * np.sum(scale, axis=0) * np.abs(z) / np.abs(dp)
+        err = ERROR_SAFETY * np.finfo(float).eps * np.sum(scale, axis=0) * np.abs(z) / np.abs(dp)
     return np.where(np.isfinite(err), err, np.inf)
 
 
 def _root_error_estimate(c, z, mods, top) -> np.ndarray:
-    """Largest estimated float64 error among the roots within `_BAND` of the top modulus.
-
-    Companion eigenvalues are backward stable in the matrix norm, i.e. exact for coefficients
-    perturbed by ~ε·max|c|; a root z then moves by ~ε·max|c|·Σ|z|^k/|p'(z)| (first order).
-    Where that overflows float64 (lr·λ ~ 1e148: |z|^k ~ 1e296) the estimate is inf, which
-    sends the point to the mpmath refinement, as an unknown error should.
-    """
+    """Largest estimated float64 error (`stability.spectrum.companion_root_error`) among the
+    roots within `_BAND` of the top modulus, per column."""
     if z.shape[-1] == 0:
         return np.zeros(c.shape[1])
     col, idx = np.nonzero(mods >= (top * (1 - _BAND))[:, None])
-    zz = z[col, idx]
-    cc = c[:, col] / c[0, col]
-    deg = cc.shape[0] - 1
-    dp = np.zeros_like(zz)
-    p = np.zeros_like(zz)
-    powers = np.zeros(zz.shape)
-    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        for k in range(deg + 1):  # Horner for p and p'
-            dp = dp * zz + p
-            p = p * zz + cc[k]
-            powers = powers * np.abs(zz) + 1.0
-        scale = np.max(np.abs(cc), axis=0)
-        err = _SAFETY * np.finfo(float).eps * scale * powers / np.abs(dp)
-    err = np.where(np.isfinite(err), err, np.inf)
+    err = companion_root_error(c[:, col], z[col, idx])
     out = np.zeros(c.shape[1])
     np.maximum.at(out, col, err)
     return out
