@@ -159,6 +159,7 @@ limit (the default three rules at τ = 30 on cpusmall, 4.3e7: 31 s)."""
 TABLE = (  # one row a limit: (command, what is limited, allowed)
     ("every command", "delays (tau, tau_fwd, ...)", f"≤ {MAX_DELAY:,}"),
     ("scalar commands", "lam", f"in [{LAM_RANGE[0]:g}, {LAM_RANGE[1]:g}]"),
+    ("train/validate/coupled --problem mlp", "l2", f"in [0, {LAM_RANGE[1]:g}]"),
     ("max-lr/radius ea", "tau (default replicas)", f"≤ {EA_MAX_REPLICA_VALUES - 1:,}"),
     ("max-lr/radius ea", "replicas", f"≥ (tau+1)/{EA_MAX_REPLICA_LAGS}"),
     ("max-lr/radius ea", "sync_period", f"≤ {EA_MAX_SYNC_PERIOD:,}"),

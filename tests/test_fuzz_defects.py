@@ -686,3 +686,14 @@ def test_coefficients_spanning_150_decades_keep_their_top_roots():
     columns = SparseColumns(exps, np.stack([coeffs, coeffs], axis=1).astype(float))
     counts = count_inside(columns, np.array([rho * (1 + 1e-9), rho * (1 - 1e-9)]), np.arange(2))
     assert counts[0] == p.degree and counts[1] < p.degree
+
+
+def test_an_l2_beyond_the_curvature_range_is_refused_naming_it():
+    """`validate … --problem mlp --l2 1e308` (seed 9703) ended in numpy's "Eigenvalues did not
+    converge", a refusal naming nothing; at 1e200 the answer came with overflow warnings (the
+    curvature l2 is squared in the moments).  --l2 has the curvature range of --lam, [0,
+    1e150], and 1e150 answers without a warning."""
+    argv = "validate --rules sgd --taus 0,2 --steps 200 --problem mlp --batch 6 --json".split()
+    assert "[0, 1e+150]" in _refused_naming([*argv, "--l2", "1e308"], "--l2")
+    code, out, _ = _call([*argv, "--l2", "1e150"])
+    assert code == 0 and json.loads(out)["warnings"] == []

@@ -12,6 +12,7 @@ import dataclasses
 from pathlib import Path
 
 from stability.checks import MAX_DELAY
+from stability.limits import LAM_RANGE
 from stability.options import Option, option
 from stability.pipeline import SCHEDULES
 from stability.trainer.data import STANDARDIZE
@@ -134,6 +135,7 @@ PROBLEM_OPTIONS: tuple[Option, ...] = tuple(
             "real",
             default=0.1,
             low=0.0,
+            high=LAM_RANGE[1],  # it is a curvature: squared in the noise moments
         ),
     )
 )
