@@ -697,3 +697,20 @@ def test_an_l2_beyond_the_curvature_range_is_refused_naming_it():
     assert "[0, 1e+150]" in _refused_naming([*argv, "--l2", "1e308"], "--l2")
     code, out, _ = _call([*argv, "--l2", "1e150"])
     assert code == 0 and json.loads(out)["warnings"] == []
+
+
+def test_an_mlp_measurement_beyond_the_work_limit_is_refused_before_the_fit(monkeypatch):
+    """`validate … --task classification --hidden 40` (4,579 parameters) was refused by the
+    work limit only after the minimum was fitted, which took 47 s; the limits that need only
+    the problem's size (the work model, the frequency scan's) now run before the fit."""
+    from stability.trainer.mlp import MLP
+
+    monkeypatch.setattr(MLP, "fit", lambda *a, **k: pytest.fail("fitted before refusing"))
+    argv = ["validate", "--rules", "sgd", "--taus", "0,2", "--steps", "2000", "--problem",
+            "mlp", "--task", "classification", "--hidden", "40"]  # fmt: skip
+    assert "4579 parameters" in _refused_naming(argv, "--steps")
+    argv = ["coupled", "--rule", "sgd", "--stages", "2", "--schedule", "gpipe", "--measure",
+            "--problem", "mlp", "--task", "classification", "--hidden", "40"]  # fmt: skip
+    assert "this problem has 4579" in _refused_naming(argv, "--hidden")  # the scan's limit
+    err = _refused_naming([*argv, "--method", "dense"], "--steps")  # the measurement's
+    assert "4579 parameters" in err

@@ -75,6 +75,7 @@ def coupled(
     from stability.agreement.comparison import check_mlp_work
     from stability.agreement.coupled_runs import measure as measure_trainer
     from stability.agreement.coupled_runs import problem_system
+    from stability.coupled.scan import check_scan_size
     from stability.coupled.summary import analyze
     from stability.rules.registry import get_spec
 
@@ -110,7 +111,15 @@ def coupled(
         )
     pipe = pipeline_of(pipeline, pipeline_kw, tau=tau)
     options = problem_options(**problem_kw)
-    model, dataset, setup = build(options, fit_seed=fit_seed, for_scan=method == "scan")
+    protocol = _protocol(options, steps, rel_tol) if measure else None
+
+    def before_fit(model) -> None:  # refusals that need neither the minimum nor a prediction
+        if method == "scan":
+            check_scan_size(model.dim, options.kind.size_flag)
+        if measure:
+            check_mlp_work(model, 1, protocol, None, share=COUPLED_MLP_WORK_SHARE)
+
+    model, dataset, setup = build(options, fit_seed=fit_seed, before_fit=before_fit)
     built = problem_system(setup, pipe, name, values, t1_power)
     system = built.system
     if method == "dense" and system.state_size > DENSE_SEARCH_MAX_STATES:
@@ -119,9 +128,6 @@ def coupled(
             f"{DENSE_SEARCH_MAX_STATES} rows (docs/limits.md); this one has "
             f"{system.state_size} (method scan, the default, answers at any delays)"
         )
-    if measure:  # the measurement's cost is refused before the prediction is computed
-        protocol = _protocol(options, steps, rel_tol)
-        check_mlp_work(model, 1, protocol, None, share=COUPLED_MLP_WORK_SHARE)
     analysis = analyze(system, method=method)
     analysis = dataclasses.replace(
         analysis, stage_shares=tuple(round(float(s), 6) for s in analysis.stage_shares)

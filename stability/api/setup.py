@@ -12,6 +12,7 @@ the problem's (`PROBLEM_OPTIONS`: ``problem`` (``"linreg"`` or ``"mlp"``), ``dat
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
@@ -92,17 +93,18 @@ def trainer_inputs(keywords: dict[str, Any], pipeline: Any, specs) -> tuple[dict
     return problem_kw, pipeline_of(pipeline, pipeline_kw, tau=tau), values
 
 
-def build(options, *, fit_seed: int = 0, for_scan: bool = False):
+def build(options, *, fit_seed: int = 0, before_fit: Callable[[Any], None] | None = None):
     """``(problem, data, linearization)``: the trainable problem, its data set and its
     `stability.trainer.linearize.Linearization` (exact for linreg; at the minimizer fitted
-    from ``fit_seed`` for the MLP).  ``for_scan``: a problem beyond the frequency scan's size
-    limit is refused before it is fitted (`stability.coupled.scan.check_scan_size`)."""
-    from stability.coupled.scan import check_scan_size
+    from ``fit_seed`` for the MLP).  ``before_fit(problem)`` runs before the fit, so that a
+    problem beyond a size or work limit is refused before the minute a large MLP's fit can
+    take (`stability.coupled.scan.check_scan_size`, `stability.agreement.comparison
+    .check_mlp_work`)."""
     from stability.trainer.problems import build_problem
 
     problem, data = build_problem(options)
-    if for_scan:
-        check_scan_size(problem.dim, options.kind.size_flag)
+    if before_fit is not None:
+        before_fit(problem)
     return problem, data, options.kind.linearize(problem, fit_seed)
 
 

@@ -112,9 +112,10 @@ def validate(
             "per run (docs/limits.md)"
         )
     start = time.monotonic()
-    model, dataset, setup = build(options, fit_seed=fit_seed)
     total = len(names) * (len(taus) if pipe is None else 1)
-    check_mlp_work(model, total, protocol, batch)
+    model, dataset, setup = build(
+        options, fit_seed=fit_seed, before_fit=lambda m: check_mlp_work(m, total, protocol, batch)
+    )
     counted = None if progress is None else (lambda done: progress(done, total))
     if pipe is None:
         rows = validate_uniform(setup, names, values, taus, protocol, batch=batch, progress=counted)
