@@ -11,6 +11,7 @@ import dataclasses
 from stability.api.tables import (
     MAX_PAIRS,
     MAX_STEPS,
+    PAIR_STEPS_DEFAULT,
     PIPELINE_OPTIONS,
     horizon_options,
     minibatch_options,
@@ -241,7 +242,7 @@ NET_NOISE_OPTIONS: tuple[Option, ...] = (
     option(
         "pair_steps",
         "steps of each almost-sure run (the first fifth is burn-in) (default: "
-        "--lyapunov-steps, the predicted exponent's length)",
+        f"--lyapunov-steps, the predicted exponent's length, at most {PAIR_STEPS_DEFAULT:,})",
         "int",
         default=None,
         low=100,

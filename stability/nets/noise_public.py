@@ -176,13 +176,13 @@ def net_noise(
     w* + perturbation·√p·v₁; ``runs``: the loss runs of ``measure``; ``pairs``, ``pair_steps``:
     the offset-free runs per step size of the measured almost-sure bracket and their length
     (`stability.nets.minibatch_lyapunov`; default: the predicted exponent's
-    ``lyapunov_runs`` — at most `MAX_PAIRS` — and ``lyapunov_steps``, so that the measured and
-    the predicted exponent rest on as many steps).  Implements the recursion of
-    `stability.noise.second_moment` with the per-sample moments of `stability.noise.persample`
-    (Mulayoff & Michaeli 2023's mixture form of E[H_B ⊗ H_B]) and the thresholds of PipeMare
-    Sec. 3.1 at B = n.
+    ``lyapunov_runs`` — at most `MAX_PAIRS` — and ``lyapunov_steps``, at most
+    `PAIR_STEPS_DEFAULT`: as many runs, and up to 1,000 steps, their cost).  Implements the
+    recursion of `stability.noise.second_moment` with the per-sample moments of
+    `stability.noise.persample` (Mulayoff & Michaeli 2023's mixture form of E[H_B ⊗ H_B]) and
+    the thresholds of PipeMare Sec. 3.1 at B = n.
     """
-    from stability.api.tables import MAX_LYAPUNOV_RUNS, MAX_PAIRS
+    from stability.api.tables import MAX_LYAPUNOV_RUNS, MAX_PAIRS, PAIR_STEPS_DEFAULT
     from stability.checks import check_choice, check_integer, check_real
     from stability.limits import NET_NOISE_MAX_STAGED_WORK
     from stability.nets.curvature import curvature as top_curvature
@@ -217,7 +217,10 @@ def net_noise(
         "pairs", min(lyapunov_runs, MAX_PAIRS) if pairs is None else pairs, low=2, high=MAX_PAIRS
     )
     pair_steps = check_integer(
-        "pair_steps", lyapunov_steps if pair_steps is None else pair_steps, low=100, high=MAX_STEPS
+        "pair_steps",
+        min(lyapunov_steps, PAIR_STEPS_DEFAULT) if pair_steps is None else pair_steps,
+        low=100,
+        high=MAX_STEPS,
     )
     if lr is not None:
         lr = check_real("lr", lr, low=0.0, low_open=True)
