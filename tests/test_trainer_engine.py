@@ -65,6 +65,19 @@ def test_trajectory_equals_history_step_exactly(linreg, name, params):
         np.testing.assert_array_equal(res.final_weights, hist.weights)
 
 
+def test_delays_beyond_the_run_read_the_start_without_storing_them(linreg):
+    """The ring keeps min(1 + largest lag, steps + 1) values and reads a lag beyond the steps
+    taken as the start: the same trajectory as the full history (a stage delay of 10⁵ in a
+    2,000-step `validate` run allocated and copied 10⁵ values per run: 25 s)."""
+    rule, _ = build_rule("discrepancy", tau_fwd=100_000, tau_bkwd=3, momentum=0.5)
+    lr = np.array([0.01, 0.04])
+    hist = History.constant(rule, np.zeros((2, linreg.dim)))
+    for steps in range(1, 13):
+        hist = step(rule, hist, lambda f, b, r: linreg.gradient(f), lr[:, None])
+        res = train(linreg, rule, lr, steps=steps, check_every=1)
+        np.testing.assert_array_equal(res.final_weights, hist.weights)
+
+
 def test_mlp_inconsistent_trajectory_equals_history_step_exactly():
     rng = np.random.default_rng(0)
     mlp = MLP(rng.standard_normal((20, 3)), rng.standard_normal(20), hidden=(4, 3))
