@@ -138,6 +138,7 @@ class SampledDelays:
             raise ValueError("stage_sizes must be positive integers (one per stage)")
         object.__setattr__(self, "stage_sizes", sizes)
         check_real("momentum", self.momentum, low=0.0, high=1.0)
+        object.__setattr__(self, "_heavy_ball", DelayedMomentum(momentum=self.momentum))
 
     variables = ("w", "v")
 
@@ -156,7 +157,7 @@ class SampledDelays:
         return Passes(u, u, u)
 
     def update(self, x: TapReader, g: Any, lr: Any) -> dict[str, Any]:
-        return DelayedMomentum(momentum=self.momentum).update(x, g, lr)
+        return self._heavy_ball.update(x, g, lr)
 
 
 def kernel_polynomial(rule: ExpectedDelay, model: QuadraticModel, lr: Any) -> SparsePoly:
