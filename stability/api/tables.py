@@ -32,7 +32,7 @@ PAIR_STEPS_DEFAULT = 1000
 """``net noise --pair-steps`` when not given: --lyapunov-steps, at most this.  At the predicted
 exponent's 4,000 steps the measured bracket alone took 36 s of CPU on the 11-parameter
 diabetes example (4–5 rounds of 8 step sizes × 32 runs × 4,800 lockstep steps, ~1.5 ms each:
-the per-call cost of `torch.func`); at 1,000, 12 s, its exponents' standard errors ~2× larger
+the per-call cost of `torch.func`); at 1,000, 12–15 s, its exponents' standard errors ~2× larger
 (the bracket [0.484, 0.497] instead of [0.484, 0.492], the predicted as_max_lr 0.506)."""
 HEATMAP_METRICS = ("radius", "half-life", "stable")
 """What the heatmap's colours show."""
