@@ -76,7 +76,7 @@ DC_FORMS = ("model", "outer", "diagonal")
 WP_OPTIONS = ("1", "2", "3")
 
 
-def heavy_ball(tau: Any, momentum: Any) -> DelayedMomentum:
+def _heavy_ball(tau: Any, momentum: Any) -> DelayedMomentum:
     """The optimizer SAPipe applies to the (compensated) gradient: v ← m·v + g, w ← w − lr·v.
     Built once per rule (in ``__post_init__``), not per step: its checks were a fifth of a
     `net train --rule dc` step."""
@@ -98,7 +98,7 @@ class PartialStaleness:
         object.__setattr__(self, "tau", check_delay("tau", self.tau))
         check_real("stale_fraction", self.stale_fraction, low=0.0, high=1.0)
         check_real("momentum", self.momentum, low=0.0, high=1.0)
-        object.__setattr__(self, "_heavy_ball", heavy_ball(self.tau, self.momentum))
+        object.__setattr__(self, "_heavy_ball", _heavy_ball(self.tau, self.momentum))
 
     variables = ("w", "v")
 
@@ -145,7 +145,7 @@ class DelayCompensation:
         check_real("dc_lambda", self.dc_lambda, low=0.0)
         check_real("momentum", self.momentum, low=0.0, high=1.0)
         check_choice("form", self.form, DC_FORMS)
-        object.__setattr__(self, "_heavy_ball", heavy_ball(self.tau, self.momentum))
+        object.__setattr__(self, "_heavy_ball", _heavy_ball(self.tau, self.momentum))
 
     variables = ("w", "v")
 
@@ -204,7 +204,7 @@ class WeightPrediction:
         check_real("momentum", self.momentum, low=0.0, high=1.0)
         check_real("workers", self.workers, low=1.0)
         check_real("hessian_estimate", self.hessian_estimate, low=0.0)
-        object.__setattr__(self, "_heavy_ball", heavy_ball(self.tau, self.momentum))
+        object.__setattr__(self, "_heavy_ball", _heavy_ball(self.tau, self.momentum))
 
     variables = ("w", "v")
 
