@@ -152,9 +152,10 @@ in the almost-sure estimate and the expected-loss recursion (56 s once the recur
 term was made O(n d²)): a few minutes at the limit)."""
 
 TRADEOFF_MAX_WORK = 1.0e7
-"""tradeoff: largest Σ over the scanned (rule, momentum, horizon) points of d(d+1)/2 × s³ (one
-modal Gramian; each point's 7 step sizes take ~400 Gramians in all): ~10 s on one core at the
-limit (the default three rules at τ = 30 on cpusmall, 4.3e7: 31 s)."""
+"""tradeoff: largest Σ over the scanned (rule, momentum, horizon) points of d(d+1)/2 × (s³ +
+2,000) + 80,000 (`stability.noise.tradeoff.check_work`: one modal Gramian's pairs, their
+fixed cost, the point's; each point takes ~120 Gramian evaluations): 10–14 s on one core at
+the limit (the default three rules at τ = 13 on cpusmall, wp,lwp,lwp-v at τ = 5)."""
 
 TABLE = (  # one row a limit: (command, what is limited, allowed)
     ("every command", "delays (tau, tau_fwd, ...)", f"≤ {MAX_DELAY:,}"),
@@ -183,7 +184,8 @@ TABLE = (  # one row a limit: (command, what is limited, allowed)
     ("radius/noise/net noise", "lr × λmax (in magnitude)", f"≤ {MAX_STEP_CURVATURE:.0e}"),
     ("noise per stage", "min(d(d+1)/2, 48)·slots³", f"≤ {NOISE_MAX_STAGED_WORK:.1e}"),
     ("net noise per stage", "min(d(d+1)/2, 48)·slots³", f"≤ {NET_NOISE_MAX_STAGED_WORK:.1e}"),
-    ("tradeoff", "Σ points × d(d+1)/2 × (state size)³", f"≤ {TRADEOFF_MAX_WORK:.1e}"),
+    ("tradeoff", "Σ points × (d(d+1)/2 × ((state size)³ + 2,000) + 80,000)",
+     f"≤ {TRADEOFF_MAX_WORK:.1e}"),
 )  # fmt: skip
 """(command, what is limited, the limit) rows, as in docs/limits.md and ``--help``."""
 

@@ -286,6 +286,44 @@ def test_tradeoff_enforces_the_documented_state_limit_and_its_own_cost_limit():
     assert "docs/limits.md" in err and "Σ points" in err
 
 
+def test_tradeoff_work_counts_the_fixed_cost_of_many_small_points(tmp_path):
+    """`tradeoff --tau 5 --rules wp,lwp,lwp-v --samples 46` took 23 s at 3.4e6 of the old
+    measure Σ points × d(d+1)/2 × s³ ≤ 1e7, which missed the cost every pair and point has
+    whatever s (0.003 s and 0.1 s, measured): on one feature it allowed any number of points.
+    Now 200 momenta of delayed heavy ball on one feature (old measure 200 × 5³) are refused
+    naming tau, 20 are not; a rule listed twice is scanned (and counted) once."""
+    import stability as st
+    from stability.noise.minibatch import _problem
+    from stability.noise.tradeoff import MOMENTA, check_work
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=40)
+    one = tmp_path / "one.csv"
+    np.savetxt(one, np.c_[x, 2 * x + rng.normal(size=40)], delimiter=",")
+    problem = _problem(str(one), {})
+    assert problem.dim == 1
+    check_work(["momentum"], 4, problem, np.linspace(0, 0.99, 20))
+    with pytest.raises(ValueError, match=r"^tau: .*80,000"):
+        st.tradeoff(batch=8, tau=4, rules=["momentum"], data=str(one),
+                    momenta=np.linspace(0, 0.99, 200))  # fmt: skip
+    twice = st.tradeoff(batch=8, tau=1, rules=["sgd", "sgd"], data=str(one), momenta=MOMENTA)
+    assert twice.rules == ["sgd"]
+
+
+def test_tradeoff_fastest_breaks_a_rounding_tie_by_the_order_of_rules():
+    """lwp and lwp-v scan the same dynamics here: their steps to the target agree to 1e-13, and
+    `fastest` named whichever rounding favoured (fuzz seed 9710 vs a later run).  A tie within
+    `TIE` goes to the rule listed first, in either order."""
+    import stability as st
+    from stability.noise.tradeoff import TIE
+
+    for rules in (["lwp", "lwp-v"], ["lwp-v", "lwp"]):
+        run = st.tradeoff(batch=8, tau=1, rules=rules, samples=32, target=1.0,
+                          momenta=(0.9,), fractions=(0.5, 0.9))  # fmt: skip
+        a, b = run.steps_to_target.values()
+        assert a == pytest.approx(b, rel=TIE) and run.fastest == rules[0]
+
+
 def test_minibatch_commands_refuse_too_many_parameters_naming_data(tmp_path):
     """A 40-feature file: `noise` said "the data have 40 parameters" naming no flag, and
     `tradeoff` (no check at all) ran and ended in a matplotlib error ("Data cannot be

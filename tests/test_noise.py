@@ -183,6 +183,30 @@ def test_modal_and_time_domain_gramians_agree(name, params):
     np.testing.assert_allclose(a.weights, b.weights, rtol=1e-9, atol=1e-12 * abs(a.weights).max())
 
 
+@pytest.mark.parametrize("name, params", RULES)
+def test_modal_loop_radius_is_the_dense_gramians_loop_radius(name, params):
+    """Uniform delays: ρ(𝒢_z∘N) from the modal weights alone (`NoiseMap.modal_radius`, a row
+    scaling of N in H's eigenbasis) equals the eigenvalues of the dense (d², d²) Gramian times N
+    on the symmetric basis to 1e-12, at z = 1 and just above ρ(Ā)²; with every G_ab > 0 it takes
+    the symmetric eigenproblem, and a G with entries of both signs (a shifted copy: the
+    similarity holds for any symmetric G) takes the nonsymmetric one to the same answer."""
+    problem = tiny(n=30, d=3, seed=5, tails=True)
+    mo = SampleMoments.of(problem, 3)
+    noise_map = gr.NoiseMap.of(mo)
+    rule, _ = build_rule(name, **params)
+    st = uniform_state(rule, 0.5 * uniform_full_batch(rule, problem.hessian_eigenvalues()), 3)
+    for z in (1.0, 1.02 * gr.mean_radius(st, mo.hessian) ** 2):
+        V, G, _ = gr.modal_weights(st, mo.hessian, z)
+        assert np.all(G > 0)
+        VV = np.kron(V, V)
+        for g in (G, G - np.median(G)):
+            dense = noise_map.loop_radius((VV * g.ravel()) @ VV.T)
+            assert noise_map.modal_radius(g) == pytest.approx(dense, rel=1e-12)
+        assert gr.loop_radius(st, mo, z, noise_map) == pytest.approx(
+            noise_map.loop_radius(gr.gramians(st, mo.hessian, z).forward), rel=1e-12
+        )
+
+
 STAGED = [
     ("sgd", {"tau": 5}, {"tau": 1}),
     ("momentum", {"tau": 3, "momentum": 0.6}, {"tau": 0, "momentum": 0.6}),
@@ -352,6 +376,9 @@ def test_cli_noise_and_tradeoff(tmp_path, capsys):
                  "--tau", "1", "--rules", "sgd,momentum", "--target", "0.5", "--json"])  # fmt: skip
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and set(out["fronts"]) == {"sgd", "momentum"}
+    # the start's excess loss is already below 0.5: no steps (it printed −5,103 and −3,574),
+    # and the tie goes to the rule listed first
+    assert out["steps_to_target"] == {"sgd": 0.0, "momentum": 0.0} and out["fastest"] == "sgd"
     for front in out["fronts"].values():
         assert all(a[0] <= b[0] and a[1] > b[1] for a, b in zip(front, front[1:], strict=False))
     code = main(["noise", "sgd", "--data", str(path), "--batch", "99", "--lr", "0.1"])

@@ -160,6 +160,32 @@ class NoiseMap:
         M = self.basis.T @ forward @ self.basis @ self.matrix
         return float(np.max(np.abs(np.linalg.eigvals(M))))
 
+    @cached_property
+    def modal(self) -> np.ndarray:
+        """Ñ in H's eigenbasis: R ↦ VᵀN(VRVᵀ)V on symmetric matrices, (V ⊗ V)ᵀ acting on
+        row-major vec (H = VΛVᵀ, the V of `stability.noise.modal.modal_weights`)."""
+        V = np.linalg.eigh(self.moments.hessian)[1]
+        VE = np.kron(V, V) @ self.basis
+        return VE.T @ self.moments.noise_matrix() @ VE
+
+    def modal_radius(self, G: np.ndarray) -> float:
+        """ρ(𝒢N) for uniform delays from the modal weights G alone: 𝒢 = (V ⊗ V)·(G ∘ ·)·(V ⊗ V)ᵀ
+        (`stability.noise.modal`), so 𝒢N is similar to (G ∘ ·)·Ñ_V (`modal`), and on the
+        symmetric basis (G ∘ ·) is the diagonal of G's entries G_ab, a ≤ b: one row scaling,
+        where forming 𝒢 costs d⁶ (any eigenbasis of H serves: G_kl depends on λ_k, λ_l only, so
+        it commutes with a rotation inside an eigenspace).  Ñ_V is symmetric (N is self-adjoint
+        in the trace inner product and the basis is orthonormal), so where every G_ab > 0 —
+        the usual case — the product is similar to the symmetric g^{1/2}Ñ_Vg^{1/2} and its
+        spectrum comes from ``eigvalsh``, 10× faster than the nonsymmetric one at d = 13."""
+        a, b = np.triu_indices(G.shape[0])
+        g = G[a, b]
+        if np.all(g > 0):
+            root = np.sqrt(g)
+            values = np.linalg.eigvalsh(root[:, None] * self.modal * root)
+        else:
+            values = np.linalg.eigvals(g[:, None] * self.modal)
+        return float(np.max(np.abs(values)))
+
 
 def _free(state: StateSpace, moments, z: float) -> Loop | SteinLoop | None | bool:
     """The matrix-free loop (``None``: z ≤ ρ(Ā)²), or False (dense): for uniform delays on
@@ -179,10 +205,12 @@ def loop_radius(state: StateSpace, moments, z: float, noise: NoiseMap | None = N
     loop = _free(state, moments, z)
     if loop is not False:
         return float("inf") if loop is None else loop.loop_radius()
+    noise = noise or NoiseMap.of(moments)
+    if state.uniform:
+        found = modal_weights(state, moments.hessian, z)
+        return float("inf") if found is None else noise.modal_radius(found[1])
     g = gramians(state, moments.hessian, z)
-    if g is None:
-        return float("inf")
-    return (noise or NoiseMap.of(moments)).loop_radius(g.forward)
+    return float("inf") if g is None else noise.loop_radius(g.forward)
 
 
 def ms_measure(state: StateSpace, moments: SampleMoments, noise: NoiseMap | None = None) -> float:

@@ -12,7 +12,8 @@ Each point gets
 A point is on a rule's Pareto front if no other point of that rule is both faster and lower.
 With ``target`` (an excess loss), each rule's fastest front point with floor < target gives
 ``steps_to_target`` ≈ half_life·log₂((E f₀ − f* − floor)/(target − floor)) (the asymptotic
-rate from the start: an estimate), and ``fastest`` names the rule that gets there first.
+rate from the start: an estimate; 0 where the start is already within the target), and
+``fastest`` names the rule that gets there first.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ from stability.result import Result, output
 
 FRACTIONS = (0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 0.9)
 MOMENTA = (0.0, 0.5, 0.9, 0.99)
+TIE = 1e-9
+"""``fastest``: rules whose steps to the target agree to this relative tolerance are tied (rules
+whose scanned dynamics coincide agree only to rounding: lwp and lwp-v at τ = 5 differed by
+2e-13); the tie goes to the rule listed first in ``rules``."""
 
 
 @dataclass(frozen=True)
@@ -42,8 +47,12 @@ class Tradeoff(Result):
     fronts: dict = output("rule → [[half_life, floor, lr, momentum, horizon], ...] (front)")
     points: dict = output("rule → every scanned point, same layout")
     target: float | None = output("the target excess loss (null: none)", "loss")
-    steps_to_target: dict | None = output("rule → estimated steps to reach target", "steps")
-    fastest: str | None = output("the rule reaching target first (null: none can)")
+    steps_to_target: dict | None = output(
+        "rule → estimated steps to reach target (0: the start is within it)", "steps"
+    )
+    fastest: str | None = output(
+        "the rule reaching target first (null: none can; a tie to 1e-9 goes to the first listed)"
+    )
     figure: str | None = output("path of the figure written (null: none)")
 
 
@@ -67,10 +76,20 @@ def _grids(name, tau, momenta) -> tuple[tuple, tuple]:
     return tuple(grid_m), grid_h
 
 
+PAIR_OVERHEAD = 2_000
+"""Work units (s³ of one mode pair's Gramian) that a pair costs whatever its state size: the
+loop's eigenproblem on the d(d+1)/2 symmetric coordinates and numpy's per-call overhead
+(measured, one core: 0.0028 s a pair per scanned point, a unit ~1.4 µs)."""
+POINT_OVERHEAD = 80_000
+"""Work units a scanned (rule, momentum, horizon) point costs even at d = 1 (measured, one
+core: 0.11 s, ~120 Gramian evaluations)."""
+
+
 def check_work(rules, tau, problem, momenta) -> None:
     """Refuse, naming tau, a scan beyond `stability.limits.TRADEOFF_MAX_WORK`: Σ over the
-    rules' (momentum, horizon) points of d(d+1)/2 × s³ (one modal Gramian, s the rule's state
-    per parameter; each point takes ~40 Gramians)."""
+    rules' (momentum, horizon) points of d(d+1)/2 × (s³ + `PAIR_OVERHEAD`) + `POINT_OVERHEAD`
+    (s the rule's state per parameter; each point takes ~120 modal Gramians, a unit ~1.4 µs of
+    one core)."""
     from stability.limits import TRADEOFF_MAX_WORK
     from stability.noise.minibatch import check_problem, check_state, setup
 
@@ -83,12 +102,15 @@ def check_work(rules, tau, problem, momenta) -> None:
         params |= {} if grid_h == (None,) else {"horizon": grid_h[0]}
         size = setup(name, problem, None, params).builder(1.0).size
         check_state(d, size)
-        work += len(grid_m) * len(grid_h) * d * (d + 1) / 2 * float(size) ** 3
+        pairs = d * (d + 1) / 2
+        point = pairs * (float(size) ** 3 + PAIR_OVERHEAD) + POINT_OVERHEAD
+        work += len(grid_m) * len(grid_h) * point
     if work > TRADEOFF_MAX_WORK:
         raise ValueError(
-            f"tau: the tradeoff scan costs Σ points × d(d+1)/2 × (state size)³ = {work:.2e}, at "
-            f"most {TRADEOFF_MAX_WORK:.1e} (docs/limits.md): a smaller tau, fewer rules or "
-            "fewer parameters"
+            f"tau: the tradeoff scan costs Σ points × (d(d+1)/2 × ((state size)³ + "
+            f"{PAIR_OVERHEAD:,}) + {POINT_OVERHEAD:,}) = {work:.2e}, at most "
+            f"{TRADEOFF_MAX_WORK:.1e} (docs/limits.md): a smaller tau, fewer rules or fewer "
+            "parameters"
         )
 
 
@@ -144,7 +166,7 @@ def tradeoff(
             f"unknown keyword {next(iter(keywords))!r} (the problem's: standardize, bias, samples)"
         )
     batch = check_integer("batch", batch, low=1, high=problem.samples)
-    rules = [rules] if isinstance(rules, str) else list(rules)
+    rules = list(dict.fromkeys([rules] if isinstance(rules, str) else rules))
     if not rules:
         raise ValueError("rules must name at least one rule")
     for f in fractions:
@@ -160,14 +182,16 @@ def tradeoff(
         start = float(problem.loss(problem.initial_weights()) - problem.min_loss)
         steps = {}
         for r, front in fronts.items():
-            ok = [
-                p[0] * np.log2(max(start - p[1], 1e-300) / (target - p[1]))
+            ok = [  # a start already within the target needs no steps (the log is < 0)
+                max(0.0, p[0] * np.log2(max(start - p[1], 1e-300) / (target - p[1])))
                 for p in front
                 if p[1] < target
             ]
             steps[r] = float(min(ok)) if ok else None
         reach = {r: s for r, s in steps.items() if s is not None}
-        fastest = min(reach, key=reach.get) if reach else None
+        if reach:  # a tie to rounding (two rules with the same dynamics) goes to the first
+            best = min(reach.values())
+            fastest = next(r for r, s in reach.items() if s <= best + TIE * abs(best))
     figure = None
     if out is not None:
         figure = str(_figure(fronts, points, batch, tau, target, out))
@@ -197,4 +221,13 @@ def _figure(fronts, points, batch, tau, target, out):
     return save_figure(fig, out)
 
 
-__all__ = ["FRACTIONS", "MOMENTA", "Tradeoff", "pareto", "tradeoff"]
+__all__ = [
+    "FRACTIONS",
+    "MOMENTA",
+    "PAIR_OVERHEAD",
+    "POINT_OVERHEAD",
+    "TIE",
+    "Tradeoff",
+    "pareto",
+    "tradeoff",
+]
