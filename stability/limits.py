@@ -184,8 +184,7 @@ TABLE = (  # one row a limit: (command, what is limited, allowed)
     ("radius/noise/net noise", "lr × λmax (in magnitude)", f"≤ {MAX_STEP_CURVATURE:.0e}"),
     ("noise per stage", "min(d(d+1)/2, 48)·slots³", f"≤ {NOISE_MAX_STAGED_WORK:.1e}"),
     ("net noise per stage", "min(d(d+1)/2, 48)·slots³", f"≤ {NET_NOISE_MAX_STAGED_WORK:.1e}"),
-    ("tradeoff", "Σ points × (d(d+1)/2 × ((state size)³ + 2,000) + 80,000)",
-     f"≤ {TRADEOFF_MAX_WORK:.1e}"),
+    ("tradeoff", "Σ points × (d(d+1)/2 × (s³ + 2,000) + 80,000)", f"≤ {TRADEOFF_MAX_WORK:.1e}"),
 )  # fmt: skip
 """(command, what is limited, the limit) rows, as in docs/limits.md and ``--help``."""
 

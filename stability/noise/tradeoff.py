@@ -47,12 +47,8 @@ class Tradeoff(Result):
     fronts: dict = output("rule → [[half_life, floor, lr, momentum, horizon], ...] (front)")
     points: dict = output("rule → every scanned point, same layout")
     target: float | None = output("the target excess loss (null: none)", "loss")
-    steps_to_target: dict | None = output(
-        "rule → estimated steps to reach target (0: the start is within it)", "steps"
-    )
-    fastest: str | None = output(
-        "the rule reaching target first (null: none can; a tie to 1e-9 goes to the first listed)"
-    )
+    steps_to_target: dict | None = output("rule → est. steps to target (0: start within)", "steps")
+    fastest: str | None = output("rule reaching target first (null: none; a tie: first listed)")
     figure: str | None = output("path of the figure written (null: none)")
 
 
