@@ -4,6 +4,7 @@ measured bracket and rate, and the one-line errors of ``stability net``."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -121,6 +122,37 @@ def test_mse_loss_falls_back_to_reverse_over_reverse():
     v = torch.randn(net.dim, dtype=torch.float64)
     H = dense_hessian(net)
     assert np.allclose(net.hvp(net.w_star, v).numpy(), H @ v.numpy(), rtol=0, atol=1e-12)
+
+
+def test_stages_may_name_modules_for_their_parameters():
+    """A training script names modules, not parameter tensors: ``"0"`` or ``"2"`` of a
+    Sequential stands for its trainable parameters in the model's order, mixed freely with
+    parameter names; the problem is the one given by the expanded names (same layout, same
+    gradient), and a parameter given twice (as itself and through its module), a name that is
+    neither, or a mere prefix of a module's name is refused naming it."""
+    torch.manual_seed(2)
+    X, Y = torch.randn(16, 3, dtype=torch.float64), torch.randn(16, 1, dtype=torch.float64)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(3, 4), torch.nn.LayerNorm(4), torch.nn.Tanh(), torch.nn.Linear(4, 1)
+    )
+    base = {"model": model, "loss": torch.nn.MSELoss(), "inputs": X, "targets": Y}
+    by_name = problem_from_dict(
+        base | {"stages": [["0.weight", "0.bias"], ["1.weight", "1.bias", "3.weight", "3.bias"]]}
+    )
+    for stages in ([["0"], ["1", "3"]], [["0"], ["1.weight", "1.bias", "3"]]):
+        by_module = problem_from_dict(base | {"stages": stages})
+        assert by_module.stage_names == by_name.stage_names
+        assert by_module.blocks == by_name.blocks
+        w = by_name.w_star
+        assert torch.equal(by_module.gradient(w), by_name.gradient(w))
+    for stages, says in (
+        ([["0", "0.bias"], ["1", "3"]], "'0.bias' is in stage 1 and stage 1"),
+        ([["0"], ["1", "3.weight"], ["3"]], "'3.weight' is in stage 2 and stage 3"),
+        ([["0"], ["1", "4"]], "stage 2 names '4', which is not a trainable parameter"),
+        ([["0.w"], ["1", "3"]], "stage 1 names '0.w', which is not"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(says)):
+            problem_from_dict(base | {"stages": stages})
 
 
 def test_hvp_by_autograd_equals_the_torch_func_product_and_is_zero_for_a_linear_loss():

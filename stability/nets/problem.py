@@ -8,7 +8,7 @@ A *problem file* is a Python file with a function returning a dict::
             "loss": loss,            # callable (outputs, targets) -> scalar, the mean over samples
             "inputs": X,             # tensor: the full batch
             "targets": Y,            # tensor
-            "stages": [[...], ...],  # optional: parameter names per stage, in pipeline order
+            "stages": [[...], ...],  # optional: parameter or module names per stage, in order
         }
 
 or, instead of ``inputs``/``targets``, ``"data": loader`` — any re-iterable of ``(inputs,
@@ -114,25 +114,30 @@ def split_stages(names: Sequence[str], sizes: Sequence[int], stages: int) -> lis
 
 
 def _check_stages(stages: Any, names: Sequence[str]) -> list[list[str]]:
+    """The stages as lists of parameter names: each entry a parameter's name, or a module's
+    (``"enc"``, ``"blocks.0"``), which stands for its trainable parameters in the model's order."""
     if not isinstance(stages, (list, tuple)) or not stages:
-        raise ValueError("stages must be a non-empty list of lists of parameter names")
-    known = set(names)
+        raise ValueError("stages must be a non-empty list of lists of parameter or module names")
     seen: dict[str, int] = {}
     out = []
     for i, group in enumerate(stages, start=1):
         if isinstance(group, str) or not isinstance(group, (list, tuple)) or not group:
-            raise ValueError(f"stage {i} must be a non-empty list of parameter names")
-        for name in group:
-            if name not in known:
+            raise ValueError(f"stage {i} must be a non-empty list of parameter or module names")
+        params = []
+        for entry in group:
+            found = [n for n in names if n == entry or n.startswith(f"{entry}.")]
+            if not isinstance(entry, str) or not found:
                 some = ", ".join(list(names)[:6]) + (", …" if len(names) > 6 else "")
                 raise ValueError(
-                    f"stage {i} names {name!r}, which is not a trainable parameter of the model "
-                    f"(its parameters: {some})"
+                    f"stage {i} names {entry!r}, which is not a trainable parameter of the model "
+                    f"nor a module holding one (its parameters: {some})"
                 )
+            params += found
+        for name in params:
             if name in seen:
                 raise ValueError(f"parameter {name!r} is in stage {seen[name]} and stage {i}")
             seen[name] = i
-        out.append([str(n) for n in group])
+        out.append(params)
     missing = [n for n in names if n not in seen]
     if missing:
         raise ValueError(f"parameter {missing[0]!r} is in no stage (every parameter needs one)")
