@@ -68,16 +68,24 @@ CERTIFY_MAX_DEGREE = 300
 """radius --certify: largest degree (the state's size) of the exact Schur-Cohn test, whose
 cost grows like the degree cubed; above it the answer is ``certified: false`` with the bound."""
 
+BISECTION_MAX_DEGREE = 300
+"""max-lr of a rule whose polynomial is not affine in lr (PipeOptim-AdamW with weight decay):
+largest degree (≈ τ + 2) of its search on dense companion eigenvalues (a log grid up to the
+first unstable point, then Brent's method: ~100 eigenvalue problems at O(degree³)): 10–11 s
+on one core at τ = 298 (it was 31 s at τ = 398 with the full grid and plain bisection); the
+boundary locus of the affine rules has no such limit."""
+
 DENSE_SEARCH_MAX_STATES = 900
-"""coupled --method dense (and validate's exact coupled row, which uses the frequency scan
-above it): largest block state matrix the dense max-lr search diagonalises, ~30 times (a log
-grid, then Brent's method): 0.31 s per diagonalisation at 853 rows on one core, 9 s for the
-search (momentum on a 143-parameter MLP, three stages); 1,950 rows took 111 s.  The frequency
-scan answers up to `SCAN_MAX_PARAMETERS` parameters, whatever the delays."""
+"""coupled --method dense (and validate's exact coupled row where the scan is refused; above
+256 rows it takes the scan): largest block state matrix the dense max-lr search diagonalises,
+~30 times (a log grid, then Brent's method): 0.31 s per diagonalisation at 853 rows on one
+core, 9 s for the search (momentum on a 143-parameter MLP, three stages); 1,950 rows took
+111 s.  The frequency scan answers up to `SCAN_MAX_PARAMETERS` parameters, whatever the
+delays."""
 
 SCAN_MAX_PARAMETERS = 600
-"""coupled (the frequency scan, and validate's exact coupled row above the dense search's
-size): most parameters p.  The scan diagonalises a p × p complex matrix at each sampled angle,
+"""coupled (the frequency scan, and validate's exact coupled row above 256 block-state rows):
+most parameters p.  The scan diagonalises a p × p complex matrix at each sampled angle,
 11-30 of them, at O(p³) each; on one core (a slow hour: 0.63 s for an 850 × 850 eigvals)
 p = 497 took 6 s, 701 took 13 s and 937 took 32 s (sgd, three PipeDream stages, an MLP with
 two hidden layers of 16, 20, 24); --hidden 64,64 (4,929) had not finished after 10 min."""
@@ -170,6 +178,7 @@ TABLE = (  # one row a limit: (command, what is limited, allowed)
     ("heatmap", "points per axis", f"≤ {HEATMAP_MAX_POINTS_PER_AXIS:,}"),
     ("heatmap", "Σ points × cost(degree)", f"≤ {HEATMAP_MAX_WORK:.0e}"),
     ("radius --certify", "degree (state size)", f"≤ {CERTIFY_MAX_DEGREE}"),
+    ("max-lr pipeoptim adamw (not affine in lr)", "degree (≈ tau)", f"≤ {BISECTION_MAX_DEGREE}"),
     ("poly --symbolic", "degree", f"≤ {SYMBOLIC_MAX_DEGREE}"),
     ("coupled --method dense", "block state matrix rows", f"≤ {DENSE_SEARCH_MAX_STATES}"),
     ("coupled/validate (frequency scan)", "parameters", f"≤ {SCAN_MAX_PARAMETERS}"),
@@ -205,6 +214,7 @@ __all__ = [
     "NET_NOISE_MAX_STAGED_WORK",
     "MAX_STEP_CURVATURE",
     "TRADEOFF_MAX_WORK",
+    "BISECTION_MAX_DEGREE",
     "CERTIFY_MAX_DEGREE",
     "COUPLED_MLP_WORK_SHARE",
     "DENSE_SEARCH_MAX_STATES",

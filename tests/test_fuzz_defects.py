@@ -397,6 +397,67 @@ def test_validate_with_long_stage_delays_takes_the_frequency_scan():
     assert scan_max_lr(system).max_lr == pytest.approx(dense_max_lr(system).max_lr, rel=1e-6)
 
 
+PIPEOPTIM_ADAMW = {"optimizer": "adamw", "weight_decay": 0.5, "precond": 2.0}
+
+
+@pytest.mark.parametrize("name, values", [("sgd", {}), ("t2", {"momentum": 0.5}),
+                                          ("pipeoptim", PIPEOPTIM_ADAMW)])  # fmt: skip
+def test_validate_coupled_row_is_the_coupled_commands_answer(monkeypatch, name, values):
+    """`validate --stages 16 --schedule pipemare` on 40 features took 20 s: its exact coupled
+    row diagonalised a 784-row block state matrix ~35 times (0.5 s each).  Above
+    `DENSE_ROW_MAX_STATES` rows it now takes `coupled`'s own answer (the frequency scan,
+    certified on the block state matrix), which equals the dense search to 1e-8 — here on a
+    small system, the threshold lowered — for affine rules and for PipeOptim-AdamW, whose lr²
+    terms the plain scan used above 900 rows refused ("needs dynamics affine in lr")."""
+    from stability.agreement import comparison
+    from stability.coupled import system as coupled
+    from stability.pipeline import Pipeline
+    from stability.trainer.linearize import linreg_linearization
+    from stability.trainer.linreg import LinearRegression
+
+    rng = np.random.default_rng(6)
+    X = rng.standard_normal((30, 4))
+    setup = linreg_linearization(LinearRegression(X, X @ [1.0, -1.0, 0.5, 2.0]))
+    pipe = {
+        "sgd": Pipeline.from_options(schedule="pipemare", stages=4),
+        "t2": Pipeline.from_options(schedule="pipemare", stages=4, backward="current"),
+        "pipeoptim": Pipeline.from_options(schedule="pipedream", stages=4),
+    }[name]
+    dense = comparison.coupled_max_lr(setup, name, values, pipe, [1, 1, 1, 1])
+    monkeypatch.setattr(comparison, "DENSE_ROW_MAX_STATES", 0)
+    calls = []
+    monkeypatch.setattr(coupled, "dense_max_lr", lambda *a, **k: calls.append(1))
+    scanned = comparison.coupled_max_lr(setup, name, values, pipe, [1, 1, 1, 1])
+    assert not calls and scanned == pytest.approx(dense, rel=1e-8) and dense > 0
+
+
+def test_a_rule_not_affine_in_lr_beyond_its_search_degree_is_refused_naming_the_delay():
+    """`max-lr pipeoptim --optimizer adamw --weight-decay 0.5 --tau 500` said "bisection needs
+    dense eigenvalues; degree 502 > 400" (no flag), and τ = 398 took 31 s; `validate` with
+    `--stage-delays 400` said the same.  Above `BISECTION_MAX_DEGREE` both are refused naming
+    the flag the user typed; below it the answer is the one certified on the spectral radius
+    (stable just below, unstable just above, by dense eigenvalues here)."""
+    from stability.dynamics.linear import characteristic_polynomial
+    from stability.limits import BISECTION_MAX_DEGREE
+    from stability.rules.registry import build_rule
+    from stability.spectrum import spectral_radius
+
+    adamw = ["--optimizer", "adamw", "--weight-decay", "0.5"]
+    tau = BISECTION_MAX_DEGREE - 1  # degree τ + 2
+    err = _refused_naming(["max-lr", "pipeoptim", *adamw, "--tau", str(tau)], "--tau")
+    assert f"at most {BISECTION_MAX_DEGREE}" in err
+    validate = ["validate", "--rules", "pipeoptim", *adamw, "--steps", "200", "--stages", "3",
+                "--schedule", "pipedream", "--stage-delays", str(tau)]  # fmt: skip
+    assert f"at most {BISECTION_MAX_DEGREE}" in _refused_naming(validate, "--stage-delays")
+    rule, model = build_rule("pipeoptim", tau=30, optimizer="adamw", weight_decay=0.5)
+    found = max_lr(rule, model)
+    assert found.method == "bisection (certified)"
+    cp = characteristic_polynomial(rule, model)
+    below, above = (spectral_radius(cp.at(found.max_lr * f).normalized().dense())
+                    for f in (1 - 1e-7, 1 + 1e-7))  # fmt: skip
+    assert below < 1 <= above
+
+
 def test_minibatch_commands_refuse_an_overflowing_lr_naming_lr():
     """`net noise --rule pipesgd … --lr 1e308` (and `noise`) ended in numpy's "Array must not
     contain infs or NaNs": lr·λ overflowed float64 in the state matrix.  Such an lr is refused

@@ -55,7 +55,6 @@ from stability.quadratic import QuadraticModel
 from stability.result import Result, output
 from stability.rules.base import Rule
 from stability.spectrum import (
-    DENSE_MAX_DEGREE,
     dominant_multiplier,
     dominant_root,
     floquet_stable,
@@ -575,10 +574,17 @@ def _radius(cp: CharacteristicPolynomial, lr: Any) -> np.ndarray:
 
 
 def _bisection(cp: CharacteristicPolynomial) -> MaxLr:
-    """First lr with spectral radius ≥ 1 on a log grid, bisected and certified (module doc)."""
-    if cp.degree > DENSE_MAX_DEGREE:
+    """First lr with spectral radius ≥ 1 on a log grid (evaluated upwards until that point),
+    refined by Brent's method and certified (module doc)."""
+    from scipy.optimize import brentq
+
+    from stability.limits import BISECTION_MAX_DEGREE
+
+    if cp.degree > BISECTION_MAX_DEGREE:
         raise ValueError(
-            f"bisection needs dense eigenvalues; degree {cp.degree} > {DENSE_MAX_DEGREE}"
+            f"tau: the max lr of a rule not affine in lr is searched on dense eigenvalues, of "
+            f"degree at most {BISECTION_MAX_DEGREE} (docs/limits.md); this delay makes degree "
+            f"{cp.degree}"
         )
     if len(cp.parts) == 1:  # lr does not enter the dynamics
         stable = _radius(cp, 1.0) < 1
@@ -586,20 +592,21 @@ def _bisection(cp: CharacteristicPolynomial) -> MaxLr:
     # lr is scanned over 18 decades around its natural scale 1/max|C_j| (lr·|C_j| ~ 1)
     scale = 1.0 / max(float(np.max(np.abs(c))) for p in cp.parts[1:] for c in p.terms.values())
     grid = scale * np.logspace(-9, 9, 181)
-    rho = _radius(cp, grid)
-    unstable = np.flatnonzero(rho >= 1)
-    if unstable.size == 0:
+    rho, i = np.zeros(0), None  # the grid in increasing chunks, up to the first unstable point
+    for start in range(0, grid.size, _SCAN_CHUNK):
+        rho = np.concatenate([rho, _radius(cp, grid[start : start + _SCAN_CHUNK])])
+        unstable = np.flatnonzero(rho >= 1)
+        if unstable.size:
+            i = int(unstable[0])
+            break
+    if i is None:
         return MaxLr(None, None, "bisection")
-    i = unstable[0]
     if i == 0:
         return MaxLr(0.0, None, "bisection (not stable for small lr > 0)")
-    lo, hi = grid[i - 1], grid[i]
-    while hi - lo > 4 * _EPS * hi:
-        mid = 0.5 * (lo + hi)
-        if _radius(cp, mid) >= 1:
-            hi = mid
-        else:
-            lo = mid
+    # Brent's method on ρ(lr) − 1 (continuous in lr; bisection steps safeguard it) to 4 eps
+    lo = hi = brentq(
+        lambda lr: float(_radius(cp, lr)) - 1.0, grid[i - 1], grid[i], xtol=1e-300, rtol=4 * _EPS
+    )
     for margin in _CERTIFY_MARGINS:
         below = dominant_root(cp.at(lo * (1 - margin)))
         above = dominant_root(cp.at(hi * (1 + margin)))

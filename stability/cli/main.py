@@ -205,7 +205,8 @@ def _naming_the_flag(
     first = text.split(" ", 1)[0].rstrip(":")
     if not first.isidentifier():
         return text
-    for flag in (flag_of(first), *(["--taus"] if first == "tau" else [])):  # or the list
+    delays = ["--taus", "--stage-delays"] if first == "tau" else []  # or the lists of delays
+    for flag in (flag_of(first), *delays):
         if any(a == flag or a.startswith(flag + "=") for a in argv):
             return flag + text[len(first) :]
     if flag_of(first) in flags:
