@@ -458,6 +458,20 @@ def test_a_rule_not_affine_in_lr_beyond_its_search_degree_is_refused_naming_the_
     assert below < 1 <= above
 
 
+def test_coupled_with_a_rule_not_affine_in_lr_counts_its_scalar_searches():
+    """`coupled --rule pipeoptim --optimizer adamw --weight-decay 0.5 --stages 4 --taus 298`
+    took 136 s: P + 2 scalar searches on dense eigenvalues of degree 300, the scan's first
+    guess repeated in every scan of the fixed-point iteration.  The scans now share L(0) as
+    their first guess (same answer), and (P + 2)·(τ + 2)³ beyond the documented work is refused
+    naming --taus before anything is computed."""
+    from stability.limits import QUADRATIC_SCALAR_MAX_WORK
+
+    adamw = ["coupled", "--rule", "pipeoptim", "--optimizer", "adamw", "--weight-decay", "0.5",
+             "--schedule", "pipedream", "--stages", "4", "--samples", "64"]  # fmt: skip
+    err = _refused_naming([*adamw, "--taus", "298"], "--taus")
+    assert f"6 × 300³ = 1.62e+08, at most {QUADRATIC_SCALAR_MAX_WORK:.1e}" in err
+
+
 def test_minibatch_commands_refuse_an_overflowing_lr_naming_lr():
     """`net noise --rule pipesgd … --lr 1e308` (and `noise`) ended in numpy's "Array must not
     contain infs or NaNs": lr·λ overflowed float64 in the state matrix.  Such an lr is refused

@@ -66,13 +66,14 @@ def quadratic_max_lr(system: CoupledSystem, *, rtol: float = 1e-12) -> CoupledMa
     circle (module doc).  Affine systems are scanned directly."""
     if system.is_affine:
         return scan_max_lr(system)
-    solves = 0
+    solves, guess = 0, None
 
     def first(lr0: float) -> CoupledMaxLr:
-        nonlocal solves
-        r = scan_max_lr(system.frozen_at(lr0))
+        nonlocal solves, guess
+        r = scan_max_lr(system.frozen_at(lr0), lr_cap=guess)
         solves += r.eigensolves
-        return r
+        guess = guess or r.max_lr or None  # L(0) starts every later scan (the scan's own first
+        return r  # guess, the scalar bound, costs a dense search for a rule not affine in lr)
 
     def phi(lr: float) -> float:
         top = first(lr).max_lr

@@ -64,10 +64,31 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or not b else a / b
 
 
+def check_scalar_work(system: CoupledSystem) -> None:
+    """Refuse, naming tau, a system not affine in lr whose scalar bounds would cost more than
+    `stability.limits.QUADRATIC_SCALAR_MAX_WORK`: P + 2 searches on dense eigenvalues of degree
+    ≈ τ_max + 2 (`stability.analysis.boundary`)."""
+    from stability.limits import QUADRATIC_SCALAR_MAX_WORK
+
+    if system.is_affine:
+        return
+    stages = len(system.rules)
+    degree = max(stage_delay(r) for r in system.rules) + 2
+    work = (stages + 2) * float(degree) ** 3
+    if work > QUADRATIC_SCALAR_MAX_WORK:
+        raise ValueError(
+            f"tau: a rule not affine in lr takes P + 2 scalar max lrs on dense eigenvalues: "
+            f"(P + 2) × (τ_max + 2)³ = {stages + 2} × {degree}³ = {work:.2e}, at most "
+            f"{QUADRATIC_SCALAR_MAX_WORK:.1e} (docs/limits.md): shorter delays or fewer stages"
+        )
+
+
 def analyze(system: CoupledSystem, *, method: str = "scan") -> CoupledAnalysis:
-    """Exact coupled max lr (``method`` ``"scan"`` or ``"dense"``) next to the scalar bounds."""
+    """Exact coupled max lr (``method`` ``"scan"`` or ``"dense"``) next to the scalar bounds
+    (`check_scalar_work` first)."""
     if method not in ("scan", "dense"):
         raise ValueError(f"method must be one of scan, dense, got {method!r}")
+    check_scalar_work(system)
     start = time.perf_counter()
     r = quadratic_max_lr(system) if method == "scan" else dense_max_lr(system)
     seconds = time.perf_counter() - start
@@ -93,4 +114,4 @@ def analyze(system: CoupledSystem, *, method: str = "scan") -> CoupledAnalysis:
     )
 
 
-__all__ = ["CoupledAnalysis", "analyze"]
+__all__ = ["CoupledAnalysis", "analyze", "check_scalar_work"]
