@@ -75,12 +75,13 @@ first unstable point, then Brent's method: ~100 eigenvalue problems at O(degree�
 on one core at τ = 298 (it was 31 s at τ = 398 with the full grid and plain bisection); the
 boundary locus of the affine rules has no such limit."""
 
-QUADRATIC_SCALAR_MAX_WORK = 1.5e7
-"""coupled with a rule not affine in lr (PipeOptim-AdamW with weight decay): largest (P + 2) ×
-(τ_max + 2)³ — its scalar bounds (the scalar bound, P per-stage bounds and the scan's first
-guess) are each a search on dense eigenvalues of degree ≈ τ + 2 (`BISECTION_MAX_DEGREE`):
-~1.6 s each at τ = 126, 8.6 s for the call at four stages (it was 20 s before the scans
-shared their first guess, 136 s at τ = 298)."""
+NONAFFINE_SEARCH_MAX_WORK = 1.5e7
+"""A rule not affine in lr (PipeOptim-AdamW with weight decay): largest searches × (τ + 2)³,
+each search on dense eigenvalues of degree ≈ τ + 2 (`BISECTION_MAX_DEGREE`; ~1.6 s at
+τ = 126).  coupled takes P + 2 (the scalar bound, P per-stage bounds and the scan's first
+guess): 8.6 s at four stages and τ = 126 (it was 20 s before the scans shared their first
+guess, 136 s at τ = 298); train/validate's predicted max lr one per Hessian mode: 41 s for 12
+modes at τ = 150 before this limit."""
 
 DENSE_SEARCH_MAX_STATES = 900
 """coupled --method dense (and validate's exact coupled row where the scan is refused; above
@@ -186,7 +187,8 @@ TABLE = (  # one row a limit: (command, what is limited, allowed)
     ("heatmap", "Σ points × cost(degree)", f"≤ {HEATMAP_MAX_WORK:.0e}"),
     ("radius --certify", "degree (state size)", f"≤ {CERTIFY_MAX_DEGREE}"),
     ("max-lr pipeoptim adamw (not affine in lr)", "degree (≈ tau)", f"≤ {BISECTION_MAX_DEGREE}"),
-    ("coupled pipeoptim adamw", "(stages + 2) × (tau + 2)³", f"≤ {QUADRATIC_SCALAR_MAX_WORK:.1e}"),
+    ("coupled pipeoptim adamw", "(stages + 2) × (tau + 2)³", f"≤ {NONAFFINE_SEARCH_MAX_WORK:.1e}"),
+    ("train/validate pipeoptim adamw", "modes × (tau + 2)³", f"≤ {NONAFFINE_SEARCH_MAX_WORK:.1e}"),
     ("poly --symbolic", "degree", f"≤ {SYMBOLIC_MAX_DEGREE}"),
     ("coupled --method dense", "block state matrix rows", f"≤ {DENSE_SEARCH_MAX_STATES}"),
     ("coupled/validate (frequency scan)", "parameters", f"≤ {SCAN_MAX_PARAMETERS}"),
@@ -223,7 +225,7 @@ __all__ = [
     "MAX_STEP_CURVATURE",
     "TRADEOFF_MAX_WORK",
     "BISECTION_MAX_DEGREE",
-    "QUADRATIC_SCALAR_MAX_WORK",
+    "NONAFFINE_SEARCH_MAX_WORK",
     "CERTIFY_MAX_DEGREE",
     "COUPLED_MLP_WORK_SHARE",
     "DENSE_SEARCH_MAX_STATES",

@@ -464,12 +464,32 @@ def test_coupled_with_a_rule_not_affine_in_lr_counts_its_scalar_searches():
     guess repeated in every scan of the fixed-point iteration.  The scans now share L(0) as
     their first guess (same answer), and (P + 2)·(τ + 2)³ beyond the documented work is refused
     naming --taus before anything is computed."""
-    from stability.limits import QUADRATIC_SCALAR_MAX_WORK
+    from stability.limits import NONAFFINE_SEARCH_MAX_WORK
 
     adamw = ["coupled", "--rule", "pipeoptim", "--optimizer", "adamw", "--weight-decay", "0.5",
              "--schedule", "pipedream", "--stages", "4", "--samples", "64"]  # fmt: skip
     err = _refused_naming([*adamw, "--taus", "298"], "--taus")
-    assert f"6 × 300³ = 1.62e+08, at most {QUADRATIC_SCALAR_MAX_WORK:.1e}" in err
+    assert f"6 × 300³ = 1.62e+08, at most {NONAFFINE_SEARCH_MAX_WORK:.1e}" in err
+
+
+def test_predictions_of_a_rule_not_affine_in_lr_count_one_search_per_mode(capsys):
+    """`train --rule pipeoptim --optimizer adamw --weight-decay 0.5 --tau 298` spent 137 s
+    predicting its max lr: one dense-eigenvalue search per Hessian mode (12).  Beyond
+    modes × degree³ ≤ `NONAFFINE_SEARCH_MAX_WORK` the train runs with a note instead of the
+    prediction, and validate (whose rows are predictions) refuses naming the delay flag."""
+    from stability.limits import NONAFFINE_SEARCH_MAX_WORK
+
+    adamw = ["--rule", "pipeoptim", "--optimizer", "adamw", "--weight-decay", "0.5"]
+    code = main(["train", *adamw, "--tau", "298", "--lr", "0.001", "--steps", "50",
+                 "--samples", "32", "--json"])  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["predicted_max_lr"] is None
+    assert (
+        f"12 × 300³ = 3.24e+08, at most {NONAFFINE_SEARCH_MAX_WORK:.1e}" in out["prediction_note"]
+    )
+    validate = ["validate", "--rules", "pipeoptim", *adamw[2:], "--steps", "200", "--stages",
+                "3", "--schedule", "pipedream", "--stage-delays", "200"]  # fmt: skip
+    assert "12 × 202³" in _refused_naming(validate, "--stage-delays")
 
 
 def test_minibatch_commands_refuse_an_overflowing_lr_naming_lr():

@@ -66,20 +66,20 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 def check_scalar_work(system: CoupledSystem) -> None:
     """Refuse, naming tau, a system not affine in lr whose scalar bounds would cost more than
-    `stability.limits.QUADRATIC_SCALAR_MAX_WORK`: P + 2 searches on dense eigenvalues of degree
+    `stability.limits.NONAFFINE_SEARCH_MAX_WORK`: P + 2 searches on dense eigenvalues of degree
     ≈ τ_max + 2 (`stability.analysis.boundary`)."""
-    from stability.limits import QUADRATIC_SCALAR_MAX_WORK
+    from stability.limits import NONAFFINE_SEARCH_MAX_WORK
 
     if system.is_affine:
         return
     stages = len(system.rules)
     degree = max(stage_delay(r) for r in system.rules) + 2
     work = (stages + 2) * float(degree) ** 3
-    if work > QUADRATIC_SCALAR_MAX_WORK:
+    if work > NONAFFINE_SEARCH_MAX_WORK:
         raise ValueError(
             f"tau: a rule not affine in lr takes P + 2 scalar max lrs on dense eigenvalues: "
             f"(P + 2) × (τ_max + 2)³ = {stages + 2} × {degree}³ = {work:.2e}, at most "
-            f"{QUADRATIC_SCALAR_MAX_WORK:.1e} (docs/limits.md): shorter delays or fewer stages"
+            f"{NONAFFINE_SEARCH_MAX_WORK:.1e} (docs/limits.md): shorter delays or fewer stages"
         )
 
 
