@@ -435,8 +435,9 @@ def test_a_rule_not_affine_in_lr_beyond_its_search_degree_is_refused_naming_the_
     """`max-lr pipeoptim --optimizer adamw --weight-decay 0.5 --tau 500` said "bisection needs
     dense eigenvalues; degree 502 > 400" (no flag), and τ = 398 took 31 s; `validate` with
     `--stage-delays 400` said the same.  Above `BISECTION_MAX_DEGREE` both are refused naming
-    the flag the user typed; below it the answer is the one certified on the spectral radius
-    (stable just below, unstable just above, by dense eigenvalues here)."""
+    the flag the user typed (validate by its per-mode work limit, which binds first); below it
+    the answer is the one certified on the spectral radius (stable just below, unstable just
+    above, by dense eigenvalues here)."""
     from stability.dynamics.linear import characteristic_polynomial
     from stability.limits import BISECTION_MAX_DEGREE
     from stability.rules.registry import build_rule
@@ -448,7 +449,7 @@ def test_a_rule_not_affine_in_lr_beyond_its_search_degree_is_refused_naming_the_
     assert f"at most {BISECTION_MAX_DEGREE}" in err
     validate = ["validate", "--rules", "pipeoptim", *adamw, "--steps", "200", "--stages", "3",
                 "--schedule", "pipedream", "--stage-delays", str(tau)]  # fmt: skip
-    assert f"at most {BISECTION_MAX_DEGREE}" in _refused_naming(validate, "--stage-delays")
+    assert "(docs/limits.md)" in _refused_naming(validate, "--stage-delays")  # the modes first
     rule, model = build_rule("pipeoptim", tau=30, optimizer="adamw", weight_decay=0.5)
     found = max_lr(rule, model)
     assert found.method == "bisection (certified)"
