@@ -26,8 +26,10 @@ numerically for every rule:
 If no crossing exists the rule is stable for every lr > 0 (``max_lr`` is None) or for none.
 
 **Bisection** (any rule, including those whose polynomial is not affine in lr): the first
-lr on a log grid whose spectral radius is ≥ 1, bisected on the radius and certified by the
-high-precision radius (`stability.spectrum.dominant_root`) just below and above.
+lr on a log grid (10 points a decade, evaluated upwards until it) whose spectral radius is
+≥ 1, the bracket refined on the radius by Brent's method (bisection-safeguarded) and certified
+by the high-precision radius (`stability.spectrum.dominant_root`) just below and above.  On
+dense companion eigenvalues, so limited to degree `stability.limits.BISECTION_MAX_DEGREE`.
 
 Both are checked against each other and against python-control and numpy-roots bisection in
 the tests and benchmarks.
