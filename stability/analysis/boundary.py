@@ -575,6 +575,22 @@ def _radius(cp: CharacteristicPolynomial, lr: Any) -> np.ndarray:
     return spectral_radius(cp.at(lr).normalized().dense())
 
 
+def check_searches(rule: Rule, searches: int, what: str) -> None:
+    """Refuse, naming tau, ``searches`` max lrs (``what`` they are, e.g. ``"one per mode"``) of
+    a rule not affine in lr — each a search on dense eigenvalues (`_bisection`) — beyond
+    `stability.limits.NONAFFINE_SEARCH_MAX_WORK` searches × degree³."""
+    from stability.limits import NONAFFINE_SEARCH_MAX_WORK
+
+    cp = characteristic_polynomial(rule, QuadraticModel(1.0))
+    work = searches * float(cp.degree) ** 3
+    if not cp.is_affine and work > NONAFFINE_SEARCH_MAX_WORK:
+        raise ValueError(
+            f"tau: a rule not affine in lr takes {searches} max-lr searches on dense eigenvalues "
+            f"({what}), searches × degree³ = {searches} × {cp.degree}³ = {work:.2e}, at most "
+            f"{NONAFFINE_SEARCH_MAX_WORK:.1e} (docs/limits.md): a shorter delay"
+        )
+
+
 def _bisection(cp: CharacteristicPolynomial) -> MaxLr:
     """First lr with spectral radius ≥ 1 on a log grid (evaluated upwards until that point),
     refined by Brent's method and certified (module doc)."""
@@ -594,29 +610,23 @@ def _bisection(cp: CharacteristicPolynomial) -> MaxLr:
     # lr is scanned over 18 decades around its natural scale 1/max|C_j| (lr·|C_j| ~ 1)
     scale = 1.0 / max(float(np.max(np.abs(c))) for p in cp.parts[1:] for c in p.terms.values())
     grid = scale * np.logspace(-9, 9, 181)
-    rho, i = np.zeros(0), None  # the grid in increasing chunks, up to the first unstable point
-    for start in range(0, grid.size, _SCAN_CHUNK):
-        rho = np.concatenate([rho, _radius(cp, grid[start : start + _SCAN_CHUNK])])
-        unstable = np.flatnonzero(rho >= 1)
-        if unstable.size:
-            i = int(unstable[0])
-            break
+    i = _first_unstable(grid, lambda lrs: _radius(cp, lrs) < 1)
     if i is None:
         return MaxLr(None, None, "bisection")
     if i == 0:
         return MaxLr(0.0, None, "bisection (not stable for small lr > 0)")
     # Brent's method on ρ(lr) − 1 (continuous in lr; bisection steps safeguard it) to 4 eps
-    lo = hi = brentq(
+    found = brentq(
         lambda lr: float(_radius(cp, lr)) - 1.0, grid[i - 1], grid[i], xtol=1e-300, rtol=4 * _EPS
     )
     for margin in _CERTIFY_MARGINS:
-        below = dominant_root(cp.at(lo * (1 - margin)))
-        above = dominant_root(cp.at(hi * (1 + margin)))
+        below = dominant_root(cp.at(found * (1 - margin)))
+        above = dominant_root(cp.at(found * (1 + margin)))
         if below.radius < 1 <= above.radius:
             how = "certified" if margin == _CERTIFY_MARGINS[0] else f"certified to {margin:.0e}"
             angle = abs(math.atan2(above.root.imag, above.root.real))
-            return MaxLr(hi, angle, f"bisection ({how})")
-    if rho[0] >= 1 - _MARGINAL:  # a root on the unit circle at every small lr (momentum 1)
+            return MaxLr(found, angle, f"bisection ({how})")
+    if _radius(cp, grid[0]) >= 1 - _MARGINAL:  # a root on |ω| = 1 at every small lr (momentum 1)
         return MaxLr(0.0, None, "bisection (marginal: a root stays on |ω| = 1 for small lr > 0)")
     raise UnresolvedCrossing(False, "max lr: bisection could not certify the threshold")
 
@@ -629,6 +639,19 @@ _MARGINAL = 1e-12
 
 _FLOQUET_GRID = np.logspace(-8, 8, 161)
 _SCAN_CHUNK = 16  # grid points evaluated together, in increasing order
+
+
+def _first_unstable(grid: np.ndarray, stable) -> int | None:
+    """Index of the first point of ``grid`` where the batched predicate ``stable`` is false,
+    evaluated upwards in chunks of `_SCAN_CHUNK` and stopping there (the points above the
+    first instability are never computed); None if it holds everywhere."""
+    for start in range(0, grid.size, _SCAN_CHUNK):
+        ok = np.asarray(stable(grid[start : start + _SCAN_CHUNK]))
+        if not ok.all():
+            return start + int(np.argmin(ok))
+    return None
+
+
 _TRACK_FROM = 1e-6  # relative bracket width below which the crossing multiplier is tracked
 
 
@@ -676,12 +699,7 @@ def _floquet_max_lr(rule: Rule, model: QuadraticModel) -> MaxLr:
         return MaxLr(0.0, None, "Floquet (a multiplier at 1 for every lr: not stable for lr > 0)")
     coefficients = (model.lam + model.delta, model.delta - model.phi, model.phi)
     grid = _FLOQUET_GRID / max(abs(float(c)) for c in coefficients)
-    i = None
-    for start in range(0, grid.size, _SCAN_CHUNK):
-        stable = floquet_stable(rule, model, grid[start : start + _SCAN_CHUNK])
-        if not stable.all():
-            i = start + int(np.argmin(stable))
-            break
+    i = _first_unstable(grid, lambda lrs: floquet_stable(rule, model, lrs))
     if i is None:
         return MaxLr(None, None, "Floquet bisection")
     if i == 0:  # not stable for small lr, unless that is rounding (stable further up)

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from stability.analysis.boundary import (
+    check_searches,
     floquet_stable_below,
     max_lr,
     max_lr_grid,
@@ -133,25 +134,10 @@ def predicted_max_lr(rule: Rule, modes: Modes) -> float | None:
     elif getattr(rule, "period", 1) > 1:
         lr = np.array([_least_floquet_max_lr(rule, modes)])
     else:
-        _check_searches(rule, modes.lam.size)
+        check_searches(rule, modes.lam.size, "one per mode")
         lr = np.array([_inf_if_none(max_lr(rule, m).max_lr) for m in _mode_models(modes)])
     best = float(np.min(lr))
     return None if math.isinf(best) else best
-
-
-def _check_searches(rule: Rule, searches: int) -> None:
-    """Refuse, naming tau, ``searches`` max lrs of a rule not affine in lr (each a search on
-    dense eigenvalues) beyond `stability.limits.NONAFFINE_SEARCH_MAX_WORK` searches × degree³."""
-    from stability.limits import NONAFFINE_SEARCH_MAX_WORK
-
-    cp = characteristic_polynomial(rule, QuadraticModel(1.0))
-    work = searches * float(cp.degree) ** 3
-    if not cp.is_affine and work > NONAFFINE_SEARCH_MAX_WORK:
-        raise ValueError(
-            f"tau: a rule not affine in lr takes one max-lr search on dense eigenvalues per "
-            f"mode: modes × degree³ = {searches} × {cp.degree}³ = {work:.2e}, at most "
-            f"{NONAFFINE_SEARCH_MAX_WORK:.1e} (docs/limits.md): a shorter delay"
-        )
 
 
 def _least_floquet_max_lr(rule: Rule, modes: Modes) -> float:

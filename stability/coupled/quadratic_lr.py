@@ -72,8 +72,10 @@ def quadratic_max_lr(system: CoupledSystem, *, rtol: float = 1e-12) -> CoupledMa
         nonlocal solves, guess
         r = scan_max_lr(system.frozen_at(lr0), lr_cap=guess)
         solves += r.eigensolves
-        guess = guess or r.max_lr or None  # L(0) starts every later scan (the scan's own first
-        return r  # guess, the scalar bound, costs a dense search for a rule not affine in lr)
+        # L(0) starts every later scan: the scan's own first guess, a scalar bound, costs a
+        # search on dense eigenvalues for a rule not affine in lr
+        guess = guess or r.max_lr or None
+        return r
 
     def phi(lr: float) -> float:
         top = first(lr).max_lr

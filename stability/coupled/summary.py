@@ -25,6 +25,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import numpy as np
+
+from stability.analysis.boundary import check_searches
 from stability.coupled.quadratic_lr import quadratic_max_lr
 from stability.coupled.stage_bounds import per_stage_bounds, scalar_bound, stage_delay
 from stability.coupled.system import CoupledSystem, dense_max_lr
@@ -64,31 +67,15 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or not b else a / b
 
 
-def check_scalar_work(system: CoupledSystem) -> None:
-    """Refuse, naming tau, a system not affine in lr whose scalar bounds would cost more than
-    `stability.limits.NONAFFINE_SEARCH_MAX_WORK`: P + 2 searches on dense eigenvalues of degree
-    ≈ τ_max + 2 (`stability.analysis.boundary`)."""
-    from stability.limits import NONAFFINE_SEARCH_MAX_WORK
-
-    if system.is_affine:
-        return
-    stages = len(system.rules)
-    degree = max(stage_delay(r) for r in system.rules) + 2
-    work = (stages + 2) * float(degree) ** 3
-    if work > NONAFFINE_SEARCH_MAX_WORK:
-        raise ValueError(
-            f"tau: a rule not affine in lr takes P + 2 scalar max lrs on dense eigenvalues: "
-            f"(P + 2) × (τ_max + 2)³ = {stages + 2} × {degree}³ = {work:.2e}, at most "
-            f"{NONAFFINE_SEARCH_MAX_WORK:.1e} (docs/limits.md): shorter delays or fewer stages"
-        )
-
-
 def analyze(system: CoupledSystem, *, method: str = "scan") -> CoupledAnalysis:
-    """Exact coupled max lr (``method`` ``"scan"`` or ``"dense"``) next to the scalar bounds
-    (`check_scalar_work` first)."""
+    """Exact coupled max lr (``method`` ``"scan"`` or ``"dense"``) next to the scalar bounds:
+    for a rule not affine in lr P + 2 searches on dense eigenvalues (the scalar bound, P
+    per-stage bounds, the scan's first guess), their work checked first
+    (`stability.analysis.boundary.check_searches`)."""
     if method not in ("scan", "dense"):
         raise ValueError(f"method must be one of scan, dense, got {method!r}")
-    check_scalar_work(system)
+    deepest = system.rules[int(np.argmax([stage_delay(r) for r in system.rules]))]
+    check_searches(deepest, len(system.rules) + 2, "P + 2: scalar, per-stage, first guess")
     start = time.perf_counter()
     r = quadratic_max_lr(system) if method == "scan" else dense_max_lr(system)
     seconds = time.perf_counter() - start
@@ -114,4 +101,4 @@ def analyze(system: CoupledSystem, *, method: str = "scan") -> CoupledAnalysis:
     )
 
 
-__all__ = ["CoupledAnalysis", "analyze", "check_scalar_work"]
+__all__ = ["CoupledAnalysis", "analyze"]
