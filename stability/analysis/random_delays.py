@@ -28,13 +28,13 @@ the README (seed systems section) for the measured numbers.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from stability.dynamics.linear import linearize
+from stability.dynamics.random_products import Renormalised
 from stability.quadratic import QuadraticModel
 from stability.rules.delayed_momentum import DelayedMomentum
 from stability.rules.random_delay import check_distribution
@@ -97,9 +97,10 @@ def lyapunov_exponent(
 
     Runs the random product A_{τ_t}⋯A_{τ_1}X_0 with the delays drawn from ``probs``
     (the same draws and starts for every lr: common random numbers, so γ(lr) is smooth),
-    renormalizing every 4 steps; the first fifth of the steps is discarded as transient.
-    Only the rows of A_k that are not a shift of the history (new w, new v) are applied as
-    products: O(S) per run and step instead of O(S²).  A run that overflows counts as +inf.
+    renormalized by `stability.dynamics.random_products.Renormalised` (every 4 steps, the
+    first fifth of the steps discarded as transient).  Only the rows of A_k that are not a
+    shift of the history (new w, new v) are applied as products: O(S) per run and step
+    instead of O(S²).  A run that overflows counts as +inf, one that collapses to 0 as −inf.
     """
     p = np.asarray(check_distribution(probs))
     lrs = np.atleast_1d(np.asarray(lr, dtype=float))
@@ -110,26 +111,14 @@ def lyapunov_exponent(
     rows = A[:, :, [0, size - 1], :]  # new w, new v: (L, K, 2, S)
     x = np.broadcast_to(rng.standard_normal((runs, size)), (lrs.size, runs, size)).copy()
     x /= np.linalg.norm(x, axis=-1, keepdims=True)
-    burn = steps // 5
-    total = np.zeros((lrs.size, runs))
+    exponent = Renormalised((lrs.size, runs), steps)
     cols = np.arange(lrs.size)[:, None]
     with np.errstate(over="ignore", invalid="ignore"):
         for t in range(steps):
             new = np.einsum("lrij,lrj->lri", rows[cols, delays[t][None, :]], x)
             x = np.concatenate([new[..., :1], x[..., : size - 2], new[..., 1:]], axis=-1)
-            if t % 4 == 3 or t == steps - 1:
-                norm = np.linalg.norm(x, axis=-1)
-                overflow, collapsed = ~np.isfinite(norm), norm == 0
-                norm[overflow | collapsed] = 1.0
-                x = x / norm[..., None]
-                x[overflow] = 1.0 / math.sqrt(size)  # restart; the run already counts as +inf
-                if t >= burn:
-                    total += np.log(norm)
-                    total[overflow] = np.inf
-                    total[collapsed] = -np.inf  # exactly 0 (nilpotent products) stays 0
-            if t == burn - 1:
-                total[:] = 0.0
-    return total.mean(axis=1) / (steps - burn)
+            x = exponent(t, x)
+    return exponent.exponents().mean(axis=1)
 
 
 @dataclass(frozen=True)

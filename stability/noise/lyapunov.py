@@ -8,12 +8,14 @@ z_{t+1} = A(H_{B_t})·z_t, and grows or decays like e^{γt} with the top Lyapuno
 
 A run is almost surely stable iff γ < 0.  Jensen's inequality gives γ ≤ ½·ln ρ(𝒯), so the
 almost-sure threshold lies above the mean-square one; between them single runs converge while
-E f − f* diverges (rare large excursions, heavy-tailed rows).  As in
-`stability.analysis.random_delays.lyapunov_exponent` (the same idea for random delays):
+E f − f* diverges (rare large excursions, heavy-tailed rows).  As for random delays
+(`stability.analysis.random_delays.lyapunov_exponent`):
 
 * γ is estimated by simulating R runs of the homogeneous system (iid batches from the
-  trainer's `stability.trainer.engine.BatchStreams`), renormalising every 4 steps and
-  discarding the first fifth of the steps;
+  trainer's `stability.trainer.engine.BatchStreams`) through the package's one estimator,
+  `stability.dynamics.random_products.Renormalised` (renormalised every 4 steps, the first
+  fifth of the steps discarded; a run that overflows counts as unstable, one that reaches
+  exactly 0 as stable);
 * every lr uses the same batches and starting vectors (common random numbers), so γ̂(lr) is
   smooth in lr and its zero crossing well defined;
 * the confidence interval comes from the spread of the R runs' exponents: γ̂ ± z·s/√R
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stability.dynamics.random_products import Renormalised
 from stability.noise.state import StateSpace
 from stability.noise.threshold import Builder
 from stability.trainer.engine import BatchStreams
@@ -57,8 +60,7 @@ def lyapunov_exponents(
     Z = np.broadcast_to(rng.standard_normal((runs, d, size)), (L, runs, d, size)).copy()
     Z /= np.linalg.norm(Z, axis=(2, 3), keepdims=True)
     stream = BatchStreams(moments.samples, batch, seed, "iid", runs)
-    burn = steps // 5
-    total = np.zeros((L, runs))
+    exponent = Renormalised((L, runs), steps)
     chunk = max(1, min(256, (1 << 21) // (runs * batch)))
     # z ← K̃ z per coordinate as one (runs × s)·(s × s) product per (lr, coordinate): BLAS
     KT, phi_runs = K.transpose(0, 1, 3, 2).copy(), phi[:, None]
@@ -66,23 +68,11 @@ def lyapunov_exponents(
         for start in range(0, steps, chunk):
             indices = stream.take(min(chunk, steps - start))
             for k, idx in enumerate(indices):
-                t = start + k
                 u = (Z * phi_runs).sum(axis=-1)  # Φ̃ z per run: (L, runs, d)
                 g = moments.batch_apply(idx, u)  # H_B Φ̃ z
                 KZ = np.matmul(Z.transpose(0, 2, 1, 3), KT).transpose(0, 2, 1, 3)
-                Z = KZ + beta * g[..., None]
-                if t % 4 == 3 or t == steps - 1:
-                    norm = np.sqrt(np.einsum("lrcs,lrcs->lr", Z, Z))
-                    bad = ~np.isfinite(norm) | (norm == 0)
-                    norm[bad] = 1.0
-                    Z /= norm[..., None, None]
-                    if t >= burn:
-                        total += np.log(norm)
-                        total[bad] = np.inf
-                    Z[bad] = 1.0 / np.sqrt(d * size)
-                if t == burn - 1:
-                    total[:] = 0.0
-    return total / (steps - burn)
+                Z = exponent(start + k, KZ + beta * g[..., None])
+    return exponent.exponents()
 
 
 @dataclass(frozen=True)
@@ -101,7 +91,8 @@ class AlmostSure:
 
 
 def _crossing(lrs: np.ndarray, values: np.ndarray) -> float:
-    """First lr where ``values`` reaches 0 (linear interpolation; ends if none)."""
+    """First lr where ``values`` reaches 0 (linear interpolation; an end where a value
+    is infinite or none reaches 0)."""
     up = np.flatnonzero(values >= 0)
     if up.size == 0:
         return float(lrs[-1])
@@ -111,6 +102,8 @@ def _crossing(lrs: np.ndarray, values: np.ndarray) -> float:
     a, b = values[i - 1], values[i]
     if not np.isfinite(b):
         return float(lrs[i])
+    if not np.isfinite(a):  # −∞: a product that reached exactly 0
+        return float(lrs[i - 1])
     return float(lrs[i - 1] + (lrs[i] - lrs[i - 1]) * (-a) / (b - a))
 
 
@@ -138,7 +131,7 @@ def almost_sure_max_lr(
         )
         finite = np.where(np.isfinite(gam), gam, np.nan)
         se = np.nanstd(finite, axis=1, ddof=1) / np.sqrt(runs)
-        mean = np.where(np.all(np.isfinite(gam), axis=1), gam.mean(axis=1), np.inf)
+        mean = np.where(np.any(gam == np.inf, axis=1), np.inf, gam.mean(axis=1))
         return mean, np.nan_to_num(se, nan=0.0)
 
     grid = np.geomspace(low, high, points)
