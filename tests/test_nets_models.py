@@ -205,6 +205,30 @@ def test_bad_data_is_refused_in_one_line(models):
         problem_from_dict(found, device="nowhere")
 
 
+def test_spread_inputs_that_do_not_fit_the_call_say_how_to_pass_them_whole(models):
+    """A dict is spread as model(**x): a model that takes the dict itself is told to give (x,),
+    and given so it gets the dict whole (the same loss as the model that takes the ids)."""
+
+    class TakesTheDict(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = models.build("embedding").double()
+
+        def forward(self, batch):
+            return self.inner(batch["ids"])
+
+    x, y = models.tensors("embedding")
+    spread = {"model": TakesTheDict(), "loss": models.mse, "inputs": x, "targets": y}
+    with pytest.raises(ValueError, match=r"model\(\*\*inputs\); give \(inputs,\) to pass them"):
+        problem_from_dict(spread)
+    whole = problem_from_dict({**spread, "inputs": (x,)})
+    taking_ids = problem_from_dict(models.problem("embedding"))
+    loss = float(whole.loss(whole.w_star))
+    assert loss == pytest.approx(float(taking_ids.loss(taking_ids.w_star)), rel=1e-15)
+    with pytest.raises(ValueError, match=r"model\(\*inputs\); give \(inputs,\)"):
+        problem_from_dict({**spread, "inputs": [x["ids"], x["ids"]]})
+
+
 # -- precision -----------------------------------------------------------------------------------
 
 

@@ -464,13 +464,31 @@ def check_loss(problem: NetProblem) -> float:
         with torch.no_grad():
             value = problem.loss(problem.w_star)
     except Exception as err:  # noqa: BLE001 - a user's model: report it on one line
-        raise ValueError(f"the model or loss failed on the inputs: {_one_line(err)}") from None
+        raise ValueError(
+            f"the model or loss failed on the inputs: {_one_line(err)}{_spread_hint(problem, err)}"
+        ) from None
     if not isinstance(value, torch.Tensor) or value.numel() != 1:
         raise ValueError("loss must return a scalar tensor (the mean over samples)")
     f = float(value.detach())
     if not math.isfinite(f):
         raise ValueError(f"the loss at the model's weights is not finite ({f})")
     return f
+
+
+def _spread_hint(problem: NetProblem, err: Exception) -> str:
+    """Where a model's call failed on its arguments and the inputs were spread (a dict as
+    ``model(**x)``, a tuple or list as ``model(*x)``, `stability.nets.batches.call_model`): how
+    to pass them whole instead."""
+    if not isinstance(err, TypeError):
+        return ""
+    inputs = next(iter(problem.data))[0]
+    if isinstance(inputs, dict):
+        spread = "a dict of inputs is passed as model(**inputs)"
+    elif isinstance(inputs, (tuple, list)):
+        spread = "a tuple or list of inputs is passed as model(*inputs)"
+    else:
+        return ""
+    return f" ({spread}; give (inputs,) to pass them whole as model(inputs))"
 
 
 def load_problem(
