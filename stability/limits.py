@@ -132,10 +132,19 @@ MLP_WORK_REL_TOL = 1e-2
 rounds of the max-lr bisection); a tighter one multiplies the work by its rounds over 3."""
 
 COUPLED_MLP_WORK_SHARE = 0.5
-"""coupled --measure on an MLP: the share of `VALIDATE_MLP_MAX_WORK` its measurement may take.
-The coupled prediction costs about as much again (dozens of p × p eigen-decompositions:
-8 s at p = 567, the 99-class cpusmall MLP, whose default measurement, 1.65e8 units, took 9 s
-more; with --rel-tol 2e-5, 2.75e8 units, the call took 25 s)."""
+"""coupled --measure on an MLP: the share of `VALIDATE_MLP_MAX_WORK` the prediction and the
+measurement may take together (with --rel-tol 2e-5, 2.75e8 units of measurement, the call
+took 25 s)."""
+
+COUPLED_SCAN_SHARE = 0.45
+"""coupled --measure on an MLP with the frequency scan: the share of `VALIDATE_MLP_MAX_WORK`
+the scan's prediction counts at `SCAN_MAX_PARAMETERS` parameters, × (p/600)³ below (dozens of
+p × p eigen-decompositions). Measured on one core at p = 567, the 99-class cpusmall MLP: the
+prediction with the fit and start-up 12.6-14 s, its default 2,000-step measurement (1.65e8
+units) 6.5-11 s more, 20-27 s in all; a classification MLP's unstable runs never reach the
+divergence threshold (the loss grows linearly in ‖w‖), so every run goes the full length,
+6.8e-8 s a unit.  Its measurement may now take 0.5 − 0.45·0.844 = 0.12 of the limit, 5.4e7
+units (~650 steps, ~4 s)."""
 
 TRAIN_MAX_STEPS = 1_000_000
 """train / validate / coupled --measure: largest --steps per run (the reference trainer takes
@@ -197,7 +206,8 @@ TABLE = (  # one row a limit: (command, what is limited, allowed)
     ("train/validate", "modes × degree (max-lr, Δ or Φ ≠ 0)", f"≤ {MODES_MAX_LR_MAX_WORK:,}"),
     ("train/validate", "past values read (taps) for predictions", f"≤ {PREDICTION_MAX_TAPS:,}"),
     ("validate/coupled (mlp)", "rows × steps × (samples × params + 1e4) × rounds/3",
-     f"≤ {VALIDATE_MLP_MAX_WORK:.2g} (coupled: × {COUPLED_MLP_WORK_SHARE:g})"),
+     f"≤ {VALIDATE_MLP_MAX_WORK:.2g} (coupled: × {COUPLED_MLP_WORK_SHARE:g} − "
+     f"{COUPLED_SCAN_SHARE:g}·(params/{SCAN_MAX_PARAMETERS})³)"),
     ("train/validate/coupled", "steps per run", f"≤ {TRAIN_MAX_STEPS:,}"),
     ("noise/tradeoff", "parameters × state size", f"≤ {NOISE_MAX_STATE}"),
     ("radius/noise/net noise", "lr × λmax (in magnitude)", f"≤ {MAX_STEP_CURVATURE:.0e}"),
@@ -228,6 +238,7 @@ __all__ = [
     "NONAFFINE_SEARCH_MAX_WORK",
     "CERTIFY_MAX_DEGREE",
     "COUPLED_MLP_WORK_SHARE",
+    "COUPLED_SCAN_SHARE",
     "DENSE_SEARCH_MAX_STATES",
     "SCAN_MAX_PARAMETERS",
     "EA_MAX_REPLICA_LAGS",

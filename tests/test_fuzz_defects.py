@@ -559,19 +559,35 @@ def test_coupled_measure_on_an_mlp_counts_its_rounds_and_leaves_room_for_the_pre
     """Seed 9505: `coupled --rule momentum --task classification --problem mlp --measure
     --steps 2000 --rel-tol 2.17574e-05` took 25 s (5 verdict rounds where the cost model
     counted the default 3, and the prediction's 8 s beside it): refused naming --steps and
-    --rel-tol before the prediction runs; the default tolerance is admitted."""
-    from stability.agreement.comparison import check_mlp_work as _check_mlp_work
-    from stability.limits import COUPLED_MLP_WORK_SHARE
-    from stability.trainer.mlp import MLP
-
+    --rel-tol before the prediction runs."""
     argv = ["coupled", "--rule", "momentum", "--momentum", "0.5", "--stages", "3", "--schedule",
             "pipedream", "--measure", "--steps", "2000", "--task", "classification",
             "--rel-tol", "2.17574e-05", "--problem", "mlp"]  # fmt: skip
     err = _refused_naming(argv, "--steps")
-    assert "× 5/3 verdict rounds for --rel-tol 2.17574e-05" in err and "2.2e+08" in err
+    assert "× 5/3 verdict rounds for --rel-tol 2.17574e-05" in err and "5.4e+07" in err
+
+
+def test_coupled_measure_leaves_room_for_the_scan_by_its_cubic_cost():
+    """Seed 9901: `coupled --rule momentum --momentum 0.5 --stages 3 --measure --steps 2000
+    --task classification --method scan --schedule uniform --problem mlp` took 25 s (the
+    scan's prediction 12.6-14 s with its start-up at p = 567, the measurement 6.5-11 s): the
+    scan counts 0.45·(p/600)³ of the limit, so that 2,000 steps are refused naming --steps,
+    650 are admitted, and the dense method or a small MLP keep the whole half."""
+    from stability.agreement.comparison import check_mlp_work
+    from stability.api.coupled import measurement_share
+    from stability.limits import COUPLED_MLP_WORK_SHARE
+    from stability.trainer.mlp import MLP
+
+    argv = ("coupled --rule momentum --momentum 0.5 --stages 3 --measure --steps 2000 --task "
+            "classification --method scan --schedule uniform --problem mlp").split()  # fmt: skip
+    err = _refused_naming(argv, "--steps")
+    assert "= 1.7e+08 exceeds 5.4e+07" in err
+    assert measurement_share(567, "scan") == pytest.approx(0.5 - 0.45 * (567 / 600) ** 3)
+    assert measurement_share(567, "dense") == COUPLED_MLP_WORK_SHARE
+    assert measurement_share(77, "scan") == pytest.approx(0.5 - 0.45 * (77 / 600) ** 3)
     classes = MLP(np.zeros((128, 12)), np.arange(128) % 99, hidden=(4, 4), task="classification")
-    default = type("P", (), {"steps": 2000, "seeds": (0,), "rel_tol": 0.01})
-    _check_mlp_work(classes, 1, default, None, share=COUPLED_MLP_WORK_SHARE)  # 1.65e8
+    short = type("P", (), {"steps": 650, "seeds": (0,), "rel_tol": 0.01})
+    check_mlp_work(classes, 1, short, None, share=measurement_share(classes.dim, "scan"))
 
 
 @pytest.mark.parametrize("sync_period", [1, 5, 35])

@@ -13,7 +13,13 @@ from stability.api.resolve import check_params, rule_name
 from stability.api.setup import build, pipeline_of, problem_options, split_keywords
 from stability.checks import MAX_DELAY, check_integer, check_real
 from stability.coupled.summary import CoupledAnalysis
-from stability.limits import COUPLED_MLP_WORK_SHARE, DENSE_SEARCH_MAX_STATES, TRAIN_MAX_STEPS
+from stability.limits import (
+    COUPLED_MLP_WORK_SHARE,
+    COUPLED_SCAN_SHARE,
+    DENSE_SEARCH_MAX_STATES,
+    SCAN_MAX_PARAMETERS,
+    TRAIN_MAX_STEPS,
+)
 from stability.options import check_options
 from stability.pipeline import worst_delay
 from stability.result import output
@@ -117,7 +123,7 @@ def coupled(
         if method == "scan":
             check_scan_size(model.dim, options.kind.size_flag)
         if measure:
-            check_mlp_work(model, 1, protocol, None, share=COUPLED_MLP_WORK_SHARE)
+            check_mlp_work(model, 1, protocol, None, share=measurement_share(model.dim, method))
 
     model, dataset, setup = build(options, fit_seed=fit_seed, before_fit=before_fit)
     built = problem_system(setup, pipe, name, values, t1_power)
@@ -166,6 +172,14 @@ def coupled(
         notes=tuple(notes),
         **measured,
     )
+
+
+def measurement_share(parameters: int, method: str) -> float:
+    """The share of `stability.limits.VALIDATE_MLP_MAX_WORK` a ``coupled --measure`` on an MLP
+    may take: what its prediction leaves of `COUPLED_MLP_WORK_SHARE`, the frequency scan
+    counting `COUPLED_SCAN_SHARE` × (p / `SCAN_MAX_PARAMETERS`)³ (p × p eigen-decompositions)."""
+    scan = COUPLED_SCAN_SHARE * (parameters / SCAN_MAX_PARAMETERS) ** 3 if method == "scan" else 0.0
+    return COUPLED_MLP_WORK_SHARE - scan
 
 
 def _protocol(options, steps: int | None, rel_tol: float | None):
