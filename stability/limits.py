@@ -139,12 +139,13 @@ took 25 s)."""
 COUPLED_SCAN_SHARE = 0.45
 """coupled --measure on an MLP with the frequency scan: the share of `VALIDATE_MLP_MAX_WORK`
 the scan's prediction counts at `SCAN_MAX_PARAMETERS` parameters, × (p/600)³ below (dozens of
-p × p eigen-decompositions). Measured on one core at p = 567, the 99-class cpusmall MLP: the
-prediction with the fit and start-up 12.6-14 s, its default 2,000-step measurement (1.65e8
-units) 6.5-11 s more, 20-27 s in all; a classification MLP's unstable runs never reach the
-divergence threshold (the loss grows linearly in ‖w‖), so every run goes the full length,
-6.8e-8 s a unit.  Its measurement may now take 0.5 − 0.45·0.844 = 0.12 of the limit, 5.4e7
-units (~650 steps, ~4 s)."""
+p × p eigen-decompositions). Measured on one core at p = 567, the 99-class cpusmall MLP, in
+a slow hour (an 853 × 853 eigvals 0.70 s against 0.31 s quiet): the prediction with the fit
+and start-up 12.6-14 s, its default 2,000-step measurement (1.65e8 units) 6.5-11 s more,
+20-27 s in all (the earlier quiet-hour reading: 8 s + 9 s + start-up); a classification
+MLP's unstable runs never reach the divergence threshold (the loss grows linearly in ‖w‖), so
+every run goes the full length.  Its measurement may now take 0.5 − 0.45·0.844 = 0.12 of the
+limit, 5.4e7 units (~650 steps, ~4 s slow, ~2 s quiet)."""
 
 TRAIN_MAX_STEPS = 1_000_000
 """train / validate / coupled --measure: largest --steps per run (the reference trainer takes
