@@ -408,6 +408,19 @@ def test_bad_problems_are_one_line_exit_2(case, tiny_file, capsys):
     assert rc == 2 and message in err and err.count("\n") == 1, err
 
 
+def test_the_api_takes_the_problem_dict_as_the_file_gives_it(tiny_file):
+    """`st.net_*` take the dict a problem function returns (built in a notebook) as they take
+    ``FILE.py:FUNC``: the same numbers; any other kind of value is one `ValueError`."""
+    import stability as st
+
+    by_file = st.net_max_lr(f"{tiny_file}:problem", "sgd", tau=2, k=3, stages=2)
+    by_dict = st.net_max_lr(_module(tiny_file).problem(), "sgd", tau=2, k=3, stages=2)
+    assert by_dict.max_lr == pytest.approx(by_file.max_lr, rel=1e-12)
+    assert by_dict.eigenvalues == pytest.approx(by_file.eigenvalues, rel=1e-12)
+    with pytest.raises(ValueError, match=r"^problem must be 'FILE.py:FUNC', a problem dict"):
+        st.net_curvature(42)
+
+
 def test_cli_curvature_and_max_lr_json(tiny_file, capsys):
     import json
 

@@ -143,7 +143,7 @@ def _check_block_curvature(hessian: np.ndarray, lam_max: float) -> None:
 
 
 def net_noise(
-    problem: str | NetProblem,
+    problem: str | dict | NetProblem,
     rule: str,
     *,
     batch: int,

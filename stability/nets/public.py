@@ -1,8 +1,8 @@
 r"""``st.net_curvature``, ``st.net_max_lr``, ``st.net_train``: the ``stability net`` commands.
 
-Each takes the problem as ``"FILE.py:FUNCTION"`` (or a `NetProblem`), the rule by name with its
-parameters as keywords named like the CLI flags, and returns a frozen `Result` whose attributes
-are the command's JSON keys.  Delays: a uniform ``tau`` (every stage), or a pipeline
+Each takes the problem as ``"FILE.py:FUNCTION"``, as the dict such a function returns, or as a
+`NetProblem`; the rule by name with its parameters as keywords named like the CLI flags, and
+returns a frozen `Result` whose attributes are the command's JSON keys.  Delays: a uniform ``tau`` (every stage), or a pipeline
 ``schedule`` over the problem's stages (default ``pipemare``, PipeMare Table 1) with
 ``microbatches``, or an explicit profile ``stage_delays`` (keywords, `PIPELINE_KEYWORDS`), or
 ``pipeline=`` a `stability.pipeline.Pipeline` of the network's stages; weight stashing unless
@@ -28,7 +28,7 @@ from stability.nets.prediction import (
     predict,
     predicted_log_rate,
 )
-from stability.nets.problem import NetProblem, load_problem
+from stability.nets.problem import NetProblem, load_problem, problem_from_dict
 from stability.nets.rates import predict_rate
 from stability.nets.simulator import simulate
 from stability.pipeline import Pipeline
@@ -40,10 +40,18 @@ RATE_FRACTION = 0.5
 
 
 def _problem(
-    problem: str | NetProblem, stages: int | None, dtype: Any = None, device: Any = None
+    problem: str | dict | NetProblem, stages: int | None, dtype: Any = None, device: Any = None
 ) -> NetProblem:
-    """The problem loaded (``dtype``/``device``: `stability.nets.problem.problem_from_dict`'s
-    overrides), or a `NetProblem` as it is (then ``dtype``/``device`` must be its own)."""
+    """The problem ``FILE.py:FUNC`` loaded, or a problem dict (what that function returns)
+    checked (``dtype``/``device``: `stability.nets.problem.problem_from_dict`'s overrides), or
+    a `NetProblem` as it is (then ``dtype``/``device`` must be its own)."""
+    if isinstance(problem, dict):
+        return problem_from_dict(problem, stages=stages, dtype=dtype, device=device)
+    if not isinstance(problem, (str, NetProblem)):
+        raise ValueError(
+            "problem must be 'FILE.py:FUNC', a problem dict (model, loss, inputs and targets "
+            f"or data) or a NetProblem, got {type(problem).__name__}"
+        )
     if isinstance(problem, NetProblem):
         if stages is not None and stages != len(problem.stage_sizes):
             raise ValueError(f"stages: the problem has {len(problem.stage_sizes)} stages")
@@ -146,7 +154,7 @@ class NetCurvature(Result):
 
 
 def net_curvature(
-    problem: str | NetProblem,
+    problem: str | dict | NetProblem,
     *,
     k: int = 10,
     stages: int | None = None,
@@ -299,7 +307,7 @@ class NetMaxLr(Result):
 
 
 def net_max_lr(
-    problem: str | NetProblem,
+    problem: str | dict | NetProblem,
     rule: str,
     *,
     stages: int | None = None,
@@ -491,7 +499,7 @@ class NetTrain(Result):
 
 
 def net_train(
-    problem: str | NetProblem,
+    problem: str | dict | NetProblem,
     rule: str,
     *,
     lr: float,
