@@ -50,6 +50,18 @@ def call_model(model: torch.nn.Module, params: dict[str, torch.Tensor], x: Any):
     return functional_call(model, params, (x,))
 
 
+def rows(tree: Any, index: Any) -> Any:
+    """``t[index]`` for every tensor leaf of ``tree`` with a batch dimension (an index tensor
+    or a slice)."""
+    return tree_map(lambda t: t[index] if isinstance(t, torch.Tensor) and t.ndim >= 1 else t, tree)
+
+
+def sample(tree: Any) -> Any:
+    """One sample of per-sample tensors as a batch of one: every tensor leaf of ``tree``
+    unsqueezed at dimension 0 (inside ``torch.func.vmap`` over the samples)."""
+    return tree_map(lambda t: t.unsqueeze(0) if isinstance(t, torch.Tensor) else t, tree)
+
+
 def batch_size(x: Any, y: Any) -> int:
     """n_b: the first dimension of the targets, or of the first tensor of the inputs."""
     for part in (y, x):
@@ -142,13 +154,9 @@ class NetData:
         return self._rows
 
     def rows(self, index: torch.Tensor) -> tuple[Any, Any]:
-        """The samples ``index`` of the whole data set (a minibatch)."""
-        index = index.to(self.device)
-
-        def take(t):
-            return t[index] if isinstance(t, torch.Tensor) and t.ndim >= 1 else t
-
-        return tree_map(take, self.concatenated())
+        """The samples ``index`` of the whole data set (a minibatch; an (R, B) index: R of
+        them)."""
+        return rows(self.concatenated(), index.to(self.device))
 
 
-__all__ = ["NetData", "batch_size", "call_model", "convert", "floating_dtype"]
+__all__ = ["NetData", "batch_size", "call_model", "convert", "floating_dtype", "rows", "sample"]

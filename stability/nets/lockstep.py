@@ -4,7 +4,8 @@ The rules' state lives in the simulator's ring buffer (`stability.nets.simulator
 draws run r's batch B_r,t from stream ``streams[r]`` (`stability.trainer.engine.BatchStreams`,
 B distinct indices per step for ``"iid"``), assembles every run's forward weights u_r from the
 stages' passes and takes all gradients as one ``torch.func.vmap`` over (weights, batch
-indices), minus a ``tilt`` that depends on the batch:
+inputs; a loop for a model vmap cannot batch, `stability.nets.vectorize`), minus a ``tilt``
+that depends on the batch:
 
     g_r = ∇f_{B_r,t}(u_r) − tilt(B_r,t).
 
@@ -20,10 +21,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch.func import grad, vmap
+from torch.func import grad
 
 from stability.nets.problem import NetProblem
 from stability.nets.simulator import StageTaps, _assemble, _Ring
+from stability.nets.vectorize import vectorized
 from stability.rules.base import Rule, history_depth
 from stability.trainer.engine import BatchStreams
 
@@ -68,8 +70,6 @@ class LockstepRuns:
         self.source = BatchStreams(
             problem.samples, setup.batch, setup.seed, setup.sampling, int(self.streams.max()) + 1
         )
-        self.gradients = vmap(grad(problem.batch_loss))
-        self.X, self.Y = problem.inputs, problem.targets
         self.indices: torch.Tensor | None = None
 
     @property
@@ -87,7 +87,8 @@ class LockstepRuns:
         p = self.problem
         passes = [rule.passes(x, self.lr) for rule, x in zip(self.rules, self.taps, strict=True)]
         u = _assemble(p, p.blocks, passes, "forward")
-        g = self.gradients(u, self.X[index], self.Y[index]).detach() - self.tilt(index)
+        inputs, targets = p.data.rows(index)
+        g = vectorized(p, grad(p.batch_loss), u, inputs, targets).detach() - self.tilt(index)
         news = [
             rule.update(x, g[:, b], self.lr)
             for rule, x, b in zip(self.rules, self.taps, p.blocks, strict=True)

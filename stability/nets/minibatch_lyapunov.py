@@ -49,11 +49,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch.func import grad, vmap
+from torch.func import grad
 
+from stability.nets.batches import sample
 from stability.nets.lockstep import LockstepRuns, RunSetup
 from stability.nets.problem import NetProblem
 from stability.nets.simulator import StageTaps, _Ring
+from stability.nets.vectorize import vectorized
 from stability.rules.base import Rule, history_depth
 
 EVERY = 4
@@ -123,8 +125,9 @@ def exponents(
     R = L * runs
     w_star = problem.w_star.detach()
     X, Y = problem.inputs, problem.targets
-    per_sample = vmap(lambda x, y: grad(problem.batch_loss)(w_star, x[None], y[None]))(X, Y)
-    per_sample = per_sample.detach()  # ∇ℓ_i(w*), (n, p)
+    per_sample = vectorized(
+        problem, lambda x, y: grad(problem.batch_loss)(w_star, sample(x), sample(y)), X, Y
+    ).detach()  # ∇ℓ_i(w*), (n, p)
     z = problem.vector(np.random.default_rng([seed, 2]).standard_normal((runs, p)))
     d0 = torch.stack([problem.hvp(w_star, r) for r in z]).detach()  # ∝ ∇²f(w*)·z
     d0 = separation * d0 / torch.linalg.vector_norm(d0, dim=1, keepdim=True)

@@ -9,7 +9,8 @@ uses the **Galerkin projection**
     Ĥ_i = Qᵀ H_i Q   (m × m),       ĝ_i = Qᵀ ∇ℓ_i(w*)   (m),
 
 each column of H_i Q a per-sample Hessian-vector product (forward-over-reverse,
-``torch.func.jvp`` of ``grad``), all samples at once with ``torch.func.vmap``.  With
+``torch.func.jvp`` of ``grad``), all samples at once with ``torch.func.vmap`` (one at a time
+for a model vmap cannot batch, `stability.nets.vectorize`).  With
 ``curvature="ggn"`` the Gauss–Newton part J_iᵀ ∇²_o L J_i (J_i the Jacobian of the model's
 output on sample i, ∇²_o L the loss's Hessian in the output) replaces H_i: Ĥ_i = (J_iQ)ᵀ∇²_o L
 (J_iQ), positive semidefinite when the loss is convex in the output (Martens 2020, Sec. 8).
@@ -28,10 +29,11 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from torch.func import grad, hessian, jvp, vmap
+from torch.func import grad, hessian, jvp
 
-from stability.nets.batches import call_model
+from stability.nets.batches import call_model, rows, sample
 from stability.nets.problem import NetProblem
+from stability.nets.vectorize import vectorized
 from stability.noise.persample import PerSampleMoments
 
 CURVATURES = ("hessian", "ggn")
@@ -77,7 +79,7 @@ def _chunks(problem: NetProblem, columns: int):
     X, Y = problem.inputs, problem.targets
     size = max(1, CHUNK_FLOATS // max(1, problem.dim * max(1, columns)))
     for a in range(0, problem.samples, size):
-        yield X[a : a + size], Y[a : a + size]
+        yield rows(X, slice(a, a + size)), rows(Y, slice(a, a + size))
 
 
 def per_sample_gradients(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
@@ -85,10 +87,13 @@ def per_sample_gradients(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
     w = problem.w_star.detach()
 
     def one(x, y):
-        return grad(problem.batch_loss)(w, x[None], y[None])
+        return grad(problem.batch_loss)(w, sample(x), sample(y))
 
     return np.concatenate(
-        [(vmap(one)(x, y) @ Q).detach().cpu().numpy() for x, y in _chunks(problem, 1)]
+        [
+            (vectorized(problem, one, x, y) @ Q).detach().cpu().numpy()
+            for x, y in _chunks(problem, 1)
+        ]
     )
 
 
@@ -96,11 +101,14 @@ def _hessian_columns(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
     w = problem.w_star.detach()
 
     def hvp(x, y, v):
-        return problem.batch_hvp(w, v, x[None], y[None])
+        return problem.batch_hvp(w, v, sample(x), sample(y))
 
     out = []
     for x, y in _chunks(problem, 1):
-        cols = [vmap(hvp, in_dims=(0, 0, None))(x, y, Q[:, j]) @ Q for j in range(Q.shape[1])]
+        cols = [
+            vectorized(problem, hvp, x, y, Q[:, j], in_dims=(0, 0, None)) @ Q
+            for j in range(Q.shape[1])
+        ]
         out.append(torch.stack(cols, dim=-1).detach().cpu().numpy())  # (chunk, m, m): [i, a, j]
     return np.concatenate(out)
 
@@ -110,20 +118,23 @@ def _ggn_blocks(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
 
     def one(x, y):
         def output(u):
-            return call_model(problem.model, problem.params(u), x[None])
+            return call_model(problem.model, problem.params(u), sample(x))
 
         out = output(w)
-        JQ = vmap(lambda v: jvp(output, (w,), (v,))[1], in_dims=1)(Q)  # (m, 1, C...)
+        JQ = vectorized(problem, lambda v: jvp(output, (w,), (v,))[1], Q, in_dims=1)  # (m, 1, C…)
         flat = JQ.reshape(JQ.shape[0], -1)
 
         def loss_out(o):
-            return problem.loss_fn(o.reshape(out.shape), y[None])
+            return problem.loss_fn(o.reshape(out.shape), sample(y))
 
         H_out = hessian(loss_out)(out.reshape(-1))  # (C, C), reverse-over-reverse
         return flat @ H_out @ flat.T
 
     return np.concatenate(
-        [vmap(one)(x, y).detach().cpu().numpy() for x, y in _chunks(problem, Q.shape[1])]
+        [
+            vectorized(problem, one, x, y).detach().cpu().numpy()
+            for x, y in _chunks(problem, Q.shape[1])
+        ]
     )
 
 

@@ -2,7 +2,8 @@ r"""Seeded minibatch runs of the network simulator in lockstep, measured against
 
 The network side of `stability.noise.runs`: R runs of the stage rules (the simulator's ring
 buffer and tap readers, `stability.nets.simulator`), each with its **own** batch stream, advance
-together; the gradients of all runs are one ``torch.func.vmap`` over (weights, batch indices):
+together; the gradients of all runs are one ``torch.func.vmap`` over (weights, batch indices)
+(a loop for a model vmap cannot batch, `stability.nets.vectorize`):
 
     g_r = ∇f_{B_r,t}(u_r) − ∇f(w*)           (run r's forward weights u_r, its batch B_r,t),
 
@@ -33,10 +34,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.func import vmap
 
 from stability.nets.lockstep import CHUNK_STEPS, LockstepRuns, RunSetup
 from stability.nets.problem import NetProblem
+from stability.nets.vectorize import vectorized
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,6 @@ def lockstep(
     g_ref = problem.gradient(w_star).detach()
     runner = LockstepRuns(setup, lr, w0, streams, tilt=lambda index: g_ref)
     ring = runner.ring
-    losses = vmap(problem.loss)
     start = torch.linalg.vector_norm(w0 - w_star, dim=1)
     limit = divergence * torch.clamp(start, min=1e-300)
     times = sorted(int(t) for t in times)
@@ -88,7 +88,7 @@ def lockstep(
         if t not in times and not inside:
             return
         with torch.no_grad():
-            excess = (losses(w) - f_star).cpu().numpy()
+            excess = (vectorized(problem, problem.loss, w) - f_star).cpu().numpy()
         if t in times:
             at[:, times.index(t)] = excess
         if inside:

@@ -2,11 +2,12 @@ r"""``st.net_curvature``, ``st.net_max_lr``, ``st.net_train``: the ``stability n
 
 Each takes the problem as ``"FILE.py:FUNCTION"``, as the dict such a function returns, or as a
 `NetProblem`; the rule by name with its parameters as keywords named like the CLI flags, and
-returns a frozen `Result` whose attributes are the command's JSON keys.  Delays: a uniform ``tau`` (every stage), or a pipeline
-``schedule`` over the problem's stages (default ``pipemare``, PipeMare Table 1) with
-``microbatches``, or an explicit profile ``stage_delays`` (keywords, `PIPELINE_KEYWORDS`), or
-``pipeline=`` a `stability.pipeline.Pipeline` of the network's stages; weight stashing unless
-``backward="current"`` (`stability.pipeline.Pipeline.from_options`).
+returns a frozen `Result` whose attributes are the command's JSON keys.  Delays: a uniform
+``tau`` (every stage), or a pipeline ``schedule`` over the problem's stages (default
+``pipemare``, PipeMare Table 1) with ``microbatches``, or an explicit profile ``stage_delays``
+(keywords, `PIPELINE_KEYWORDS`), or ``pipeline=`` a `stability.pipeline.Pipeline` of the
+network's stages; weight stashing unless ``backward="current"``
+(`stability.pipeline.Pipeline.from_options`).
 """
 
 from __future__ import annotations

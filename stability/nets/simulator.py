@@ -46,10 +46,10 @@ from functools import partial
 
 import numpy as np
 import torch
-from torch.func import vmap
 
 from stability.checks import check_step_sizes
 from stability.nets.problem import NetProblem
+from stability.nets.vectorize import vectorized
 from stability.rules.base import Passes, Rule, TapProbe, history_depth
 from stability.trainer.engine import BatchStream
 
@@ -328,16 +328,10 @@ def _host(t: torch.Tensor) -> np.ndarray:
 
 
 def _batched(problem: NetProblem, fn, *args: torch.Tensor) -> torch.Tensor:
-    """``fn`` on each run's rows of ``args`` — vectorized over the runs with
-    ``torch.func.vmap`` where the model allows it, else one run at a time."""
-    if id(problem) not in _NO_VMAP:
-        try:
-            # randomness="same": a DataLoader draws its base seed on every pass (the model is
-            # in eval mode: nothing else random), the same for every run
-            return vmap(fn, randomness="same")(*args).detach()
-        except (RuntimeError, NotImplementedError):
-            _NO_VMAP.add(id(problem))
-    return torch.stack([fn(*(a[r] for a in args)) for r in range(args[0].shape[0])]).detach()
+    """``fn`` on each run's rows of ``args`` (`stability.nets.vectorize.vectorized`; the
+    same randomness for every run: a DataLoader draws its base seed on every pass, and the
+    model is in eval mode, nothing else random)."""
+    return vectorized(problem, fn, *args, randomness="same").detach()
 
 
 def _oracle(problem: NetProblem, blocks, passes: Sequence[Passes], index) -> torch.Tensor:
@@ -367,10 +361,6 @@ def _inconsistent_oracle(
     roles = ("forward", "backward", "recompute") if recompute else ("forward", "backward")
     us = [_assemble(problem, blocks, passes, role) for role in roles]
     return _batched(problem, lambda *u: inconsistent_gradient(problem, *u, index=index), *us)
-
-
-_NO_VMAP: set[int] = set()
-"""Problems whose model ``vmap`` cannot batch (they fall back to a loop over the runs)."""
 
 
 __all__ = [
