@@ -124,12 +124,22 @@ VALIDATE_MLP_MAX_WORK = 4.5e8
 (× seeds with minibatches), B the samples (or --batch), p the parameters, rows = rules × taus:
 the bisection and rate runs of a row cost 3.4–3.8e-8 s per unit on one core (10,000: the
 per-step overhead of the numpy trainer in units of B·p), so ~15–17 s at the limit (the
-default 4 rows at 128 × 77: 4.0e8, 13.6 s; cpusmall's target as 99 classes at 128 × 567, one
-τ: 4.1e8, 15.8 s; its default 4 rows: 1.7e9, 56 s, refused)."""
+default 4 rows at 128 × 77: 4.0e8, 13.6 s; cpusmall's target as 99 classes at 128 × 567
+counts `CLASSIFICATION_WORK_FACTOR` times: one τ at the default 5,000 steps 6.2e8, refused,
+at 3,500 steps 4.3e8)."""
 
 MLP_WORK_REL_TOL = 1e-2
 """The --rel-tol at which `VALIDATE_MLP_MAX_WORK` was measured (the MLP's default: 3 verdict
 rounds of the max-lr bisection); a tighter one multiplies the work by its rounds over 3."""
+
+CLASSIFICATION_WORK_FACTOR = 1.5
+"""validate / coupled --measure on a classification MLP: its units count this many times.
+Its steps cost more than B·p says (the softmax over C classes per sample) and its unstable
+runs never reach the divergence threshold (the cross-entropy grows only linearly in ‖w‖), so
+no verdict run stops early.  Measured side by side on one core (a busy hour): the 99-class
+cpusmall MLP (128 × 567, one τ, 4.1e8 units) 22.9 s, with three PipeMare stages 26.8 s,
+against 15.3 s for a regression MLP of 128 × 497 (3.7e8 units): 5.6-6.5e-8 s a unit against
+4.1e-8."""
 
 COUPLED_MLP_WORK_SHARE = 0.5
 """coupled --measure on an MLP: the share of `VALIDATE_MLP_MAX_WORK` the prediction and the
@@ -145,7 +155,7 @@ and start-up 12.6-14 s, its default 2,000-step measurement (1.65e8 units) 6.5-11
 20-27 s in all (the earlier quiet-hour reading: 8 s + 9 s + start-up); a classification
 MLP's unstable runs never reach the divergence threshold (the loss grows linearly in ‖w‖), so
 every run goes the full length.  Its measurement may now take 0.5 − 0.45·0.844 = 0.12 of the
-limit, 5.4e7 units (~650 steps, ~4 s slow, ~2 s quiet)."""
+limit, 5.4e7 units (~430 steps with `CLASSIFICATION_WORK_FACTOR`, ~3 s slow, ~2 s quiet)."""
 
 TRAIN_MAX_STEPS = 1_000_000
 """train / validate / coupled --measure: largest --steps per run (the reference trainer takes
@@ -206,7 +216,8 @@ TABLE = (  # one row a limit: (command, what is limited, allowed)
     ("train/validate", "modes × degree (rate prediction)", f"≤ {RATE_PREDICTION_MAX_WORK:,}"),
     ("train/validate", "modes × degree (max-lr, Δ or Φ ≠ 0)", f"≤ {MODES_MAX_LR_MAX_WORK:,}"),
     ("train/validate", "past values read (taps) for predictions", f"≤ {PREDICTION_MAX_TAPS:,}"),
-    ("validate/coupled (mlp)", "rows × steps × (samples × params + 1e4) × rounds/3",
+    ("validate/coupled (mlp)",
+     "rows × steps × (samples × params + 1e4) × rounds/3 (× 1.5 classification)",
      f"≤ {VALIDATE_MLP_MAX_WORK:.2g} (coupled: × {COUPLED_MLP_WORK_SHARE:g} − "
      f"{COUPLED_SCAN_SHARE:g}·(params/{SCAN_MAX_PARAMETERS})³)"),
     ("train/validate/coupled", "steps per run", f"≤ {TRAIN_MAX_STEPS:,}"),
@@ -240,6 +251,7 @@ __all__ = [
     "CERTIFY_MAX_DEGREE",
     "COUPLED_MLP_WORK_SHARE",
     "COUPLED_SCAN_SHARE",
+    "CLASSIFICATION_WORK_FACTOR",
     "DENSE_SEARCH_MAX_STATES",
     "SCAN_MAX_PARAMETERS",
     "EA_MAX_REPLICA_LAGS",

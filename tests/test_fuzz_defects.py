@@ -523,7 +523,8 @@ def test_validate_on_an_mlp_is_refused_above_its_work_limit():
     """`validate --rules sgd --problem mlp --task classification` (cpusmall's target as 99
     classes: 567 parameters) took 56-65 s of CPU; it is refused in one line naming --steps by
     the documented cost model, which admits the default regression MLP (13.6 s) and one τ of
-    the classification."""
+    the classification at 3,500 steps (its units count 1.5 times: at the default 5,000 steps
+    one τ took 22.9 s, 26.8 s with three PipeMare stages, in a busy hour)."""
     from stability.agreement.comparison import check_mlp_work as _check_mlp_work
     from stability.limits import VALIDATE_MLP_MAX_WORK
     from stability.trainer.mlp import MLP
@@ -537,7 +538,10 @@ def test_validate_on_an_mlp_is_refused_above_its_work_limit():
     classes = MLP(X, np.arange(128) % 99, hidden=(4, 4), task="classification")
     assert (regression.dim, classes.dim) == (77, 567)
     _check_mlp_work(regression, 4, protocol, None)  # 4 × 5000 × (128·77 + 10⁴) = 4.0e8
-    _check_mlp_work(classes, 1, protocol, None)  # 4.1e8
+    with pytest.raises(ValueError, match=r"× 1.5 \(classification\) = 6.2e\+08 exceeds"):
+        _check_mlp_work(classes, 1, protocol, None)  # 1.5 × 4.1e8
+    shorter = type("P", (), {"steps": 3500, "seeds": (0,), "rel_tol": 0.01})
+    _check_mlp_work(classes, 1, shorter, None)  # 1.5 × 2.9e8
     with pytest.raises(ValueError, match="steps: .* × 3 seeds"):  # 3 × 4 × 5000 × (64·77 + 10⁴)
         _check_mlp_work(regression, 4, protocol, 64)
     assert 4 * 5000 * (128 * 77 + 10_000) < VALIDATE_MLP_MAX_WORK
@@ -564,7 +568,8 @@ def test_coupled_measure_on_an_mlp_counts_its_rounds_and_leaves_room_for_the_pre
             "pipedream", "--measure", "--steps", "2000", "--task", "classification",
             "--rel-tol", "2.17574e-05", "--problem", "mlp"]  # fmt: skip
     err = _refused_naming(argv, "--steps")
-    assert "× 5/3 verdict rounds for --rel-tol 2.17574e-05" in err and "5.4e+07" in err
+    assert "× 5/3 verdict rounds for --rel-tol 2.17574e-05 × 1.5 (classification)" in err
+    assert "5.4e+07" in err
 
 
 def test_coupled_measure_leaves_room_for_the_scan_by_its_cubic_cost():
@@ -572,7 +577,8 @@ def test_coupled_measure_leaves_room_for_the_scan_by_its_cubic_cost():
     --task classification --method scan --schedule uniform --problem mlp` took 25 s (the
     scan's prediction 12.6-14 s with its start-up at p = 567, the measurement 6.5-11 s): the
     scan counts 0.45·(p/600)³ of the limit, so that 2,000 steps are refused naming --steps,
-    650 are admitted, and the dense method or a small MLP keep the whole half."""
+    430 are admitted (the classification's units count 1.5 times), and the dense method or a
+    small MLP keep the whole half."""
     from stability.agreement.comparison import check_mlp_work
     from stability.api.coupled import measurement_share
     from stability.limits import COUPLED_MLP_WORK_SHARE
@@ -581,12 +587,12 @@ def test_coupled_measure_leaves_room_for_the_scan_by_its_cubic_cost():
     argv = ("coupled --rule momentum --momentum 0.5 --stages 3 --measure --steps 2000 --task "
             "classification --method scan --schedule uniform --problem mlp").split()  # fmt: skip
     err = _refused_naming(argv, "--steps")
-    assert "= 1.7e+08 exceeds 5.4e+07" in err
+    assert "× 1.5 (classification) = 2.5e+08 exceeds 5.4e+07" in err
     assert measurement_share(567, "scan") == pytest.approx(0.5 - 0.45 * (567 / 600) ** 3)
     assert measurement_share(567, "dense") == COUPLED_MLP_WORK_SHARE
     assert measurement_share(77, "scan") == pytest.approx(0.5 - 0.45 * (77 / 600) ** 3)
     classes = MLP(np.zeros((128, 12)), np.arange(128) % 99, hidden=(4, 4), task="classification")
-    short = type("P", (), {"steps": 650, "seeds": (0,), "rel_tol": 0.01})
+    short = type("P", (), {"steps": 430, "seeds": (0,), "rel_tol": 0.01})
     check_mlp_work(classes, 1, short, None, share=measurement_share(classes.dim, "scan"))
 
 

@@ -82,8 +82,13 @@ def check_mlp_work(
     """Refuse an MLP measurement (validate, coupled --measure) above ``share`` ×
     `VALIDATE_MLP_MAX_WORK` (its cost model, docs/limits.md): rows × steps × (B·p + 10,000),
     × the seeds with minibatches, × the verdict rounds ``rel_tol`` needs over the 3 of the
-    MLP's default 0.01 (`stability.trainer.measure.verdict_rounds`) where it needs more."""
-    from stability.limits import MLP_WORK_REL_TOL, VALIDATE_MLP_MAX_WORK
+    MLP's default 0.01 (`stability.trainer.measure.verdict_rounds`) where it needs more, ×
+    `CLASSIFICATION_WORK_FACTOR` for a classification MLP."""
+    from stability.limits import (
+        CLASSIFICATION_WORK_FACTOR,
+        MLP_WORK_REL_TOL,
+        VALIDATE_MLP_MAX_WORK,
+    )
     from stability.trainer.measure import verdict_rounds
     from stability.trainer.mlp import MLP
 
@@ -94,17 +99,19 @@ def check_mlp_work(
     measured_at = verdict_rounds(MLP_WORK_REL_TOL)
     rounds = max(verdict_rounds(protocol.rel_tol), measured_at)
     extra = rounds / measured_at
-    work = rows * protocol.steps * (rows_per_step * model.dim + 10_000) * repeats * extra
+    task = CLASSIFICATION_WORK_FACTOR if model.task == "classification" else 1.0
+    work = rows * protocol.steps * (rows_per_step * model.dim + 10_000) * repeats * extra * task
     limit = share * VALIDATE_MLP_MAX_WORK
     if work > limit:
         seeds = f" × {repeats} seeds" if batch else ""
         tight = f" × {rounds}/{measured_at} verdict rounds for rel_tol {protocol.rel_tol:g}"
         tight = tight if extra > 1 else ""
+        classes = f" × {task:g} (classification)" if task != 1.0 else ""
         raise ValueError(
             f"steps: an MLP measurement of {rows} rows (rules × taus) × {protocol.steps} steps × "
-            f"({rows_per_step} samples × {model.dim} parameters + 10,000){seeds}{tight} = "
-            f"{work:.2g} exceeds {limit:.2g} (docs/limits.md); use fewer taus or rules, fewer "
-            "steps or samples, or a looser rel_tol"
+            f"({rows_per_step} samples × {model.dim} parameters + 10,000){seeds}{tight}"
+            f"{classes} = {work:.2g} exceeds {limit:.2g} (docs/limits.md); use fewer taus or "
+            "rules, fewer steps or samples, or a looser rel_tol"
         )
 
 
