@@ -108,6 +108,62 @@ def test_preconditioner_is_torch_adams_denominator(files):
     assert d["max"] == pytest.approx(float(expected.max()))
 
 
+def test_parameter_groups_in_the_models_order_are_laid_over_it_by_shape(files, tmp_path):
+    """AdamW's usual split (weights decayed, biases not: two groups, each in the model's
+    order) gives each parameter its own state, as the optimizer holds it (``opt.state[p]``);
+    groups that keep no order, or fit in two ways, are refused naming precond_from."""
+    net = _net(files)
+    model = net.model
+    weights = [p for n, p in model.named_parameters() if n.endswith("weight")]
+    biases = [p for n, p in model.named_parameters() if n.endswith("bias")]
+    opt = torch.optim.AdamW(
+        [{"params": weights}, {"params": biases, "weight_decay": 0.0, "betas": (0.9, 0.99)}],
+        lr=0.01,
+    )
+    for _ in range(7):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(net.inputs), net.targets).backward()
+        opt.step()
+    torch.save(opt.state_dict(), tmp_path / "groups.pt")
+    pre = load_preconditioner(net, str(tmp_path / "groups.pt"))
+    named = dict(model.named_parameters())
+    expected = []
+    for name in net.names:
+        group = opt.param_groups[0 if name.endswith("weight") else 1]
+        beta2, v = group["betas"][1], opt.state[named[name]]["exp_avg_sq"].reshape(-1)
+        expected.append(1 / (torch.sqrt(v / (1 - beta2**7)) + group["eps"]))
+    assert torch.allclose(pre.P, torch.cat(expected), rtol=1e-14, atol=0)
+
+    reversed_weights = torch.optim.AdamW([{"params": weights[::-1]}, {"params": biases}])
+    reversed_weights.zero_grad()
+    torch.nn.functional.mse_loss(model(net.inputs), net.targets).backward()
+    reversed_weights.step()
+    torch.save(reversed_weights.state_dict(), tmp_path / "reversed.pt")
+    with pytest.raises(ValueError, match=r"^precond_from: .* 2 parameter groups fit .* in no way"):
+        load_preconditioner(net, str(tmp_path / "reversed.pt"))
+
+    class TwoScales(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Parameter(torch.ones(3, dtype=torch.float64))
+            self.b = torch.nn.Parameter(torch.full((3,), 2.0, dtype=torch.float64))
+
+        def forward(self, x):
+            return x * self.a * self.b
+
+    from stability.nets.problem import problem_from_dict
+
+    x = torch.randn(5, 3, dtype=torch.float64)
+    twin = problem_from_dict({"model": TwoScales(), "loss": torch.nn.MSELoss(), "inputs": x,
+                              "targets": x})  # fmt: skip
+    split = torch.optim.Adam([{"params": [twin.model.a]}, {"params": [twin.model.b]}])
+    torch.nn.functional.mse_loss(twin.model(x), 2 * x).backward()
+    split.step()
+    torch.save(split.state_dict(), tmp_path / "twins.pt")
+    with pytest.raises(ValueError, match=r"in more than one way"):
+        load_preconditioner(twin, str(tmp_path / "twins.pt"))
+
+
 def test_preconditioned_eigenvalues_match_dense(files):
     net = _net(files)
     pre = load_preconditioner(net, str(files / "state.pt"))

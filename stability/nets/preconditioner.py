@@ -12,7 +12,10 @@ A *source* (`load_preconditioner`) is either
 
 * a file written by ``torch.save(opt.state_dict())`` for a ``torch.optim.Adam`` or ``AdamW`` built
   over ``model.parameters()`` (in that order; the i-th state entry belongs to the i-th
-  parameter): β2 and ε are read from each parameter's group, v and t from its state; or
+  parameter), or over parameter groups that each keep the model's order (AdamW's usual split
+  of decayed weights and undecayed biases and norms: the groups' interleaving is the one under
+  which every entry has its parameter's shape, refused where none or several do): β2 and ε
+  are read from each parameter's group, v and t from its state; or
 * ``warmup:N:LR`` — N full-batch steps of ``torch.optim.AdamW`` itself (the rule's β1, β2, ε and
   weight decay) from the problem's weights at step size LR: P is then the optimizer's state
   after the warm-up, and so are the weights (`Preconditioner.weights`).
@@ -222,6 +225,48 @@ def warmup(
     )
 
 
+def _groups_in_model_order(entries: dict, groups: list, params: list) -> list:
+    """The (state index, group) of each model parameter, in ``model.parameters()`` order, for
+    a state of several parameter groups (AdamW's usual split: weights decayed, biases and
+    norms not).  Each group is taken to list its parameters in the model's order; the
+    interleaving of the groups is the one under which every state entry has its parameter's
+    shape.  None or more than one such interleaving: a `ValueError` naming precond_from."""
+
+    def shape(pid: Any) -> tuple | None:
+        entry = entries.get(pid)
+        value = entry.get("exp_avg_sq") if isinstance(entry, dict) else None
+        return tuple(value.shape) if isinstance(value, torch.Tensor) else None
+
+    lists = [[(pid, g) for pid in g["params"]] for g in groups]
+    # paths[positions] = (interleavings so far, capped at 2; one of them as group choices)
+    paths: dict[tuple, tuple[int, tuple]] = {(0,) * len(lists): (1, ())}
+    for param in params:
+        grown: dict[tuple, tuple[int, tuple]] = {}
+        for positions, (count, choices) in paths.items():
+            for g, members in enumerate(lists):
+                at = positions[g]
+                if at < len(members) and shape(members[at][0]) == tuple(param.shape):
+                    moved = (*positions[:g], at + 1, *positions[g + 1 :])
+                    before = grown.get(moved, (0, (*choices, g)))
+                    grown[moved] = (min(2, before[0] + count), before[1])
+        paths = grown
+    count, choices = paths.get(tuple(len(m) for m in lists), (0, ()))
+    if count != 1:
+        how = "in no way" if count == 0 else "in more than one way"
+        raise ValueError(
+            f"precond_from: the optimizer state's {len(groups)} parameter groups fit "
+            f"model.parameters() {how} that keeps each group in the model's order with the "
+            "model's shapes; save the state of an optimizer built over model.parameters() (one "
+            "group, or groups that each list their parameters in the model's order)"
+        )
+    taken = [0] * len(lists)
+    order = []
+    for g in choices:
+        order.append(lists[g][taken[g]])
+        taken[g] += 1
+    return order
+
+
 def _from_file(problem: NetProblem, source: str) -> Preconditioner:
     path = Path(source).expanduser()
     if not path.is_file():
@@ -254,6 +299,8 @@ def _from_file(problem: NetProblem, source: str) -> Preconditioner:
             f"precond_from: the optimizer state has {len(ids)} parameters, the model has "
             f"{len(model_params)} (model.parameters()); is it the state of another model?"
         )
+    if len(groups) > 1:
+        ids = _groups_in_model_order(state["state"], groups, [p for _, p in model_params])
     by_name = {name: (pid, g) for (name, _), (pid, g) in zip(model_params, ids, strict=True)}
     shapes = dict(zip(problem.names, problem.shapes, strict=True))
     parts: dict[str, list[torch.Tensor]] = {k: [] for k in ("m", "v", "t", "b2", "eps")}
