@@ -164,6 +164,33 @@ def test_parameter_groups_in_the_models_order_are_laid_over_it_by_shape(files, t
         load_preconditioner(twin, str(tmp_path / "twins.pt"))
 
 
+def test_a_state_over_the_trainable_parameters_of_a_partly_frozen_model(tmp_path):
+    """Fine-tuning freezes some parameters and builds the optimizer over the rest: its state
+    belongs to the trainable parameters in the model's order (it was refused as another
+    model's: 3 entries for 4 parameters)."""
+    from stability.nets.problem import problem_from_dict
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1)
+    ).double()
+    model[0].weight.requires_grad_(False)
+    x = torch.randn(16, 3, dtype=torch.float64)
+    net = problem_from_dict({"model": model, "loss": torch.nn.MSELoss(), "inputs": x,
+                             "targets": x[:, :1]})  # fmt: skip
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=0.01)
+    for _ in range(3):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), x[:, :1]).backward()
+        opt.step()
+    torch.save(opt.state_dict(), tmp_path / "trainable.pt")
+    pre = load_preconditioner(net, str(tmp_path / "trainable.pt"))
+    named = dict(model.named_parameters())
+    v = torch.cat([opt.state[named[n]]["exp_avg_sq"].reshape(-1) for n in net.names])
+    assert net.names == ("0.bias", "2.weight", "2.bias")
+    assert torch.allclose(pre.P, 1 / (torch.sqrt(v / (1 - 0.999**3)) + 1e-8), rtol=1e-14, atol=0)
+
+
 def test_preconditioned_eigenvalues_match_dense(files):
     net = _net(files)
     pre = load_preconditioner(net, str(files / "state.pt"))

@@ -12,10 +12,11 @@ A *source* (`load_preconditioner`) is either
 
 * a file written by ``torch.save(opt.state_dict())`` for a ``torch.optim.Adam`` or ``AdamW`` built
   over ``model.parameters()`` (in that order; the i-th state entry belongs to the i-th
-  parameter), or over parameter groups that each keep the model's order (AdamW's usual split
-  of decayed weights and undecayed biases and norms: the groups' interleaving is the one under
-  which every entry has its parameter's shape, refused where none or several do): β2 and ε
-  are read from each parameter's group, v and t from its state; or
+  parameter; or over the trainable ones, those with ``requires_grad``), or over parameter
+  groups that each keep the model's order (AdamW's usual split of decayed weights and
+  undecayed biases and norms: the groups' interleaving is the one under which every entry has
+  its parameter's shape, refused where none or several do): β2 and ε are read from each
+  parameter's group, v and t from its state; or
 * ``warmup:N:LR`` — N full-batch steps of ``torch.optim.AdamW`` itself (the rule's β1, β2, ε and
   weight decay) from the problem's weights at step size LR: P is then the optimizer's state
   after the warm-up, and so are the weights (`Preconditioner.weights`).
@@ -294,10 +295,14 @@ def _from_file(problem: NetProblem, source: str) -> Preconditioner:
         )
     ids = [(i, g) for g in groups for i in g["params"]]
     model_params = list(problem.model.named_parameters())
+    trainable = [(name, p) for name, p in model_params if p.requires_grad]
+    if len(ids) == len(trainable):  # an optimizer over the trainable parameters only
+        model_params = trainable
     if len(ids) != len(model_params):
         raise ValueError(
             f"precond_from: the optimizer state has {len(ids)} parameters, the model has "
-            f"{len(model_params)} (model.parameters()); is it the state of another model?"
+            f"{len(model_params)} (model.parameters(); {len(trainable)} trainable); is it the "
+            "state of another model?"
         )
     if len(groups) > 1:
         ids = _groups_in_model_order(state["state"], groups, [p for _, p in model_params])
