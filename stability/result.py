@@ -139,12 +139,22 @@ NOTICES = (DeprecationWarning, PendingDeprecationWarning, FutureWarning, ImportW
 ``torch.jit.script`` deprecation): they say nothing about the numbers, so they are dropped."""
 
 
+SPEED_NOTICE = "there is a performance drop"
+"""How torch's vmap begins the ``UserWarning`` that it loops over a batch where an operator
+has no batching rule (``nn.MultiheadAttention``'s fused path, a weight-norm parametrization):
+the values are the same, only slower."""
+
+
 def bears_on_numbers(w: _warnings.WarningMessage) -> bool:
     """False for deprecation notices (`NOTICES`, or a ``UserWarning`` whose message says
-    "deprecated", as torch writes some): they are not results."""
+    "deprecated", as torch writes some) and torch's vmap speed notice (`SPEED_NOTICE`): they
+    are not results."""
     if issubclass(w.category, NOTICES):
         return False
-    return not (issubclass(w.category, UserWarning) and "deprecat" in str(w.message).lower())
+    text = str(w.message).lower()
+    return not (
+        issubclass(w.category, UserWarning) and ("deprecat" in text or SPEED_NOTICE in text)
+    )
 
 
 def warning_lines(caught: list[_warnings.WarningMessage]) -> list[str]:

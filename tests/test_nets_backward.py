@@ -88,6 +88,50 @@ def test_consistent_weights_give_the_autograd_gradient():
     assert np.abs(current.final_weights - stashed.final_weights).max() <= 1e-12
 
 
+def test_a_parametrized_linear_layer_takes_the_general_construction():
+    """A weight-normed ``Linear`` holds ``parametrizations.weight.original0/1`` (g, v), not
+    ``weight``: the bilinear shortcut ended in "internal error: KeyError: 'weight'". It takes
+    the general expression, which is autograd's gradient when the weights agree and otherwise
+    the backward pass of the plain twin (a ``Linear`` holding W = g·v/‖v‖) carried to (g, v)
+    by the parametrization's Jacobian at the backward weights; torch's vmap speed notice is
+    not a warning of the result."""
+    from torch.nn.utils.parametrizations import weight_norm
+
+    torch.manual_seed(0)
+    model = nn.Sequential(weight_norm(nn.Linear(4, 5)), nn.Tanh(), nn.Linear(5, 2)).double()
+    twin = nn.Sequential(nn.Linear(4, 5), nn.Tanh(), nn.Linear(5, 2)).double()
+    gen = torch.Generator().manual_seed(2)
+    X = torch.randn(12, 4, generator=gen, dtype=torch.float64)
+    Y = torch.randn(12, 2, generator=gen, dtype=torch.float64)
+    net, plain = _problem(model, X, Y, stages=2), _problem(twin, X, Y, stages=2)
+    assert net.names[:3] == ("0.bias", "0.parametrizations.weight.original0",
+                             "0.parametrizations.weight.original1")  # fmt: skip
+    assert plain.names[:2] == ("0.weight", "0.bias")
+
+    def effective(g, v):
+        return g * v / v.norm(dim=1, keepdim=True)
+
+    def as_twin(u):
+        b, g, v, rest = torch.split(u, [5, 5, 20, 12])
+        return torch.cat([effective(g.reshape(5, 1), v.reshape(5, 4)).reshape(-1), b, rest])
+
+    uf, ub = (net.w_star + 0.2 * torch.randn(net.dim, dtype=torch.float64) for _ in range(2))
+    expected = net.gradient(uf)
+    same = inconsistent_gradient(net, uf, uf)
+    assert float((same - expected).abs().max()) <= 1e-12 * float(expected.abs().max())
+
+    got = inconsistent_gradient(net, uf, ub)
+    by_twin = inconsistent_gradient(plain, as_twin(uf), as_twin(ub))
+    _, g_b, v_b, _ = torch.split(ub, [5, 5, 20, 12])
+    _, pullback = torch.func.vjp(effective, g_b.reshape(5, 1), v_b.reshape(5, 4))
+    dg, dv = pullback(by_twin[:20].reshape(5, 4))
+    want = torch.cat([by_twin[20:25], dg.reshape(-1), dv.reshape(-1), by_twin[25:]])
+    assert float((got - want).abs().max()) <= 1e-12 * float(want.abs().max())
+    assert float((got - expected).abs().max()) > 1e-3  # the backward weights matter
+    result = net_train(net, "sgd", tau=1, lr=0.01, steps=10, backward="current")
+    assert not any("performance drop" in line for line in result.warnings)
+
+
 def _hand_mlp(X, Y, Wf, Wb, Wr):
     """Backpropagation of 0.5·mean‖W3 tanh(W2 tanh(W1 x))‖²-loss written out: output and error
     from the forward weights, input-gradients with the backward weights, activations (for

@@ -69,7 +69,6 @@ form of PipeMare's quadratic model (eq. 5, App. D.1), whose Δ along a direction
 from __future__ import annotations
 
 import threading
-import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
 from contextlib import contextmanager
@@ -195,12 +194,8 @@ def _general(module, w_b: dict[str, torch.Tensor], args, kwargs):
     _STATE.inside = True
     try:
         y = functional_call(module, mixed, args, kwargs)
-        with warnings.catch_warnings():
-            # where nothing needs a gradient nn.MultiheadAttention takes its fused path (the same
-            # values); under vmap torch warns it loops over the runs for it: not the user's concern
-            warnings.filterwarnings("ignore", "There is a performance drop", UserWarning)
-            y_b = functional_call(module, w_b, args, kwargs)
-            y_f = functional_call(module, theta, args, kwargs)
+        y_b = functional_call(module, w_b, args, kwargs)
+        y_f = functional_call(module, theta, args, kwargs)
     finally:
         _STATE.inside = False
 
@@ -244,7 +239,7 @@ def _backward_weights(found, weights: list[dict[str, torch.Tensor]], constructio
             patched += _patch_run(module, w_b)
             continue
         patched.append(module)
-        if construction == "auto" and isinstance(module, BILINEAR):
+        if construction == "auto" and isinstance(module, BILINEAR) and "weight" in w_b:
 
             def forward(a, module=module, w_b=w_b):
                 return _bilinear(module, a, module.weight, w_b["weight"], module.bias)
