@@ -229,6 +229,82 @@ def test_spread_inputs_that_do_not_fit_the_call_say_how_to_pass_them_whole(model
         problem_from_dict({**spread, "inputs": [x["ids"], x["ids"]]})
 
 
+CHECKPOINTED = textwrap.dedent(
+    """
+    import torch
+    from torch.utils.checkpoint import checkpoint
+
+
+    class Checkpointed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh())
+            self.head = torch.nn.Linear(4, 1)
+
+        def forward(self, x):
+            return self.head(checkpoint(self.body, x, use_reentrant=False))
+
+
+    class Twice(torch.autograd.Function):  # no setup_context: torch.func cannot transform it
+        @staticmethod
+        def forward(ctx, x):
+            return 2 * x
+
+        @staticmethod
+        def backward(ctx, g):
+            return 2 * g
+
+
+    class Custom(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 1)
+
+        def forward(self, x):
+            return Twice.apply(self.lin(x))
+
+
+    def _problem(model):
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(20, 3, generator=g, dtype=torch.float64)
+        torch.manual_seed(0)
+        return {"model": model.double(), "loss": torch.nn.MSELoss(), "inputs": x,
+                "targets": x[:, :1]}
+
+
+    def checkpointed():
+        return _problem(Checkpointed())
+
+
+    def custom():
+        return _problem(Custom())
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "name, words",
+    [("checkpointed", "activation checkpointing"), ("custom", "custom torch.autograd.Function")],
+)
+def test_what_torch_func_cannot_transform_is_refused_naming_the_problem(tmp_path, capsys, name,
+                                                                        words):  # fmt: skip
+    """Activation checkpointing and an autograd.Function without setup_context ended in
+    "internal error: RuntimeError: torch.func... don't yet support saved tensor hooks": a
+    one-line refusal naming --problem; net train with a stashed rule (plain autograd) runs."""
+    path = tmp_path / "limits.py"
+    path.write_text(CHECKPOINTED)
+    spec = f"{path}:{name}"
+    for argv in (["net", "curvature", "--k", "2"], ["net", "max-lr", "--rule", "sgd", "--tau",
+                 "1", "--k", "2"]):  # fmt: skip
+        assert main([*argv, "--problem", spec]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("stability: error: --problem: the model uses ") and words in err
+        assert err.count("\n") == 1
+    argv = ["net", "train", "--rule", "sgd", "--tau", "1", "--lr", "0.01", "--steps", "5"]
+    assert main([*argv, "--problem", spec, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["diverged"] is False
+
+
 # -- precision -----------------------------------------------------------------------------------
 
 

@@ -43,7 +43,7 @@ from stability.nets.minibatch_moments import (
     restrict,
     subspace_basis,
 )
-from stability.nets.problem import NetProblem
+from stability.nets.problem import NetProblem, refusing_torch_func_limits
 from stability.noise.minibatch import MinibatchPrediction
 from stability.pipeline import Pipeline
 from stability.result import output
@@ -142,6 +142,7 @@ def _check_block_curvature(hessian: np.ndarray, lam_max: float) -> None:
         )
 
 
+@refusing_torch_func_limits
 def net_noise(
     problem: str | dict | NetProblem,
     rule: str,

@@ -53,6 +53,7 @@ exact comparisons; docs/your_model.md reports what float32 costs (measured).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import math
@@ -491,6 +492,36 @@ def _spread_hint(problem: NetProblem, err: Exception) -> str:
     return f" ({spread}; give (inputs,) to pass them whole as model(inputs))"
 
 
+TORCH_FUNC_LIMITS = {
+    "saved tensor hooks": "activation checkpointing (torch.utils.checkpoint) or another "
+    "saved-tensor hook, which torch.func cannot differentiate through; turn it off for the "
+    "analysis (it saves memory, it does not change the values)",
+    "autograd.Function with functorch transforms": "a custom torch.autograd.Function that "
+    "torch.func cannot transform (it needs setup_context, and vmap support)",
+}
+"""What torch.func says when it cannot transform a model (its error's words) → what the model
+uses, as the refusal says it."""
+
+
+def refusing_torch_func_limits(function: Callable) -> Callable:
+    """Decorate a ``net`` function: a model torch.func cannot transform (`TORCH_FUNC_LIMITS`) is
+    refused with a one-line `ValueError` naming the problem, not an internal error.  Plain
+    autograd runs such a model (`net train` with a stashed SGD-type rule or real Adam), so the
+    limit is met where a torch.func transform is first applied, not at loading."""
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except RuntimeError as err:
+            for words, what in TORCH_FUNC_LIMITS.items():
+                if words in str(err):
+                    raise ValueError(f"problem: the model uses {what}") from None
+            raise
+
+    return wrapper
+
+
 def load_problem(
     spec: str, *, stages: int | None = None, dtype: Any = None, device: Any = None
 ) -> NetProblem:
@@ -541,6 +572,7 @@ __all__ = [
     "check_loss",
     "evaluation_dtype",
     "load_problem",
+    "refusing_torch_func_limits",
     "problem_from_dict",
     "split_stages",
 ]

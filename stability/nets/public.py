@@ -29,7 +29,12 @@ from stability.nets.prediction import (
     predict,
     predicted_log_rate,
 )
-from stability.nets.problem import NetProblem, load_problem, problem_from_dict
+from stability.nets.problem import (
+    NetProblem,
+    load_problem,
+    problem_from_dict,
+    refusing_torch_func_limits,
+)
 from stability.nets.rates import predict_rate
 from stability.nets.simulator import simulate
 from stability.pipeline import Pipeline
@@ -154,6 +159,7 @@ class NetCurvature(Result):
     )
 
 
+@refusing_torch_func_limits
 def net_curvature(
     problem: str | dict | NetProblem,
     *,
@@ -307,6 +313,7 @@ class NetMaxLr(Result):
     )
 
 
+@refusing_torch_func_limits
 def net_max_lr(
     problem: str | dict | NetProblem,
     rule: str,
@@ -499,6 +506,7 @@ class NetTrain(Result):
     oscillation_ratio: float | None = output("oscillation_curvature / predicted_edge", default=None)
 
 
+@refusing_torch_func_limits
 def net_train(
     problem: str | dict | NetProblem,
     rule: str,
