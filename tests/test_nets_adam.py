@@ -141,6 +141,10 @@ def test_parameter_groups_in_the_models_order_are_laid_over_it_by_shape(files, t
     torch.save(reversed_weights.state_dict(), tmp_path / "reversed.pt")
     with pytest.raises(ValueError, match=r"^precond_from: .* 2 parameter groups fit .* in no way"):
         load_preconditioner(net, str(tmp_path / "reversed.pt"))
+    fresh = torch.optim.AdamW([{"params": weights}, {"params": biases, "weight_decay": 0.0}])
+    torch.save(fresh.state_dict(), tmp_path / "fresh.pt")
+    with pytest.raises(ValueError, match=r"^precond_from: 4 parameters have no exp_avg_sq"):
+        load_preconditioner(net, str(tmp_path / "fresh.pt"))
 
     class TwoScales(torch.nn.Module):
         def __init__(self):

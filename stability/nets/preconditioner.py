@@ -239,6 +239,12 @@ def _groups_in_model_order(entries: dict, groups: list, params: list) -> list:
         return tuple(value.shape) if isinstance(value, torch.Tensor) else None
 
     lists = [[(pid, g) for pid in g["params"]] for g in groups]
+    missing = sum(shape(pid) is None for members in lists for pid, _ in members)
+    if missing:
+        raise ValueError(
+            f"precond_from: {missing} parameters have no exp_avg_sq in the optimizer state "
+            "(never stepped, or not an Adam/AdamW state)"
+        )
     # paths[positions] = (interleavings so far, capped at 2; one of them as group choices)
     paths: dict[tuple, tuple[int, tuple]] = {(0,) * len(lists): (1, ())}
     for param in params:
