@@ -199,6 +199,9 @@ def test_bad_data_is_refused_in_one_line(models):
         problem_from_dict({**found, "data": [(found["inputs"], found["targets"])]})
     with pytest.raises(ValueError, match=r"^data batch 1 must be an \(inputs, targets\) pair"):
         problem_from_dict({"model": found["model"], "loss": found["loss"], "data": [[1, 2, 3]]})
+    with pytest.raises(ValueError, match=r"got dict \(split it: a collate_fn returning"):
+        batch = {"x": found["inputs"], "labels": found["targets"]}
+        problem_from_dict({"model": found["model"], "loss": found["loss"], "data": [batch]})
     with pytest.raises(ValueError, match="^dtype must be float32 or float64"):
         problem_from_dict(found, dtype="float16")
     with pytest.raises(ValueError, match="^device must be a torch device"):

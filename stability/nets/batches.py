@@ -95,7 +95,11 @@ def convert(obj: Any, dtype: torch.dtype, device: torch.device) -> Any:
 
 def _pair(batch: Any, where: str) -> tuple[Any, Any]:
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:
-        raise ValueError(f"{where} must be an (inputs, targets) pair, got {type(batch).__name__}")
+        kind = type(batch).__name__
+        if isinstance(batch, dict):  # a tokenizer's / datasets' batch: the labels are inside
+            kind += " (split it: a collate_fn returning (inputs, labels), e.g. ({k: b[k] for "
+            kind += "k in b if k != 'labels'}, b['labels']))"
+        raise ValueError(f"{where} must be an (inputs, targets) pair, got {kind}")
     return batch[0], batch[1]
 
 
