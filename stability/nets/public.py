@@ -22,7 +22,12 @@ import numpy as np
 from stability.checks import check_integer
 from stability.nets.bracket import NetProtocol, measure_log_rate, measure_max_lr
 from stability.nets.curvature import HessianOperator, curvature, negative_end
-from stability.nets.minimum import nearness, nearness_output, nearness_searched
+from stability.nets.minimum import (
+    nearness,
+    nearness_output,
+    nearness_searched,
+    saddle_measure_warning,
+)
 from stability.nets.prediction import (
     DEFAULT_SCHEDULE,
     net_rules,
@@ -233,13 +238,14 @@ def _nearness(net: NetProblem, lam_max: float, negative: bool | None):
     return nearness_searched(net, lam_max, search, always=bool(negative))
 
 
-def _near_fields(near) -> dict[str, Any]:
-    """The not-at-a-minimum fields and warning (`stability.nets.minimum`, issue 26 item 3)."""
+def _near_fields(near, saddle: str | None = None) -> dict[str, Any]:
+    """The not-at-a-minimum fields and warnings (`stability.nets.minimum`, issue 26 item 3;
+    ``saddle``: what a measured bracket means there)."""
     return {
         "gradient_norm": near.gradient_norm,
         "gradient_scale": near.gradient_scale,
         "negative_ratio": near.negative_ratio,
-        "warnings": () if near.warning is None else (near.warning,),
+        "warnings": tuple(w for w in (near.warning, saddle) if w is not None),
     }
 
 
@@ -344,8 +350,10 @@ def net_max_lr(
     ``dtype``/``device``: as in `net_curvature`; the search for negative eigenvalues (reported
     and in the not-at-a-minimum warning, never used by the prediction) runs only where its
     answer can change the warning, when the gradient alone does not already show the weights
-    are not at a minimum (`stability.nets.minimum.nearness_searched`); ``negative=True``
-    always, ``False`` never.
+    are not at a minimum (`stability.nets.minimum.nearness_searched`), and with ``measure``
+    (a bracket below the prediction at a saddle is then said to be the saddle's growth:
+    `stability.nets.minimum.saddle_measure_warning`); ``negative=True`` always, ``False``
+    never.
     ``backward="current"`` (no weight stashing): the analysis carries the network's H_b
     (`stability.nets.sensitivity`; PipeMare eq. 5, App. B.4, D.1 in matrix form) and reports
     the effective Δ₁; ``granularity``: ``"layer"`` or ``"stage"``, the units of that backward
@@ -376,7 +384,8 @@ def net_max_lr(
         rules = adaptive.rules(rule, pipe, tau_recomp)
         curv = adaptive.curvature(k, 1)
         lam_max = curvature(net, 1, stage_blocks=False, negative_k=0).lam_max
-    near, negatives = _nearness(net, lam_max, negative)
+    # with --measure the negative end is searched: at a saddle the bracket means something else
+    near, negatives = _nearness(net, lam_max, True if measure and negative is None else negative)
     stashed = pipe.tau_bkwd is None
     scale = None if adaptive is None else adaptive.scale.numpy()
     pred = predict(curv, rules) if stashed else predict_inconsistent(net, curv, rules, scale)
@@ -405,9 +414,11 @@ def net_max_lr(
             out["real_ratio"] = None if real.max_lr is None else real.max_lr / a.max_lr
         m = measure_max_lr(net, sim, v1, a.max_lr, protocol)
         rate = float(measure_log_rate(net, sim, v1, [rate_lr], protocol)[0])
+        bracket = [m.stable, m.unstable]
         out.update(
+            saddle=saddle_measure_warning(near, lam_max, protocol.steps, a.max_lr, bracket),
             measured_max_lr=m.max_lr,
-            measured_bracket=[m.stable, m.unstable],
+            measured_bracket=bracket,
             measured_rate=math.exp(rate) if math.isfinite(rate) else None,
             protocol=protocol.describe(),
         )
@@ -439,7 +450,7 @@ def net_max_lr(
         rate_mode=out.get("rate_mode"),
         rate_method=out.get("rate_method"),
         rate_error=_rate_error(out.get("predicted_rate"), out.get("measured_rate")),
-        **_near_fields(near),
+        **_near_fields(near, out.get("saddle")),
         preconditioned_eigenvalues=None if adaptive is None else curv.eigenvalues.tolist(),
         preconditioner=None if adaptive is None else adaptive.describe(),
         measured_bracket_real=out.get("measured_bracket_real"),
