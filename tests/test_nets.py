@@ -371,6 +371,7 @@ BAD = {
     "stage_name": ("{folder}/bad.py:bad_stage", "'0.nonsense', which is not a trainable"),
     "non_finite": ("{folder}/bad.py:nan_loss", "not finite"),
     "raises": ("{folder}/bad.py:raises", "raised RuntimeError: boom"),
+    "meta": ("{folder}/bad.py:on_meta", "weights are on the meta device (not materialised)"),
 }
 
 BAD_FILE = textwrap.dedent(
@@ -394,6 +395,11 @@ BAD_FILE = textwrap.dedent(
 
     def raises():
         raise RuntimeError("boom\\nsecond line")
+
+    def on_meta():  # built under torch.device("meta"), never given its weights
+        d = problem(fit=False)
+        d["model"] = torch.nn.Linear(2, 1, device="meta")
+        return d
     """
 )
 

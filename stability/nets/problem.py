@@ -410,6 +410,11 @@ def problem_from_dict(
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if not callable(found["loss"]):
         raise ValueError("loss must be a callable (outputs, targets) -> scalar tensor")
+    if any(t.is_meta for t in (*model.parameters(), *model.buffers())):
+        raise ValueError(
+            "the model's weights are on the meta device (not materialised): give it its "
+            "weights first (model.to_empty(device='cpu'), then load_state_dict)"
+        )
     batches, full_batch = _data(found, source)
     if dtype is None:
         dtype = evaluation_dtype(model, batches[0] if full_batch else _first_batch(batches))
