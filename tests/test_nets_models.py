@@ -308,6 +308,32 @@ def test_what_torch_func_cannot_transform_is_refused_naming_the_problem(tmp_path
     assert json.loads(capsys.readouterr().out)["diverged"] is False
 
 
+def test_batches_of_different_lengths_are_full_batch_data_but_not_minibatches(models):
+    """Dynamic padding gives batches of different sequence lengths: the full-batch loss and
+    curvature sum over them (the top eigenvalue equals the dense Hessian of that weighted
+    sum), while minibatches drawn across them are refused naming --batch (it was "internal
+    error: RuntimeError: Sizes of tensors must match")."""
+    import stability as st
+
+    g = torch.Generator().manual_seed(0)
+    data = [(torch.randint(0, 20, (n, length), generator=g),
+             torch.randn(n, 2, generator=g, dtype=torch.float64))
+            for n, length in ((8, 5), (6, 7), (8, 6))]  # fmt: skip
+    torch.manual_seed(0)
+    found = {"model": models.build("embedding").double(), "loss": models.mse, "data": data}
+    net = problem_from_dict(found)
+    w = net.w_star.detach()
+
+    def weighted(u):
+        return sum(len(y) / 22 * net.batch_loss(u, x, y) for x, y in data)
+
+    dense = np.linalg.eigvalsh(torch.autograd.functional.hessian(weighted, w).numpy())
+    top = st.net_curvature(found, k=1).eigenvalues[0]
+    assert top == pytest.approx(dense[-1], rel=1e-9)
+    with pytest.raises(ValueError, match=r"^batch: minibatches .* \(5,\) and \(7,\)"):
+        st.net_train(found, "sgd", tau=1, lr=0.01, steps=5, batch=4)
+
+
 # -- precision -----------------------------------------------------------------------------------
 
 

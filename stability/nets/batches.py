@@ -31,7 +31,7 @@ concatenated once, on first use, structure by structure (`torch.cat` on every te
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -103,6 +103,19 @@ def _pair(batch: Any, where: str) -> tuple[Any, Any]:
     return batch[0], batch[1]
 
 
+def _joined(column: Sequence[torch.Tensor]) -> torch.Tensor:
+    """One tensor of every batch's rows; batches that differ beyond the first dimension
+    (dynamic padding) cannot be drawn from sample by sample: a `ValueError` naming batch."""
+    shapes = list(dict.fromkeys(tuple(t.shape[1:]) for t in column))
+    if len(shapes) > 1:
+        raise ValueError(
+            "batch: minibatches (and per-sample moments) are drawn across the data's batches, "
+            f"whose tensors must then agree beyond the first dimension; they have {shapes[0]} "
+            f"and {shapes[1]} (pad them to one shape, e.g. in the DataLoader's collate_fn)"
+        )
+    return torch.cat(list(column))
+
+
 class NetData:
     """The problem's data (module doc): ``source`` batches, ``dtype``/``device`` of evaluation.
 
@@ -151,7 +164,7 @@ class NetData:
             else:
                 flat = [tree_flatten(p) for p in parts]
                 leaves = [
-                    torch.cat(column) if isinstance(column[0], torch.Tensor) else column[0]
+                    _joined(column) if isinstance(column[0], torch.Tensor) else column[0]
                     for column in zip(*(f[0] for f in flat), strict=True)
                 ]
                 self._rows = tree_unflatten(leaves, flat[0][1])
