@@ -110,3 +110,33 @@ def test_inputs_given_whole_as_a_dict_give_the_moments_of_the_plain_tensor():
         b = projected_moments(by_tensor, Q, batch=4, curvature=curvature)
         np.testing.assert_allclose(a.hessians, b.hessians, rtol=0, atol=1e-14)
         np.testing.assert_allclose(a.gradients, b.gradients, rtol=0, atol=1e-15)
+
+
+class WithHidden(torch.nn.Module):
+    """The MLP of `FromDict`, returning a dict: its logits and a hidden state the loss ignores."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x):
+        hidden = self.net[1](self.net[0](x))
+        return {"logits": self.net[2](hidden), "hidden": hidden}
+
+
+def test_a_dict_output_gives_the_gauss_newton_blocks_of_its_logits():
+    """The GGN's output is every floating tensor of the model's output flattened: a hidden
+    state the loss does not read adds a zero block of ∇²_o L, so the blocks equal those of the
+    twin that returns the logits alone (it was "internal error: 'dict' object has no attribute
+    'reshape'")."""
+    x, y = _data((3,))
+    torch.manual_seed(0)
+    plain = FromDict().double().net
+    mse = torch.nn.MSELoss()
+    as_dict = problem_from_dict({"model": WithHidden(plain), "inputs": x, "targets": y,
+                                 "loss": lambda out, t: mse(out["logits"], t)})  # fmt: skip
+    as_tensor = problem_from_dict({"model": plain, "loss": mse, "inputs": x, "targets": y})
+    Q = _basis(as_tensor.dim, 3)
+    a = projected_moments(as_dict, Q, batch=4, curvature="ggn")
+    b = projected_moments(as_tensor, Q, batch=4, curvature="ggn")
+    np.testing.assert_allclose(a.hessians, b.hessians, rtol=0, atol=1e-14)

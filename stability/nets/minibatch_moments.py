@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from torch.func import grad, hessian, jvp
+from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from stability.nets.batches import call_model, rows, sample
 from stability.nets.problem import NetProblem
@@ -114,21 +115,31 @@ def _hessian_columns(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
 
 
 def _ggn_blocks(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
+    """(J_iQ)ᵀ ∇²_o L (J_iQ) per sample (module doc); the output o is every floating tensor of
+    the model's output (a tensor, a tuple, a dict of them) flattened into one vector."""
     w = problem.w_star.detach()
 
     def one(x, y):
         def output(u):
             return call_model(problem.model, problem.params(u), sample(x))
 
-        out = output(w)
-        JQ = vectorized(problem, lambda v: jvp(output, (w,), (v,))[1], Q, in_dims=1)  # (m, 1, C…)
-        flat = JQ.reshape(JQ.shape[0], -1)
+        leaves, structure = tree_flatten(output(w))
+        floating = [i for i, t in enumerate(leaves) if torch.is_tensor(t) and t.is_floating_point()]
+
+        def flat_output(u):
+            found = tree_flatten(output(u))[0]
+            return torch.cat([found[i].reshape(-1) for i in floating])
 
         def loss_out(o):
-            return problem.loss_fn(o.reshape(out.shape), sample(y))
+            parts = torch.split(o, [leaves[i].numel() for i in floating])
+            filled = list(leaves)
+            for i, part in zip(floating, parts, strict=True):
+                filled[i] = part.reshape(leaves[i].shape)
+            return problem.loss_fn(tree_unflatten(filled, structure), sample(y))
 
-        H_out = hessian(loss_out)(out.reshape(-1))  # (C, C), reverse-over-reverse
-        return flat @ H_out @ flat.T
+        JQ = vectorized(problem, lambda v: jvp(flat_output, (w,), (v,))[1], Q, in_dims=1)  # (m, C)
+        H_out = hessian(loss_out)(flat_output(w))  # (C, C), reverse-over-reverse
+        return JQ @ H_out @ JQ.T
 
     return np.concatenate(
         [
