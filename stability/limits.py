@@ -187,6 +187,13 @@ without --measure took 69 s of CPU, about a fifth of it in the 35 loop evaluatio
 in the almost-sure estimate and the expected-loss recursion (56 s once the recursion's cross
 term was made O(n d²)): a few minutes at the limit)."""
 
+NOISE_MEASURE_MAX_WORK = 5e9
+"""noise --measure (least squares): largest (runs × steps + 24 × 2·pairs × pair_steps) × B·d —
+the loss runs, then the almost-sure bracket's three rounds of 8 step sizes, each a pair of
+runs per stream.  Measured on one core: the pairs cost 2.2e-9 s per unit (B = 48, d = 12:
+8.8e9 units at 10,000 pair steps took 19.6 s), so ~11 s at the limit; cpusmall at B = 32 with
+the defaults is 3.0e9, B = 1,024 (9.4e10, over a minute) is refused naming --batch."""
+
 TRADEOFF_MAX_WORK = 1.0e7
 """tradeoff: largest Σ over the scanned (rule, momentum, horizon) points of d(d+1)/2 × (s³ +
 2,000) + 80,000 (`stability.noise.tradeoff.check_work`: one modal Gramian's pairs, their
@@ -222,6 +229,8 @@ TABLE = (  # one row a limit: (command, what is limited, allowed)
      f"{COUPLED_SCAN_SHARE:g}·(params/{SCAN_MAX_PARAMETERS})³)"),
     ("train/validate/coupled", "steps per run", f"≤ {TRAIN_MAX_STEPS:,}"),
     ("noise/tradeoff", "parameters × state size", f"≤ {NOISE_MAX_STATE}"),
+    ("noise --measure", "(runs × steps + 48 × pairs × pair_steps) × batch × params",
+     f"≤ {NOISE_MEASURE_MAX_WORK:.1e}"),
     ("radius/noise/net noise", "lr × λmax (in magnitude)", f"≤ {MAX_STEP_CURVATURE:.0e}"),
     ("noise per stage", "min(d(d+1)/2, 48)·slots³", f"≤ {NOISE_MAX_STAGED_WORK:.1e}"),
     ("net noise per stage", "min(d(d+1)/2, 48)·slots³", f"≤ {NET_NOISE_MAX_STAGED_WORK:.1e}"),
@@ -246,6 +255,7 @@ __all__ = [
     "NET_NOISE_MAX_STAGED_WORK",
     "MAX_STEP_CURVATURE",
     "TRADEOFF_MAX_WORK",
+    "NOISE_MEASURE_MAX_WORK",
     "BISECTION_MAX_DEGREE",
     "NONAFFINE_SEARCH_MAX_WORK",
     "CERTIFY_MAX_DEGREE",

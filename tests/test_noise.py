@@ -395,3 +395,29 @@ def test_state_beyond_the_documented_limit_is_refused_in_one_line(capsys):
     assert main([*argv, "40"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--tau" in err and f"≤ {NOISE_MAX_STATE}" in err
+
+
+def test_the_measurement_uses_its_pairs_and_is_refused_above_its_work(monkeypatch):
+    """``pairs``/``pair_steps`` were declared but not used (the bracket always ran 32 pairs ×
+    10,000 steps), and `noise --batch 1024 --measure` on cpusmall ran for over a minute; the
+    pairs now reach the bracket, and the work (runs × steps + 48 × pairs × pair_steps) × B·d
+    is limited, naming --batch, before anything runs."""
+    import importlib
+
+    runs_module = importlib.import_module("stability.noise.runs")
+
+    problem = tiny(n=40, d=3, seed=10, tails=True)
+    seen = {}
+    real = runs_module.measure_almost_sure
+
+    def spy(*args, **kwargs):
+        seen.update(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runs_module, "measure_almost_sure", spy)
+    r = noise("sgd", tau=1, batch=4, lr=0.01, data=problem, steps=20, lyapunov_steps=500,
+              lyapunov_runs=8, measure=True, runs=4, pairs=6, pair_steps=300)  # fmt: skip
+    assert (seen["pairs"], seen["steps"]) == (6, 300) and r.measured["pairs"] == 6
+    big = tiny(n=2000, d=12, seed=3)
+    with pytest.raises(ValueError, match=r"^batch: .* come to 9.4e\+10, at most 5e\+09"):
+        noise("sgd", tau=0, batch=1024, lr=0.001, data=big, measure=True, runs=2)

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from stability.api.resolve import resolve
+from stability.api.tables import MAX_PAIRS
 from stability.api.tables import MAX_STEPS as TABLE_MAX_STEPS
 from stability.checks import check_choice, check_integer, check_real, finite_or_none
 from stability.limits import NOISE_MAX_STATE
@@ -241,7 +242,10 @@ def noise(
     ``pipeline`` (a `stability.pipeline.Pipeline`) or its keywords
     ``schedule``/``stage_delays``/``stages``/``microbatches``: per-stage delays
     (`stability.pipeline.Pipeline.from_options`; ``uniform`` at PipeMare's largest delay);
-    ``window``: [start, end) of the measured floor (default: the second half of ``steps``).
+    ``window``: [start, end) of the measured floor (default: the second half of ``steps``);
+    ``pairs``/``pair_steps``: the measured almost-sure bracket's pairs of runs per step size
+    and their length (`stability.noise.runs.measure_almost_sure`); the measurement's work is
+    limited (`check_measure_work`).
 
     Implements the exact second-moment recursion of `stability.noise.second_moment`, the
     mixture E[H_B ⊗ H_B] = H ⊗ H + p(E[xxᵀ ⊗ xxᵀ] − H ⊗ H) (Mulayoff & Michaeli 2023) and
@@ -263,6 +267,10 @@ def noise(
         if at is None
         else sorted({check_integer("at", t, low=0, high=steps) for t in at})
     )
+    if measure:
+        pairs = check_integer("pairs", pairs, low=2, high=MAX_PAIRS)
+        pair_steps = check_integer("pair_steps", pair_steps, low=10, high=MAX_STEPS)
+        check_measure_work(runs, steps, pairs, pair_steps, batch, d)
     pipe = _pipeline(pipeline, params, rule)
     ctx = setup(rule, problem, pipe, params)
     state = ctx.builder(lr)
@@ -276,8 +284,8 @@ def noise(
     measured = None
     if measure:
         as_lr = limits["as_max_lr"]
-        measured = _measure(ctx, lr, batch, times, runs, sampling, window, steps, seed, as_lr)
-        measured["pairs"] = pairs
+        measured = _measure(ctx, lr, batch, times, runs, sampling, window, steps, seed, as_lr,
+                            (pairs, pair_steps))  # fmt: skip
     notes = [
         "the theory is exact for iid sampling (B distinct indices per step, independent "
         "across steps); reshuffled epochs are only measured",
@@ -417,7 +425,22 @@ def predict_at(state, moments, e0: np.ndarray, times) -> dict[str, Any]:
     }
 
 
-def _measure(ctx, lr, batch, times, runs, sampling, window, steps, seed, as_lr) -> dict:
+def check_measure_work(runs: int, steps: int, pairs: int, pair_steps: int, batch: int, d: int):
+    """Refuse, naming batch, a measurement above `stability.limits.NOISE_MEASURE_MAX_WORK`:
+    (runs × steps + 3 rounds × 8 step sizes × 2·pairs × pair_steps) × B·d."""
+    from stability.limits import NOISE_MEASURE_MAX_WORK
+
+    work = (runs * steps + 3 * 8 * 2 * pairs * pair_steps) * batch * d
+    if work > NOISE_MEASURE_MAX_WORK:
+        raise ValueError(
+            f"batch: the measurement's runs ({runs} × {steps} steps, and the almost-sure "
+            f"bracket's 48 × {pairs} pairs × {pair_steps} steps) × B·d = {batch}·{d} come to "
+            f"{work:.2g}, at most {NOISE_MEASURE_MAX_WORK:.1g} (docs/limits.md): a smaller "
+            "batch, fewer runs or steps, or no --measure"
+        )
+
+
+def _measure(ctx, lr, batch, times, runs, sampling, window, steps, seed, as_lr, paired) -> dict:
     from stability.noise.runs import measure_almost_sure, measure_loss
 
     runs = check_integer("runs", runs, low=2, high=1 << 20)
@@ -447,10 +470,11 @@ def _measure(ctx, lr, batch, times, runs, sampling, window, steps, seed, as_lr) 
         "blowup_criterion": "loss > 1e6 × initial loss within the run (the trainer's test)",
     }
     if as_lr:
-        a = measure_almost_sure(
-            ctx.problem, ctx.trainer_rule, as_lr, batch, sampling=sampling, seed=seed
-        )
+        pairs, pair_steps = paired
+        a = measure_almost_sure(ctx.problem, ctx.trainer_rule, as_lr, batch, sampling=sampling,
+                                seed=seed, pairs=pairs, steps=pair_steps)  # fmt: skip
         out["as_bracket"] = [a.stable, a.unstable]
+        out["pairs"] = pairs
     return out
 
 
