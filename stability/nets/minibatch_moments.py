@@ -126,9 +126,11 @@ def _ggn_blocks(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
         leaves, structure = tree_flatten(output(w))
         floating = [i for i, t in enumerate(leaves) if torch.is_tensor(t) and t.is_floating_point()]
 
-        def flat_output(u):
-            found = tree_flatten(output(u))[0]
+        def flat(found):
             return torch.cat([found[i].reshape(-1) for i in floating])
+
+        def flat_output(u):
+            return flat(tree_flatten(output(u))[0])
 
         def loss_out(o):
             parts = torch.split(o, [leaves[i].numel() for i in floating])
@@ -138,7 +140,7 @@ def _ggn_blocks(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
             return problem.loss_fn(tree_unflatten(filled, structure), sample(y))
 
         JQ = vectorized(problem, lambda v: jvp(flat_output, (w,), (v,))[1], Q, in_dims=1)  # (m, C)
-        H_out = hessian(loss_out)(flat_output(w))  # (C, C), reverse-over-reverse
+        H_out = hessian(loss_out)(flat(leaves))  # (C, C), reverse-over-reverse
         return JQ @ H_out @ JQ.T
 
     return np.concatenate(

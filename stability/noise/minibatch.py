@@ -284,8 +284,9 @@ def noise(
     measured = None
     if measure:
         as_lr = limits["as_max_lr"]
-        measured = _measure(ctx, lr, batch, times, runs, sampling, window, steps, seed, as_lr,
-                            (pairs, pair_steps))  # fmt: skip
+        measured = _measure(
+            ctx, lr, batch, times, runs, sampling, window, steps, seed, as_lr, pairs, pair_steps
+        )
     notes = [
         "the theory is exact for iid sampling (B distinct indices per step, independent "
         "across steps); reshuffled epochs are only measured",
@@ -427,20 +428,25 @@ def predict_at(state, moments, e0: np.ndarray, times) -> dict[str, Any]:
 
 def check_measure_work(runs: int, steps: int, pairs: int, pair_steps: int, batch: int, d: int):
     """Refuse, naming batch, a measurement above `stability.limits.NOISE_MEASURE_MAX_WORK`:
-    (runs × steps + 3 rounds × 8 step sizes × 2·pairs × pair_steps) × B·d."""
+    (runs × steps + the almost-sure bracket's runs × pair_steps) × B·d, the bracket's runs
+    `stability.noise.runs.almost_sure_runs` (3 rounds × 8 step sizes × 2·pairs)."""
     from stability.limits import NOISE_MEASURE_MAX_WORK
+    from stability.noise.runs import almost_sure_runs
 
-    work = (runs * steps + 3 * 8 * 2 * pairs * pair_steps) * batch * d
+    paired = almost_sure_runs(pairs)
+    work = (runs * steps + paired * pair_steps) * batch * d
     if work > NOISE_MEASURE_MAX_WORK:
         raise ValueError(
             f"batch: the measurement's runs ({runs} × {steps} steps, and the almost-sure "
-            f"bracket's 48 × {pairs} pairs × {pair_steps} steps) × B·d = {batch}·{d} come to "
+            f"bracket's {paired} × {pair_steps} steps) × B·d = {batch}·{d} come to "
             f"{work:.2g}, at most {NOISE_MEASURE_MAX_WORK:.1g} (docs/limits.md): a smaller "
             "batch, fewer runs or steps, or no --measure"
         )
 
 
-def _measure(ctx, lr, batch, times, runs, sampling, window, steps, seed, as_lr, paired) -> dict:
+def _measure(
+    ctx, lr, batch, times, runs, sampling, window, steps, seed, as_lr, pairs, pair_steps
+) -> dict:
     from stability.noise.runs import measure_almost_sure, measure_loss
 
     runs = check_integer("runs", runs, low=2, high=1 << 20)
@@ -470,7 +476,6 @@ def _measure(ctx, lr, batch, times, runs, sampling, window, steps, seed, as_lr, 
         "blowup_criterion": "loss > 1e6 × initial loss within the run (the trainer's test)",
     }
     if as_lr:
-        pairs, pair_steps = paired
         a = measure_almost_sure(ctx.problem, ctx.trainer_rule, as_lr, batch, sampling=sampling,
                                 seed=seed, pairs=pairs, steps=pair_steps)  # fmt: skip
         out["as_bracket"] = [a.stable, a.unstable]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stability.trainer.engine import train
-from stability.trainer.measure import bisect_max_lr
+from stability.trainer.measure import bisect_max_lr, verdict_rounds
 
 CURVE_BUDGET = 8_000_000
 """Recorded losses per training call (runs × steps)."""
@@ -136,6 +136,17 @@ def pair_growth(problem, rule, lrs, batch, *, pairs, steps, sampling="iid", seed
     return growth.mean(axis=1)
 
 
+SPAN = 1.5
+"""The bracket's first grid spans [guess/SPAN, SPAN·guess]."""
+
+
+def almost_sure_runs(pairs: int, *, rel_tol: float = 0.01, per_round: int = 8) -> int:
+    """Runs of `measure_almost_sure` when its first grid brackets the crossing: the verdict
+    rounds (`stability.trainer.measure.verdict_rounds`) × ``per_round`` step sizes × 2·pairs."""
+    rounds = verdict_rounds(rel_tol, per_round=per_round, span=SPAN)
+    return rounds * per_round * 2 * pairs
+
+
 def measure_almost_sure(
     problem,
     rule,
@@ -160,13 +171,15 @@ def measure_almost_sure(
         guess,
         per_round=per_round,
         rel_tol=rel_tol,
-        span=1.5,
+        span=SPAN,
     )
     return AlmostSureMeasurement(found.stable, found.unstable, found.runs * 2 * pairs)
 
 
 __all__ = [
+    "SPAN",
     "AlmostSureMeasurement",
+    "almost_sure_runs",
     "LossMeasurement",
     "measure_almost_sure",
     "measure_loss",
