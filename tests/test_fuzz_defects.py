@@ -870,3 +870,28 @@ def test_an_mlp_measurement_beyond_the_work_limit_is_refused_before_the_fit(monk
     assert "this problem has 4579" in _refused_naming(argv, "--hidden")  # the scan's limit
     err = _refused_naming([*argv, "--method", "dense"], "--steps")  # the measurement's
     assert "4579 parameters" in err
+
+
+def test_a_defective_frequency_response_is_decomposed_not_an_error():
+    """Fuzz seed 9913: ``coupled --rule sgd --stages 4 --taus 11,4,5,3 --schedule pipedream
+    --samples 2`` said "Singular matrix": a rank-one Hessian (two standardized rows) makes
+    M(e^{iθ}) a Jordan block at 0 where numpy's eigenvectors are exactly dependent.  The scan
+    now answers the block-state-matrix bisection's max lr (checked on a rank-one H with
+    those delays, and on the call itself against its own ``--method dense`` and ``--measure``
+    runs, 0.0325944 in [0.0325772, 0.0325980])."""
+    from stability.coupled.track import decompose
+
+    J = np.array([[[0.0, 1.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, -2.0]]])
+    dJ = np.array([[[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 1.0]]])
+    mu, dmu = decompose(J, dJ)
+    assert np.all(np.isfinite(mu)) and np.all(np.isfinite(dmu))
+    simple = np.argmin(np.abs(mu[0] + 2.0))
+    assert dmu[0, simple] == pytest.approx(1.0)  # d(−2 + θ)/dθ of the simple eigenvalue
+    rng = np.random.default_rng(5)
+    u = rng.standard_normal(12)
+    system = coupled_system(
+        np.outer(u, u), stage_sizes=(3, 3, 3, 3), rule="sgd", tau_fwd=(11, 4, 5, 3)
+    )
+    assert scan_max_lr(system).max_lr == pytest.approx(dense_max_lr(system).max_lr, rel=1e-7)
+    assert main(["coupled", "--rule", "sgd", "--stages", "4", "--taus", "11,4,5,3",
+                 "--schedule", "pipedream", "--samples", "2"]) == 0  # fmt: skip

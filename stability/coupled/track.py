@@ -47,7 +47,10 @@ worth of LU factorizations); beyond that the interval is bisected instead."""
 def decompose(M: np.ndarray, dM: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Eigenvalues μ (n, p) of a stack of matrices M (n, p, p) and dμ/dθ from dM/dθ."""
     mu, V = np.linalg.eig(M)
-    W = np.linalg.inv(V)
+    try:
+        W = np.linalg.inv(V)
+    except np.linalg.LinAlgError:  # a defective M (e.g. H of low rank: a Jordan block at 0)
+        W = np.linalg.pinv(V)
     dMV = dM @ V
     dmu = np.einsum("nij,nji->ni", W, dMV)  # diagonal of W·M'·V, dM/dθ in the eigenbasis
     for b in range(mu.shape[0]):
