@@ -275,8 +275,22 @@ CHECKPOINTED = textwrap.dedent(
                 "targets": x[:, :1]}
 
 
+    class Bag(torch.nn.Module):  # EmbeddingBag: no second derivative in torch 2.13
+        def __init__(self):
+            super().__init__()
+            self.bag = torch.nn.EmbeddingBag(10, 3, mode="mean")
+            self.lin = torch.nn.Linear(3, 1)
+
+        def forward(self, x):
+            return self.lin(self.bag((x.abs() * 3).long().clamp(max=9)))
+
+
     def checkpointed():
         return _problem(Checkpointed())
+
+
+    def bag():
+        return _problem(Bag())
 
 
     def custom():
@@ -287,13 +301,19 @@ CHECKPOINTED = textwrap.dedent(
 
 @pytest.mark.parametrize(
     "name, words",
-    [("checkpointed", "activation checkpointing"), ("custom", "custom torch.autograd.Function")],
+    [
+        ("checkpointed", "activation checkpointing"),
+        ("custom", "custom torch.autograd.Function"),
+        ("bag", "cannot differentiate twice (_embedding_bag_backward)"),
+    ],
 )
 def test_what_torch_func_cannot_transform_is_refused_naming_the_problem(tmp_path, capsys, name,
                                                                         words):  # fmt: skip
     """Activation checkpointing and an autograd.Function without setup_context ended in
-    "internal error: RuntimeError: torch.func... don't yet support saved tensor hooks": a
-    one-line refusal naming --problem; net train with a stashed rule (plain autograd) runs."""
+    "internal error: RuntimeError: torch.func... don't yet support saved tensor hooks", an
+    EmbeddingBag in "internal error: NotImplementedError: the derivative for
+    '_embedding_bag_backward' is not implemented": a one-line refusal naming --problem; net
+    train with a stashed rule (first derivatives only) runs."""
     path = tmp_path / "limits.py"
     path.write_text(CHECKPOINTED)
     spec = f"{path}:{name}"
@@ -306,6 +326,43 @@ def test_what_torch_func_cannot_transform_is_refused_naming_the_problem(tmp_path
     argv = ["net", "train", "--rule", "sgd", "--tau", "1", "--lr", "0.01", "--steps", "5"]
     assert main([*argv, "--problem", spec, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["diverged"] is False
+
+
+def _sparse_padded_compiled(sparse=False, padding=True, compiled=False):
+    """Token ids → Embedding (``padding_idx`` 0 if ``padding``) → mean → Linear, the same
+    weights whatever the flags; optionally wrapped by ``torch.compile``."""
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(8, 3, sparse=sparse, padding_idx=0 if padding else None)
+    with torch.no_grad():
+        emb.weight[0] = torch.tensor([0.3, -0.2, 0.5])  # a padding row that is not zero
+    model = torch.nn.Sequential(emb, torch.nn.Flatten(), torch.nn.Linear(12, 2)).double()
+    g = torch.Generator().manual_seed(2)
+    ids = torch.randint(0, 8, (40, 4), generator=g)
+    y = torch.randn(40, 2, generator=g, dtype=torch.float64)
+    model = torch.compile(model) if compiled else model
+    return {"model": model, "loss": torch.nn.MSELoss(), "inputs": ids, "targets": y}
+
+
+def test_padding_sparse_and_compiled_embeddings_have_the_frozen_padding_rows_hessian():
+    """An embedding's padding row gets no gradient (torch masks it), so it never moves and the
+    analysis is the Hessian over the other coordinates: the dense Hessian of the same model
+    without ``padding_idx``, the padding row's rows and columns deleted, padded with zeros.
+    ``sparse=True`` ended in "internal error: reshape is not implemented for sparse tensors",
+    a ``torch.compile``d model in "torch.compile with aot_autograd does not currently support
+    double backward": both give the same eigenvalues."""
+    plain = problem_from_dict(_sparse_padded_compiled(padding=False))
+    H = dense_hessian(plain)
+    assert plain.names[0] == "0.weight"
+    pad = [0, 1, 2]  # the embedding table's row 0, first in the flat vector
+    keep = np.setdiff1d(np.arange(plain.dim), pad)
+    frozen = np.sort(np.linalg.eigvalsh(H[np.ix_(keep, keep)]))[::-1]
+    for flags in ({}, {"sparse": True}, {"compiled": True}, {"sparse": True, "compiled": True}):
+        net = problem_from_dict(_sparse_padded_compiled(**flags))
+        assert net.compiled == bool(flags.get("compiled"))
+        got = _eigs(net, 4)
+        assert np.max(np.abs(got - frozen[:4])) <= 1e-9 * frozen[0], flags
+        g = net.gradient(net.w_star).numpy()
+        assert np.all(g[pad] == 0) and np.allclose(g[keep], plain.gradient(plain.w_star)[keep])
 
 
 def test_batches_of_different_lengths_are_full_batch_data_but_not_minibatches(models):

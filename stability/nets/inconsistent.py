@@ -275,8 +275,6 @@ def inconsistent_gradient(
     `stability.nets.problem.NetProblem.loss`) or on the samples ``index``.
     ``construction``: `CONSTRUCTIONS`; ``granularity``: `GRANULARITIES` (module doc; default
     the problem's, `stability.nets.problem.NetProblem.granularity`)."""
-    from stability.nets.batches import call_model
-
     granularity = problem.granularity if granularity is None else granularity
     if construction not in CONSTRUCTIONS:
         raise ValueError(f"construction must be auto or general, got {construction!r}")
@@ -297,11 +295,11 @@ def inconsistent_gradient(
         out_f = None
         if u_recomp is not None:
             with torch.no_grad():
-                out_f = call_model(problem.model, problem.params(u_fwd), x)
+                out_f = problem.output(u_fwd, x)
 
         def loss(theta):
-            with _backward_weights(found, weights, construction), _math_attention():
-                out = call_model(problem.model, problem.params(theta), x)
+            with _backward_weights(found, weights, construction):
+                out = problem.output(theta, x)
             if out_f is not None:
                 out = tree_map(lambda o, f: o + (f - o).detach(), out, out_f)
             return problem.loss_fn(out, y)
@@ -314,12 +312,6 @@ def inconsistent_gradient(
         part = part if weight == 1.0 else part * weight
         total = part if total is None else total + part
     return total
-
-
-def _math_attention():
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    return sdpa_kernel(SDPBackend.MATH)
 
 
 __all__ = [

@@ -32,7 +32,7 @@ import torch
 from torch.func import grad, hessian, jvp
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from stability.nets.batches import call_model, rows, sample
+from stability.nets.batches import rows, sample
 from stability.nets.problem import NetProblem
 from stability.nets.vectorize import vectorized
 from stability.noise.persample import PerSampleMoments
@@ -121,7 +121,7 @@ def _ggn_blocks(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
 
     def one(x, y):
         def output(u):
-            return call_model(problem.model, problem.params(u), sample(x))
+            return problem.output(u, sample(x))
 
         leaves, structure = tree_flatten(output(w))
         floating = [i for i, t in enumerate(leaves) if torch.is_tensor(t) and t.is_floating_point()]

@@ -42,7 +42,12 @@ benchmarks/curvature_transformer.py, 0.0174 against 0.0186 on the digits CNN (fl
 agree to rounding.  ``hvp_mode=FORWARD_OVER_REVERSE`` selects the other.
 Minibatches select samples of the data (`stability.nets.batches`).
 Attention runs on PyTorch's math kernel (``sdpa_kernel(SDPBackend.MATH)``): the fused
-scaled-dot-product kernels have no second derivatives.
+scaled-dot-product kernels have no second derivatives.  For the same reason a model (or a part
+of it) wrapped by ``torch.compile`` runs eagerly (``torch.compiler.set_stance("force_eager")``,
+the same function: dynamo's graphs have no double backward), and a sparse embedding
+(``sparse=True``) gives its gradient dense (the same values; the flat vector has no sparse
+layout).  An operation torch has no second derivative for (``nn.EmbeddingBag``) is refused where
+curvature is asked for (`refusing_torch_func_limits`).
 
 **Precision and device.**  By default the model's own dtype and device, promoted to the data's
 floating dtype where that is wider (a float32 model given float64 tensors runs in float64, as the
@@ -57,8 +62,10 @@ import functools
 import hashlib
 import importlib.util
 import math
+import re
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -230,10 +237,24 @@ class NetProblem:
         """(inputs, targets): the samples ``index``, or the whole data set."""
         return self.data.concatenated() if index is None else self.data.rows(index)
 
+    def output(self, w: torch.Tensor, x: Any) -> Any:
+        """model(x; w) as the analysis evaluates it: attention on the math kernel, the parts
+        ``torch.compile`` wrapped run eagerly (module doc)."""
+        eager = torch.compiler.set_stance("force_eager") if self.compiled else nullcontext()
+        with sdpa_kernel(SDPBackend.MATH), eager:
+            return call_model(self.model, self.params(w), x)
+
+    @cached_property
+    def compiled(self) -> bool:
+        """The model or one of its modules is wrapped by ``torch.compile``."""
+        dynamo = sys.modules.get("torch._dynamo.eval_frame")  # loaded by torch.compile
+        return dynamo is not None and any(
+            isinstance(m, dynamo.OptimizedModule) for m in self.model.modules()
+        )
+
     def batch_loss(self, w: torch.Tensor, x: Any, y: Any) -> torch.Tensor:
-        """loss(model(x; w), y) on one batch (attention on the math kernel: module doc)."""
-        with sdpa_kernel(SDPBackend.MATH):
-            return self.loss_fn(call_model(self.model, self.params(w), x), y)
+        """loss(model(x; w), y) on one batch (`output`)."""
+        return self.loss_fn(self.output(w, x), y)
 
     def loss(self, w: torch.Tensor, index: torch.Tensor | None = None) -> torch.Tensor:
         """f(w): the loss over the data (weighted over its batches), or on the samples
@@ -424,6 +445,9 @@ def problem_from_dict(
         model = model.to(device=device, dtype=dtype).eval()
     except (RuntimeError, AssertionError) as err:
         raise ValueError(f"device {str(device)!r} is not available: {_one_line(err)}") from None
+    for module in model.modules():  # dense gradients of sparse embeddings (module doc)
+        if isinstance(module, (torch.nn.Embedding, torch.nn.EmbeddingBag)):
+            module.sparse = False
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     if not named:
         raise ValueError("the model has no trainable parameters")
@@ -507,6 +531,9 @@ TORCH_FUNC_LIMITS = {
 """What torch.func says when it cannot transform a model (its error's words) → what the model
 uses, as the refusal says it."""
 
+NO_SECOND_DERIVATIVE = re.compile(r"derivative for '?([\w.:]+?)'? is not implemented")
+"""What torch says of an operation whose derivative (here: of its backward) it lacks."""
+
 
 def refusing_torch_func_limits(function: Callable) -> Callable:
     """Decorate a ``net`` function: a model torch.func cannot transform (`TORCH_FUNC_LIMITS`) is
@@ -518,10 +545,21 @@ def refusing_torch_func_limits(function: Callable) -> Callable:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return function(*args, **kwargs)
-        except RuntimeError as err:
+        except RuntimeError as err:  # NotImplementedError included
             for words, what in TORCH_FUNC_LIMITS.items():
                 if words in str(err):
                     raise ValueError(f"problem: the model uses {what}") from None
+            missing = NO_SECOND_DERIVATIVE.search(str(err))
+            if missing:
+                hint = (
+                    " (an nn.Embedding followed by the bag's sum or mean has the same values)"
+                    if "embedding_bag" in missing[1]
+                    else ""
+                )
+                raise ValueError(
+                    f"problem: the model uses an operation torch cannot differentiate twice "
+                    f"({missing[1]}), and the curvature needs its second derivative{hint}"
+                ) from None
             raise
 
     return wrapper
