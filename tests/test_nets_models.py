@@ -365,6 +365,43 @@ def test_padding_sparse_and_compiled_embeddings_have_the_frozen_padding_rows_hes
         assert np.all(g[pad] == 0) and np.allclose(g[keep], plain.gradient(plain.w_star)[keep])
 
 
+def test_targets_as_a_dict_and_samples_without_a_batch_dimension(models):
+    """Targets given whole as a dict were refused ("targets must be a torch.Tensor") although
+    a DataLoader's dict targets ran: both now serve, with the tensors' numbers.  A
+    DataLoader with ``batch_size=None`` yields samples without a batch dimension, which
+    counted 2 samples a batch (the targets' length) and, for minibatches, indexed the
+    concatenated features as rows ("internal error: RuntimeError: mat1 and mat2 shapes cannot
+    be multiplied"): refused naming the problem.  A tensor every sample shares (a mask) is
+    refused for minibatches naming --batch, and serves the full-batch questions."""
+    import stability as st
+
+    def mse(out, t):  # a batch or one sample
+        return 0.5 * ((out - t) ** 2).sum(dim=-1).mean()
+
+    found = {**models.problem("residual"), "loss": mse}
+    x, y = found["inputs"], found["targets"]
+    want = _eigs(problem_from_dict(found), 3)
+    as_dict = problem_from_dict({**found, "loss": lambda o, t: mse(o, t["y"]), "targets": {"y": y}})
+    assert np.max(np.abs(_eigs(as_dict, 3) - want)) <= 1e-12 * want[0]
+    loader = torch.utils.data.DataLoader(list(zip(x, y, strict=True)), batch_size=None)
+    with pytest.raises(ValueError, match=r"^data batch 1: .* got 4 and 2 .*batch_size=None"):
+        problem_from_dict({"model": found["model"], "loss": mse, "data": loader})
+
+    class Masked(torch.nn.Module):  # the residual block, its input scaled by a shared mask
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x, mask):
+            return self.inner(x * mask)
+
+    masked = problem_from_dict({**found, "model": Masked(found["model"]),
+                                "inputs": (x, torch.ones(4, dtype=torch.float64))})  # fmt: skip
+    assert np.max(np.abs(_eigs(masked, 3) - want)) <= 1e-12 * want[0]
+    with pytest.raises(ValueError, match=r"^batch: .* a tensor of shape \(4,\)"):
+        st.net_train(masked, rule="sgd", tau=1, lr=0.01, steps=3, batch=8)
+
+
 def test_batches_of_different_lengths_are_full_batch_data_but_not_minibatches(models):
     """Dynamic padding gives batches of different sequence lengths: the full-batch loss and
     curvature sum over them (the top eigenvalue equals the dense Hessian of that weighted

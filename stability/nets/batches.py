@@ -62,12 +62,17 @@ def sample(tree: Any) -> Any:
     return tree_map(lambda t: t.unsqueeze(0) if isinstance(t, torch.Tensor) else t, tree)
 
 
+def _leading(part: Any) -> int | None:
+    """The first dimension of the first tensor of ``part`` (None: no tensor with one)."""
+    leaves = [t for t in tree_flatten(part)[0] if isinstance(t, torch.Tensor)]
+    return int(leaves[0].shape[0]) if leaves and leaves[0].ndim >= 1 else None
+
+
 def batch_size(x: Any, y: Any) -> int:
     """n_b: the first dimension of the targets, or of the first tensor of the inputs."""
     for part in (y, x):
-        leaves = [t for t in tree_flatten(part)[0] if isinstance(t, torch.Tensor)]
-        if leaves and leaves[0].ndim >= 1:
-            return int(leaves[0].shape[0])
+        if _leading(part) is not None:
+            return _leading(part)
     raise ValueError("a batch must hold tensors with a batch dimension (inputs or targets)")
 
 
@@ -116,6 +121,19 @@ def _joined(column: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.cat(list(column))
 
 
+def _check_rows(tree: Any, samples: int) -> None:
+    """Every tensor of the concatenated data has its ``samples`` rows first (what `rows` and a
+    ``vmap`` over samples index): otherwise a `ValueError` naming batch."""
+    for t in tree_flatten(tree)[0]:
+        if isinstance(t, torch.Tensor) and t.ndim >= 1 and t.shape[0] != samples:
+            raise ValueError(
+                f"batch: minibatches (and per-sample moments) draw the data's samples, so every "
+                f"tensor of a batch needs the batch dimension first; the data has {samples} "
+                f"samples but a tensor of shape {tuple(t.shape)} (a tensor every sample shares, "
+                f"e.g. a mask, belongs in the model)"
+            )
+
+
 class NetData:
     """The problem's data (module doc): ``source`` batches, ``dtype``/``device`` of evaluation.
 
@@ -139,6 +157,14 @@ class NetData:
         sizes = []
         for i, batch in enumerate(self._source):
             x, y = _pair(batch, f"data batch {i + 1}")
+            if None not in (_leading(x), _leading(y)) and _leading(x) != _leading(y):
+                raise ValueError(
+                    f"data batch {i + 1}: inputs and targets must have the same number of "
+                    f"samples (first dimension), got {_leading(x)} and {_leading(y)} (a "
+                    f"DataLoader with batch_size=None gives samples without a batch dimension: "
+                    f"give it a batch_size; targets flattened over the samples: flatten them "
+                    f"in the loss)"
+                )
             sizes.append(batch_size(x, y))
             if sizes[-1] < 1:
                 raise ValueError(f"data batch {i + 1} has no samples")
@@ -168,6 +194,7 @@ class NetData:
                     for column in zip(*(f[0] for f in flat), strict=True)
                 ]
                 self._rows = tree_unflatten(leaves, flat[0][1])
+            _check_rows(self._rows, self.samples)
         return self._rows
 
     def rows(self, index: torch.Tensor) -> tuple[Any, Any]:

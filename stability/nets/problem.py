@@ -6,8 +6,8 @@ A *problem file* is a Python file with a function returning a dict::
         return {
             "model": model,          # a torch.nn.Module
             "loss": loss,            # callable (outputs, targets) -> scalar, the mean over samples
-            "inputs": X,             # tensor: the full batch
-            "targets": Y,            # tensor
+            "inputs": X,             # the full batch: a tensor (or a tuple or dict of them)
+            "targets": Y,            # a tensor (or a tuple or dict of them), samples first
             "stages": [[...], ...],  # optional: parameter or module names per stage, in order
         }
 
@@ -233,10 +233,6 @@ class NetProblem:
         """``v`` (a numpy array or tensor) as a flat tensor of the problem's dtype and device."""
         return torch.as_tensor(v).to(device=self.device, dtype=self.dtype)
 
-    def _batch(self, index: torch.Tensor | None):
-        """(inputs, targets): the samples ``index``, or the whole data set."""
-        return self.data.concatenated() if index is None else self.data.rows(index)
-
     def output(self, w: torch.Tensor, x: Any) -> Any:
         """model(x; w) as the analysis evaluates it: attention on the math kernel, the parts
         ``torch.compile`` wrapped run eagerly (module doc)."""
@@ -362,21 +358,21 @@ def _data(found: dict, source: str) -> tuple[Any, bool]:
     if not ("inputs" in found and "targets" in found):
         raise ValueError(f"{source} must return inputs and targets together")
     inputs, targets = found["inputs"], found["targets"]
-    if not isinstance(targets, torch.Tensor):
-        raise ValueError(f"targets must be a torch.Tensor, got {type(targets).__name__}")
-    leaves = [t for t in tree_flatten(inputs)[0] if isinstance(t, torch.Tensor)]
-    if not leaves:
-        raise ValueError(
-            f"inputs must be a torch.Tensor (or a tuple or dict of them), got "
-            f"{type(inputs).__name__}"
-        )
-    for t, what in ((leaves[0], "inputs"), (targets, "targets")):
-        if t.ndim == 0 or t.shape[0] == 0:
+    samples = []
+    for part, what in ((inputs, "inputs"), (targets, "targets")):
+        leaves = [t for t in tree_flatten(part)[0] if isinstance(t, torch.Tensor)]
+        if not leaves:
+            raise ValueError(
+                f"{what} must be a torch.Tensor (or a tuple or dict of them), got "
+                f"{type(part).__name__}"
+            )
+        if leaves[0].ndim == 0 or leaves[0].shape[0] == 0:
             raise ValueError(f"{what} must have a batch dimension with at least one sample")
-    if leaves[0].shape[0] != targets.shape[0]:
+        samples.append(leaves[0].shape[0])
+    if samples[0] != samples[1]:
         raise ValueError(
-            f"inputs and targets must have the same number of samples, got "
-            f"{leaves[0].shape[0]} and {targets.shape[0]}"
+            f"inputs and targets must have the same number of samples, got {samples[0]} and "
+            f"{samples[1]}"
         )
     return [(inputs, targets)], True
 
