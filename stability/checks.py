@@ -54,9 +54,12 @@ def check_real(
     low_open: bool = False,
     high_open: bool = False,
 ) -> Any:
-    """A finite real number (or array of them) in the given range; returns it unchanged."""
+    """A finite real number (or array of them) in the given range; returns it unchanged (a
+    numpy scalar as the Python number, which mpmath and sympy take)."""
     if hasattr(value, "free_symbols"):  # a sympy symbol or expression: nothing to check
         return value
+    if isinstance(value, np.generic):
+        value = value.item()
     if not _numeric(value):
         raise ValueError(f"{name} must be a real number, got {_shown(value)}")
     rng = _range_text(low, high, low_open, high_open)
@@ -78,6 +81,15 @@ def check_real(
     if np.any(bad):
         raise ValueError(f"{name} must be {what}, got {_g(float(v[bad].flat[0]))}")
     return value
+
+
+def check_number(name: str, value: Any, **bounds: Any) -> float:
+    """One finite real number in the range of `check_real` (``bounds``: its keywords), as a
+    float; an array is refused."""
+    value = check_real(name, value, **bounds)
+    if np.ndim(value):
+        raise ValueError(f"{name} must be one real number, got an array")
+    return float(value)
 
 
 def check_delay(name: str, value: Any, low: int = 0) -> Any:
@@ -113,6 +125,12 @@ def check_count(name: str, value: Any) -> int:
     if value < 1:
         raise ValueError(f"{name} must be an integer ≥ 1, got {value}")
     return value
+
+
+def one_or_many(value: Any) -> list:
+    """The values of a parameter that takes one value or a sequence of them (``taus=4`` or
+    ``taus=[4, 2]``), as a list for the per-value check."""
+    return list(value) if np.iterable(value) and not isinstance(value, str | dict) else [value]
 
 
 def check_integer(name: str, value: Any, *, low: int = 0, high: int | None = None) -> int:

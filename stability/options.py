@@ -120,7 +120,13 @@ class Option:
     def check(self, value: Any) -> Any:
         """The validated value (`ValueError`, one line, naming the option and its range);
         None (not given) passes where the default is None."""
-        from stability.checks import check_choice, check_delay, check_integer, check_real
+        from stability.checks import (
+            check_choice,
+            check_delay,
+            check_integer,
+            check_number,
+            one_or_many,
+        )
 
         if value is None and not self.required and self.default is None:
             return None
@@ -128,19 +134,19 @@ class Option:
             raise ValueError(f"{self.name} must be given ({self.doc})")
         if self.kind == "real":
             low, high = self.low, self.high
-            return float(check_real(self.name, value, low=low, high=high, low_open=self.low_open))
+            return check_number(self.name, value, low=low, high=high, low_open=self.low_open)
         if self.kind == "int":
             low = 0 if self.low is None else int(self.low)
             high = None if self.high is None else int(self.high)
             return check_integer(self.name, value, low=low, high=high)
         if self.kind == "ints":
-            values = [value] if isinstance(value, int | str) else list(value)
+            values = one_or_many(value)
             if not values:
                 raise ValueError(f"{self.name} must give at least one integer")
             low = 0 if self.low is None else int(self.low)
             return tuple(int(check_delay(self.name, v, low=low)) for v in values)
         if self.kind in ("strs", "rules"):  # rule names: the rules' registry checks them
-            values = [value] if isinstance(value, str) else list(value)
+            values = one_or_many(value)
             if self.kind == "rules" and not values:
                 raise ValueError(f"{self.name} must name at least one rule")
             if not all(isinstance(v, str) for v in values):

@@ -225,3 +225,42 @@ def test_bad_keywords_are_one_line_value_errors(call, needle):
     with pytest.raises(ValueError) as info:
         call()
     assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "call, needle",
+    [
+        (lambda: st.describe([]), "unknown rule []"),
+        (lambda: st.poly("sgd", tau=2, lr=np.array([0.1, 0.2])), "lr must be one real number"),
+        (lambda: st.radius("sgd", tau=2, lr=np.array([0.1, 0.2])), "lr must be one real number"),
+        (lambda: st.train("sgd", lr=np.array([0.1, 0.2]), steps=5), "lr must be one real number"),
+        (lambda: st.noise("sgd", batch=4, lr=0.01, steps=10, seed=3.5), "seed must be an integer"),
+        (lambda: st.coupled("sgd", stages=3, schedule="pipemare", hidden=0.5), "hidden must be"),
+    ],
+)
+def test_values_of_another_type_are_one_line_value_errors(call, needle):
+    """An API fuzz (odd values for every keyword) found TypeErrors from deep inside: an
+    unhashable rule name, arrays where one number is meant, a float seed, a scalar for a
+    list of widths."""
+    with pytest.raises(ValueError) as info:
+        call()
+    assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+def test_numpy_scalars_and_single_values_are_taken_as_their_plain_forms():
+    """``lam=np.int64(3)`` ended in "TypeError: cannot create mpf from np.int64(3)", a single
+    delay or time for a list (``taus=2``, ``at=50``) in "'int' object is not iterable", and
+    ``divergence=None`` in train's rate runs (it skipped the default).  Each now gives the
+    answer of the plain form."""
+    assert st.bounds("sgd", tau=2, lam=np.int64(3)) == st.bounds("sgd", tau=2, lam=3)
+    assert st.bounds("sgd", tau=2, lam=np.float32(0.5)) == st.bounds("sgd", tau=2, lam=0.5)
+    audit = dict(lr_schedule="constant:0.01", anneal_steps=10, steps=50)
+    assert st.t1_audit("sgd", taus=2, **audit) == st.t1_audit("sgd", taus=[2], **audit)
+    assert st.t1_audit("sgd", taus=np.int64(2), **audit) == st.t1_audit("sgd", taus=[2], **audit)
+    noise = dict(batch=4, lr=0.01, tau=1, steps=100)
+    assert st.noise("sgd", at=50, **noise) == st.noise("sgd", at=[50], **noise)
+    train = dict(lr=0.01, steps=30, tau=1, samples=20)
+    assert st.train("sgd", divergence=None, **train) == st.train("sgd", **train)
+    assert st.coupled("sgd", stages=2, taus=np.int64(3), samples=20).max_lr == pytest.approx(
+        st.coupled("sgd", stages=2, taus=[3], samples=20).max_lr, rel=1e-12
+    )

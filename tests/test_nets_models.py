@@ -523,3 +523,30 @@ def test_general_backward_equals_bilinear_and_autograd(models):
         got = inconsistent_gradient(net, w, w, construction="general")
         assert float((got - net.gradient(w)).abs().max()) <= 1e-12 * float(got.abs().max())
     assert [n for n, _ in units(models.build("attention"))] == ["attn", "ln", "out"]
+
+
+@pytest.mark.parametrize(
+    "function, keywords, needle",
+    [
+        ("net_train", {"steps": 10**30}, "steps must be an integer in [1, 1000000]"),
+        ("net_train", {"divergence": 1.0}, "divergence must be a finite real number > 1"),
+        ("net_train", {"lr": np.array([0.1, 0.2])}, "lr must be one real number"),
+        ("net_max_lr", {"measure": True, "measure_steps": 50}, "measure_steps must be"),
+        ("net_noise", {"lr": np.array([0.1, 0.2])}, "lr must be one real number"),
+    ],
+)
+def test_the_net_functions_check_their_keywords_by_the_commands_tables(
+    models, function, keywords, needle
+):
+    """``st.net_train(steps=10**30)`` ended in "TypeError: full(): argument 'size' failed to
+    unpack" and an lr array in "only 0-dimensional arrays can be converted": the functions
+    check by their commands' option tables (the CLI's limits; ``net max-lr``'s
+    ``measure_steps`` ≥ 100 as on the command line)."""
+    import stability as st
+
+    net = problem_from_dict(models.problem("residual"))
+    given = {"net_train": dict(lr=0.01, steps=5), "net_noise": dict(batch=8, k=2)}
+    kwargs = {"rule": "sgd", "tau": 1, **given.get(function, {}), **keywords}
+    with pytest.raises(ValueError) as info:
+        getattr(st, function)(net, **kwargs)
+    assert needle in str(info.value) and "\n" not in str(info.value)

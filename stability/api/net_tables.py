@@ -152,6 +152,8 @@ NET_TRAIN_OPTIONS: tuple[Option, ...] = (
         "a run diverged once its loss is non-finite or exceeds this × its initial loss",
         "real",
         default=1e6,
+        low=1.0,
+        low_open=True,
     ),
     option(
         "curve_points",

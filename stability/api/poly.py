@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stability.api.resolve import resolve, rule_name
-from stability.checks import check_real
+from stability.checks import check_number
 from stability.result import Result, output
 
 
@@ -38,7 +38,7 @@ def poly(rule: Any, *, lr: float, symbolic: bool = False, **params: Any) -> Poly
     from stability.dynamics.linear import characteristic_polynomial
 
     r = resolve(rule, **params)
-    check_real("lr", lr, low=0.0, low_open=True)
+    check_number("lr", lr, low=0.0, low_open=True)
     period = getattr(r.rule, "period", 1)
     if period > 1:  # the refusal names the rule (issue 25: a refusal names its parameter)
         raise ValueError(

@@ -9,7 +9,7 @@ from typing import Any
 from stability.analysis.rescheduling import Audit, UnsafeWindow
 from stability.api.commands import command
 from stability.api.resolve import rule_name
-from stability.checks import check_integer
+from stability.checks import check_integer, one_or_many
 from stability.options import check_options
 
 
@@ -67,7 +67,7 @@ def _stage_delays(taus: Sequence[int] | None, pipeline: str | None) -> list[int]
     if (taus is None) == (pipeline is None):
         raise ValueError("pipeline: give the stage delays with taus or with pipeline (one of them)")
     if taus is not None:
-        return [check_integer("taus", t) for t in taus]
+        return [check_integer("taus", t) for t in one_or_many(taus)]
     from stability.pipeline import pipeline as schedule
 
     parts = pipeline.split(":")

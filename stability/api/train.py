@@ -118,7 +118,7 @@ def train(
     given = dict(lr=lr, steps=steps, batch=batch, seed=seed, divergence=divergence, t1=t1)
     given |= dict(warmup_epochs=warmup_epochs, start=start, curve_points=curve_points)
     o = check_options(command("train").options, {**given, "update": update})
-    steps, batch, seed = o["steps"], o["batch"], o["seed"]
+    lr, steps, batch, seed, divergence = o["lr"], o["steps"], o["batch"], o["seed"], o["divergence"]
     check_params([name], values, set_by=schedule_sets(spec, pipe))
     model, dataset, setup = build(problem_options(**problem_kw), fit_seed=seed)
     runs = _Runs.prepare(name, values, o, model, pipe, setup)

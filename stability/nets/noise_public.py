@@ -184,7 +184,7 @@ def net_noise(
     the thresholds of PipeMare Sec. 3.1 at B = n.
     """
     from stability.api.tables import MAX_LYAPUNOV_RUNS, MAX_PAIRS, PAIR_STEPS_DEFAULT
-    from stability.checks import check_choice, check_integer, check_real
+    from stability.checks import check_choice, check_integer, check_number, check_real
     from stability.limits import NET_NOISE_MAX_STAGED_WORK
     from stability.nets.curvature import curvature as top_curvature
     from stability.nets.lockstep import RunSetup
@@ -224,7 +224,7 @@ def net_noise(
         high=MAX_STEPS,
     )
     if lr is not None:
-        lr = check_real("lr", lr, low=0.0, low_open=True)
+        lr = check_number("lr", lr, low=0.0, low_open=True)
     times = (
         default_times(steps)
         if at is None
@@ -286,7 +286,7 @@ def net_noise(
         if not ms:
             raise ValueError("lr: no mean-square threshold to take 0.25 × ms_max_lr of; give lr")
         lr = 0.25 * ms
-    lr = check_real("lr", lr, low=0.0, low_open=True)
+    lr = check_number("lr", lr, low=0.0, low_open=True)
     at_lr = predict_at(small.builder(lr), moments, small.e0, times)
     change = 0.0
     if len(cols) < Q.shape[1]:

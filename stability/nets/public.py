@@ -42,6 +42,7 @@ from stability.nets.problem import (
 )
 from stability.nets.rates import predict_rate
 from stability.nets.simulator import simulate
+from stability.options import check_given
 from stability.pipeline import Pipeline
 from stability.result import Result, output
 from stability.trainer.measure import log_rate
@@ -123,7 +124,10 @@ def _protocol(protocol: NetProtocol | None, measure_steps: int | None) -> NetPro
         return protocol or NetProtocol()
     if protocol is not None:
         raise ValueError("give protocol= or measure_steps, not both")
-    return NetProtocol(steps=check_integer("measure_steps", measure_steps, low=1))
+    from stability.api.net_tables import NET_MAX_LR_OPTIONS
+
+    steps = check_given(NET_MAX_LR_OPTIONS, measure_steps=measure_steps)["measure_steps"]
+    return NetProtocol(steps=steps)
 
 
 def _rule_params(rule: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -559,24 +563,27 @@ def net_train(
     ``"reshuffle"`` (epochs) or ``"iid"`` (B distinct indices per step, what `st.net_noise`
     predicts).
     """
-    from stability.checks import check_choice, check_real
+    from stability.api.net_tables import NET_TRAIN_OPTIONS
     from stability.nets.adaptive import adaptive_setup
     from stability.nets.sharpness import SharpnessTracker, coupled_edge, edge_summary
 
     net = _granularity(_problem(problem, stages, dtype, device), backward, granularity)
     delays = _pipeline_keywords(params)
-    check_real("lr", lr, low=0.0, low_open=True)
-    steps = check_integer("steps", steps, low=1)
-    seed = check_integer("seed", seed, low=0)
-    curve_points = check_integer("curve_points", curve_points, low=2)
-    check_real("divergence", divergence, low=1.0, low_open=True)
-    if sharpness_every is not None:
-        sharpness_every = check_integer("sharpness_every", sharpness_every, low=1)
-    check_choice("sampling", sampling, ("reshuffle", "iid"))
-    if batch is not None:
-        batch = check_integer("batch", batch, low=1)
-        if batch > net.samples:
-            raise ValueError(f"batch must be an integer in [1, {net.samples}], got {batch}")
+    o = check_given(
+        NET_TRAIN_OPTIONS,
+        lr=lr,
+        steps=steps,
+        batch=batch,
+        seed=seed,
+        divergence=divergence,
+        curve_points=curve_points,
+        sharpness_every=sharpness_every,
+        sampling=sampling,
+    )
+    lr, steps, batch, seed = o["lr"], o["steps"], o["batch"], o["seed"]
+    curve_points, sharpness_every = o["curve_points"], o["sharpness_every"]
+    if batch is not None and batch > net.samples:
+        raise ValueError(f"batch must be an integer in [1, {net.samples}], got {batch}")
     pipe = _pipeline(net, pipeline, delays, backward, tau_bkwd)
     values = _rule_params(rule, params)
     adaptive = adaptive_setup(net, rule, values, precond_from, update=update, command="train")

@@ -32,7 +32,13 @@ import numpy as np
 from stability.api.resolve import resolve
 from stability.api.tables import MAX_PAIRS
 from stability.api.tables import MAX_STEPS as TABLE_MAX_STEPS
-from stability.checks import check_choice, check_integer, check_real, finite_or_none
+from stability.checks import (
+    check_choice,
+    check_integer,
+    check_number,
+    finite_or_none,
+    one_or_many,
+)
 from stability.limits import NOISE_MAX_STATE
 from stability.pipeline import Pipeline, worst_delay
 from stability.result import Result, output
@@ -256,8 +262,9 @@ def noise(
     from stability.trainer.engine import SAMPLING
 
     check_choice("sampling", sampling, SAMPLING)
-    lr = check_real("lr", lr, low=0.0, low_open=True)
+    lr = check_number("lr", lr, low=0.0, low_open=True)
     steps = check_integer("steps", steps, low=1, high=MAX_STEPS)
+    seed = check_integer("seed", seed)
     problem = _problem(data, params)
     n, d = problem.samples, problem.dim
     batch = check_integer("batch", batch, low=1, high=n)
@@ -265,7 +272,7 @@ def noise(
     times = (
         default_times(steps)
         if at is None
-        else sorted({check_integer("at", t, low=0, high=steps) for t in at})
+        else sorted({check_integer("at", t, low=0, high=steps) for t in one_or_many(at)})
     )
     if measure:
         pairs = check_integer("pairs", pairs, low=2, high=MAX_PAIRS)

@@ -40,7 +40,7 @@ def get_spec(name: str) -> RuleSpec:
     """The registry entry for ``name``; unknown names raise `ValueError` listing the known ones."""
     try:
         return RULES[name]
-    except KeyError:
+    except (KeyError, TypeError):  # TypeError: not a name (a list, a dict)
         raise ValueError(f"unknown rule {name!r}; known rules: {', '.join(RULES)}") from None
 
 
