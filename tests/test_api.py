@@ -257,7 +257,7 @@ def test_numpy_scalars_and_single_values_are_taken_as_their_plain_forms():
     audit = dict(lr_schedule="constant:0.01", anneal_steps=10, steps=50)
     assert st.t1_audit("sgd", taus=2, **audit) == st.t1_audit("sgd", taus=[2], **audit)
     assert st.t1_audit("sgd", taus=np.int64(2), **audit) == st.t1_audit("sgd", taus=[2], **audit)
-    noise = dict(batch=4, lr=0.01, tau=1, steps=100)
+    noise = dict(batch=4, lr=0.01, tau=1, steps=100, lyapunov_steps=100, lyapunov_runs=2)
     assert st.noise("sgd", at=50, **noise) == st.noise("sgd", at=[50], **noise)
     train = dict(lr=0.01, steps=30, tau=1, samples=20)
     assert st.train("sgd", divergence=None, **train) == st.train("sgd", **train)

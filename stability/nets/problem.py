@@ -46,8 +46,8 @@ scaled-dot-product kernels have no second derivatives.  For the same reason a mo
 of it) wrapped by ``torch.compile`` runs eagerly (``torch.compiler.set_stance("force_eager")``,
 the same function: dynamo's graphs have no double backward), and a sparse embedding
 (``sparse=True``) gives its gradient dense (the same values; the flat vector has no sparse
-layout).  An operation torch has no second derivative for (``nn.EmbeddingBag``) is refused where
-curvature is asked for (`refusing_torch_func_limits`).
+layout).  An operation whose derivative torch does not implement (the second of
+``nn.EmbeddingBag``) is refused where it is needed (`refusing_torch_func_limits`).
 
 **Precision and device.**  By default the model's own dtype and device, promoted to the data's
 floating dtype where that is wider (a float32 model given float64 tensors runs in float64, as the
@@ -553,8 +553,8 @@ def refusing_torch_func_limits(function: Callable) -> Callable:
                     else ""
                 )
                 raise ValueError(
-                    f"problem: the model uses an operation torch cannot differentiate twice "
-                    f"({missing[1]}), and the curvature needs its second derivative{hint}"
+                    f"problem: the model uses an operation whose derivative torch does not "
+                    f"implement ({missing[1]}; curvature needs second derivatives){hint}"
                 ) from None
             raise
 
