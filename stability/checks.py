@@ -10,7 +10,9 @@ unchecked where a numeric comparison is impossible.
 from __future__ import annotations
 
 import math
+import os
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -131,6 +133,15 @@ def one_or_many(value: Any) -> list:
     """The values of a parameter that takes one value or a sequence of them (``taus=4`` or
     ``taus=[4, 2]``), as a list for the per-value check."""
     return list(value) if np.iterable(value) and not isinstance(value, str | dict) else [value]
+
+
+def check_path(name: str, value: Any) -> Path:
+    """A file or directory path given as a non-empty string or a path object."""
+    if not isinstance(value, str | os.PathLike):
+        raise ValueError(f"{name} must be a path, got {_shown(value)}")
+    if not str(os.fspath(value)).strip():
+        raise ValueError(f"{name} must be a path, got an empty string")
+    return Path(value).expanduser()
 
 
 def check_integer(name: str, value: Any, *, low: int = 0, high: int | None = None) -> int:

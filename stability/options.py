@@ -125,6 +125,7 @@ class Option:
             check_delay,
             check_integer,
             check_number,
+            check_path,
             one_or_many,
         )
 
@@ -159,8 +160,9 @@ class Option:
         if self.choices is not None:
             return check_choice(self.name, value, self.choices)
         if self.kind == "path":
-            if not isinstance(value, str | os.PathLike):
-                raise ValueError(f"{self.name} must be a path, got {value!r}")
+            path = check_path(self.name, value)
+            if self.path == "write-file" and path.is_dir():
+                raise ValueError(f"{self.name} must be a file path, got the directory {value}")
             return value
         if isinstance(value, os.PathLike):  # a path given as a Path
             value = os.fspath(value)

@@ -236,12 +236,22 @@ def test_bad_keywords_are_one_line_value_errors(call, needle):
         (lambda: st.train("sgd", lr=np.array([0.1, 0.2]), steps=5), "lr must be one real number"),
         (lambda: st.noise("sgd", batch=4, lr=0.01, steps=10, seed=3.5), "seed must be an integer"),
         (lambda: st.coupled("sgd", stages=3, schedule="pipemare", hidden=0.5), "hidden must be"),
+        (lambda: st.read_spec(3), "path must be a path, got 3"),
+        (lambda: st.validate(2), "rule must be a registered rule name here, got 2"),
+        (lambda: st.train_runs("sgd", lr=[], steps=5), "lr must give at least one step size"),
+        (lambda: st.tradeoff(batch=8, tau=1, rules=0), "unknown rule 0"),
+        (lambda: st.tradeoff(batch=8, tau=1, data=1), "data must be a path, got 1"),
+        (lambda: st.heatmap("sgd", x=3, y="tau:0:4:3"), "x must be P:lo:hi:n[:log]"),
+        (lambda: st.heatmap("sgd", x="lr:0.1:1:3", y="tau:0:4:3", out=""), "an empty string"),
+        (lambda: st.heatmap("sgd", x="lr:0.1:1:3", y="tau:0:4:3", out="."), "got the directory"),
+        (lambda: st.claims(ids=-1), "ids must be strings, got -1"),
     ],
 )
 def test_values_of_another_type_are_one_line_value_errors(call, needle):
     """An API fuzz (odd values for every keyword) found TypeErrors from deep inside: an
     unhashable rule name, arrays where one number is meant, a float seed, a scalar for a
-    list of widths."""
+    list of widths or of rules, a number for a path, an empty lr list (KeyError), and a
+    heatmap written to "" or a directory (OSError: Device or resource busy)."""
     with pytest.raises(ValueError) as info:
         call()
     assert needle in str(info.value) and "\n" not in str(info.value)

@@ -96,6 +96,8 @@ class Axis(Result):
 def parse_axis(text: str, flag: str = "axis") -> Axis:
     """Parse ``P:lo:hi:n[:log]`` (`ValueError` with one line naming ``flag`` if malformed)."""
     usage = f"{flag} must be P:lo:hi:n[:log] (e.g. lr:1e-3:10:256:log)"
+    if not isinstance(text, str):
+        raise ValueError(f"{usage}, got {text!r}")
     parts = text.split(":")
     if len(parts) not in (4, 5) or not parts[0]:
         raise ValueError(f"{usage}, got {text!r}")

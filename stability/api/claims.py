@@ -34,8 +34,11 @@ def claims(ids: Sequence[str] | None = None, *, quick: bool = False) -> Claims:
     >>> st.claims(["nesterov-equals-sc"], quick=True).all_hold
     True
     """
+    from stability.api.commands import command
     from stability.claims import check_claims, lexicon_table
+    from stability.options import check_given
 
+    ids = check_given(command("claims").options, ids=ids)["ids"]
     checked = check_claims(None if ids is None else list(ids), quick=quick)
     return Claims(
         tuple(c.as_dict() for c in checked),

@@ -51,7 +51,8 @@ def heatmap(
     from stability.analysis.radius_grid import heatmap as grid
 
     spec = get_spec(rule_name(rule))
-    metric, lr = check_given(command("heatmap").options, metric=metric, lr=lr).values()
+    o = check_given(command("heatmap").options, metric=metric, lr=lr, out=out, csv=csv)
+    metric, lr = o["metric"], o["lr"]
     x, y = (a if isinstance(a, Axis) else parse_axis(a, flag) for a, flag in ((x, "x"), (y, "y")))
     for label, axis in (("x", x), ("y", y)):
         _check_axis(spec, axis, label)

@@ -203,6 +203,8 @@ def train_runs(
     name = rule_name(rule)
     spec = get_spec(name)
     lrs = [lr] if np.ndim(lr) == 0 else list(np.asarray(lr, dtype=float).reshape(-1))
+    if not lrs:
+        raise ValueError("lr must give at least one step size")
     per_run = {k: keywords.pop(k) for k in spec.param_names if np.ndim(keywords.get(k)) > 0}
     for key, column in per_run.items():
         if len(column) != len(lrs):

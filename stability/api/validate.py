@@ -11,6 +11,7 @@ from typing import Any
 from stability.api.commands import command
 from stability.api.resolve import check_params, rule_name
 from stability.api.setup import build, problem_options, schedule_sets, trainer_inputs
+from stability.checks import one_or_many
 from stability.limits import TRAIN_MAX_STEPS
 from stability.options import check_options
 from stability.result import Result, output
@@ -138,7 +139,7 @@ def validate(
 def _names(rules: Sequence[Any] | str) -> tuple[str, ...]:
     if isinstance(rules, str):
         rules = [t.strip() for t in rules.split(",") if t.strip()]
-    names = tuple(rule_name(r) for r in rules)
+    names = tuple(rule_name(r) for r in one_or_many(rules))
     if not names:
         raise ValueError("rules must name at least one rule")
     return names

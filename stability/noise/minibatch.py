@@ -24,7 +24,6 @@ the bracket where two runs sharing their batches drift apart (``as_bracket``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,6 +35,7 @@ from stability.checks import (
     check_choice,
     check_integer,
     check_number,
+    check_path,
     finite_or_none,
     one_or_many,
 )
@@ -137,7 +137,7 @@ def _problem(data: Any, params: dict[str, Any]):
         return data
     if isinstance(data, Dataset):
         return LinearRegression.from_dataset(data)
-    path = None if data is None else str(Path(data))
+    path = None if data is None else str(check_path("data", data))
     return build_problem(problem_options(problem="linreg", data=path, **given))[0]
 
 

@@ -150,7 +150,7 @@ def tradeoff(
 ) -> Tradeoff:
     """Speed-versus-floor fronts (`Tradeoff`; docs/noise.md).  Exact mean-square rate and floor of
     `stability.noise.second_moment` (E[H_B ⊗ H_B] = H ⊗ H + p(E[xxᵀ ⊗ xxᵀ] − H ⊗ H))."""
-    from stability.checks import check_delay, check_integer, check_real
+    from stability.checks import check_delay, check_integer, check_real, one_or_many
     from stability.noise.gramian import NoiseMap
     from stability.noise.minibatch import _problem
     from stability.noise.moments import SampleMoments
@@ -162,9 +162,10 @@ def tradeoff(
             f"unknown keyword {next(iter(keywords))!r} (the problem's: standardize, bias, samples)"
         )
     batch = check_integer("batch", batch, low=1, high=problem.samples)
-    rules = list(dict.fromkeys([rules] if isinstance(rules, str) else rules))
+    rules = list(dict.fromkeys(one_or_many(rules)))
     if not rules:
         raise ValueError("rules must name at least one rule")
+    fractions, momenta = one_or_many(fractions), one_or_many(momenta)
     for f in fractions:
         check_real("fractions", f, low=0.0, high=1.0, low_open=True, high_open=True)
     target = check_given(command("tradeoff").options, target=target)["target"]

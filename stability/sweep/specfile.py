@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from stability.checks import check_path
 from stability.sweep.catalog import get_command, keyword_kinds
 
 MAX_POINTS = 10_000_000
@@ -169,7 +170,7 @@ class SweepSpec:
 def read_spec(path: str | Path) -> SweepSpec:
     """Parse the TOML spec at ``path`` (format: docs/sweep.md); `SpecError` names what is
     wrong in one line."""
-    path = Path(path)
+    path = check_path("path", path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
