@@ -30,7 +30,7 @@ from typing import Any
 
 from stability.api import net_tables as nt
 from stability.api import tables as t
-from stability.api.tables import PIPELINE_OPTIONS, PROBLEM_OPTIONS
+from stability.api.tables import BATCH, DIVERGENCE, LR, PIPELINE_OPTIONS, PROBLEM_OPTIONS
 from stability.limits import (
     DENSE_SEARCH_MAX_STATES,
     HALFLIFE_MAX_KAPPA,
@@ -77,21 +77,11 @@ class Command:
         return self.arguments + self.options + self.keywords + pipeline
 
 
-LR = option("lr", "step size", "real", low=0.0, low_open=True)
 TRAINER_NOT_RULE_FLAGS = ("stages", "microbatches")
 """gpipe's parameters, which the trainer commands' pipeline flags set."""
 
 # -- the trainer commands (train, validate, coupled) -------------------------------------------
 
-BATCH = option("batch", "minibatch size (default: full batch)", "int", default=None, low=1)
-DIVERGENCE = option(
-    "divergence",
-    "a run diverged once its loss is non-finite or exceeds this × its initial loss",
-    "real",
-    default=1e6,
-    low=1.0,
-    low_open=True,
-)
 PROTOCOL_STEPS = option(
     "steps",
     "steps per stability run (default 20000; 5000 for mlp)",

@@ -9,6 +9,9 @@ from __future__ import annotations
 import dataclasses
 
 from stability.api.tables import (
+    BATCH,
+    DIVERGENCE,
+    LR,
     MAX_PAIRS,
     MAX_STEPS,
     PAIR_STEPS_DEFAULT,
@@ -143,18 +146,11 @@ NET_TRAIN_OPTIONS: tuple[Option, ...] = (
     *NET_COMMON,
     NET_BACKWARD,
     NET_GRANULARITY,
-    option("lr", "step size", "real", low=0.0, low_open=True),
+    LR,
     option("steps", "simulator steps", "int", low=1, high=MAX_STEPS),
-    option("batch", "minibatch size (default: full batch)", "int", default=None, low=1),
+    BATCH,
     option("seed", "minibatch stream seed", "int", default=0, low=0),
-    option(
-        "divergence",
-        "a run diverged once its loss is non-finite or exceeds this × its initial loss",
-        "real",
-        default=1e6,
-        low=1.0,
-        low_open=True,
-    ),
+    DIVERGENCE,
     option(
         "curve_points",
         "points of the reported loss curve (subsampled)",

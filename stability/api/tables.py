@@ -155,6 +155,19 @@ def output_file(name: str, doc: str, metavar: str) -> Option:
     return option(name, doc, "path", default=None, metavar=metavar, path="write-file")
 
 
+LR = option("lr", "step size", "real", low=0.0, low_open=True)
+BATCH = option("batch", "minibatch size (default: full batch)", "int", default=None, low=1)
+DIVERGENCE = option(
+    "divergence",
+    "a run diverged once its loss is non-finite or exceeds this × its initial loss",
+    "real",
+    default=1e6,
+    low=1.0,
+    low_open=True,
+)
+"""The simulators' step size, minibatch and divergence threshold (the trainer's and the
+network simulator's commands)."""
+
 # -- the analysis-side commands ------------------------------------------------------------------
 
 HEATMAP_OPTIONS: tuple[Option, ...] = (
