@@ -239,7 +239,7 @@ def test_bad_keywords_are_one_line_value_errors(call, needle):
         (lambda: st.read_spec(3), "path must be a path, got 3"),
         (lambda: st.validate(2), "rule must be a registered rule name here, got 2"),
         (lambda: st.train_runs("sgd", lr=[], steps=5), "lr must give at least one step size"),
-        (lambda: st.tradeoff(batch=8, tau=1, rules=0), "unknown rule 0"),
+        (lambda: st.tradeoff(batch=8, tau=1, rules=0), "rules must be strings, got 0"),
         (lambda: st.tradeoff(batch=8, tau=1, data=1), "data must be a path, got 1"),
         (lambda: st.heatmap("sgd", x=3, y="tau:0:4:3"), "x must be P:lo:hi:n[:log]"),
         (lambda: st.heatmap("sgd", x="lr:0.1:1:3", y="tau:0:4:3", out=""), "an empty string"),

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from stability.api.resolve import resolve, rule_name
 from stability.checks import check_number
 from stability.result import Result, output
@@ -39,6 +41,9 @@ def poly(rule: Any, *, lr: float, symbolic: bool = False, **params: Any) -> Poly
 
     r = resolve(rule, **params)
     check_number("lr", lr, low=0.0, low_open=True)
+    for key, value in params.items():  # one polynomial: no grids of parameters
+        if np.ndim(value):
+            raise ValueError(f"{key} must be one value, got an array")
     period = getattr(r.rule, "period", 1)
     if period > 1:  # the refusal names the rule (issue 25: a refusal names its parameter)
         raise ValueError(

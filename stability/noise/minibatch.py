@@ -34,7 +34,6 @@ from stability.api.tables import MAX_STEPS as TABLE_MAX_STEPS
 from stability.checks import (
     check_choice,
     check_integer,
-    check_number,
     check_path,
     finite_or_none,
     one_or_many,
@@ -257,14 +256,24 @@ def noise(
     mixture E[H_B ⊗ H_B] = H ⊗ H + p(E[xxᵀ ⊗ xxᵀ] − H ⊗ H) (Mulayoff & Michaeli 2023) and
     the threshold rules of PipeMare Sec. 3.1 (Lemma 1 at B = n).
     """
+    from stability.api.commands import command
     from stability.noise.lyapunov import bracket_note
     from stability.noise.moments import SampleMoments
-    from stability.trainer.engine import SAMPLING
+    from stability.options import check_given
 
-    check_choice("sampling", sampling, SAMPLING)
-    lr = check_number("lr", lr, low=0.0, low_open=True)
-    steps = check_integer("steps", steps, low=1, high=MAX_STEPS)
-    seed = check_integer("seed", seed)
+    o = check_given(
+        command("noise").options,
+        lr=lr,
+        steps=steps,
+        sampling=sampling,
+        seed=seed,
+        lyapunov_steps=lyapunov_steps,
+        lyapunov_runs=lyapunov_runs,
+        measure=measure,
+        runs=runs,
+    )
+    lr, steps, seed, runs = o["lr"], o["steps"], o["seed"], o["runs"]
+    window = _window(window, steps)
     problem = _problem(data, params)
     n, d = problem.samples, problem.dim
     batch = check_integer("batch", batch, low=1, high=n)
@@ -274,6 +283,8 @@ def noise(
         if at is None
         else sorted({check_integer("at", t, low=0, high=steps) for t in one_or_many(at)})
     )
+    if not times:
+        raise ValueError("at must give at least one step")
     if measure:
         pairs = check_integer("pairs", pairs, low=2, high=MAX_PAIRS)
         pair_steps = check_integer("pair_steps", pair_steps, low=10, high=MAX_STEPS)
@@ -433,6 +444,19 @@ def predict_at(state, moments, e0: np.ndarray, times) -> dict[str, Any]:
     }
 
 
+def _window(window: Any, steps: int) -> tuple[int, int]:
+    """The measured floor's [start, end) steps (default: the second half of ``steps``)."""
+    if window is None:
+        return steps // 2, steps
+    ends = one_or_many(window)
+    if len(ends) != 2:
+        raise ValueError(f"window must be [start, end) with 0 ≤ start < end, got {window!r}")
+    start, end = (check_integer("window", w) for w in ends)
+    if not start < end:
+        raise ValueError(f"window must be [start, end) with 0 ≤ start < end, got {window!r}")
+    return start, end
+
+
 def check_measure_work(runs: int, steps: int, pairs: int, pair_steps: int, batch: int, d: int):
     """Refuse, naming batch, a measurement above `stability.limits.NOISE_MEASURE_MAX_WORK`:
     (runs × steps + the almost-sure bracket's runs × pair_steps) × B·d, the bracket's runs
@@ -456,10 +480,6 @@ def _measure(
 ) -> dict:
     from stability.noise.runs import measure_almost_sure, measure_loss
 
-    runs = check_integer("runs", runs, low=2, high=1 << 20)
-    window = (steps // 2, steps) if window is None else tuple(int(w) for w in window)
-    if not 0 <= window[0] < window[1]:
-        raise ValueError(f"window must be [start, end) with 0 ≤ start < end, got {window}")
     m = measure_loss(
         ctx.problem,
         ctx.trainer_rule,

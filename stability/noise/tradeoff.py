@@ -162,9 +162,7 @@ def tradeoff(
             f"unknown keyword {next(iter(keywords))!r} (the problem's: standardize, bias, samples)"
         )
     batch = check_integer("batch", batch, low=1, high=problem.samples)
-    rules = list(dict.fromkeys(one_or_many(rules)))
-    if not rules:
-        raise ValueError("rules must name at least one rule")
+    rules = list(dict.fromkeys(check_given(command("tradeoff").options, rules=rules)["rules"]))
     fractions, momenta = one_or_many(fractions), one_or_many(momenta)
     for f in fractions:
         check_real("fractions", f, low=0.0, high=1.0, low_open=True, high_open=True)
