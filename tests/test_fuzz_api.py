@@ -121,3 +121,67 @@ def test_every_keyword_takes_every_odd_value_with_a_result_or_a_value_error(
             except Exception as err:  # noqa: BLE001 - what this test looks for
                 defects.append(f"{key}={value!r}: {type(err).__name__}: {err}")
     assert not defects, f"{name}: " + "; ".join(defects)
+
+
+def _net():
+    """A 13-parameter MLP on 24 rows, float64 (built once per test)."""
+    import torch
+
+    from stability.nets.problem import problem_from_dict
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(24, 3, generator=g, dtype=torch.float64)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Tanh(), torch.nn.Linear(2, 1))
+    return problem_from_dict(
+        {
+            "model": model.double(),
+            "loss": torch.nn.MSELoss(),
+            "inputs": x,
+            "targets": x[:, :1].sin(),
+        }  # fmt: skip
+    )
+
+
+NET_CALLS = {
+    "net_curvature": ({"k": 2}, ["k", "stages", "negative", "stage_blocks", "dtype", "device"]),
+    "net_max_lr": (
+        {"rule": "sgd", "tau": 2, "k": 2},
+        ["rule", "tau", "k", "backward", "tau_bkwd", "schedule", "measure_steps", "dtype"],
+    ),
+    "net_train": (
+        {"rule": "sgd", "tau": 1, "lr": 0.01, "steps": 10},
+        ["lr", "steps", "batch", "seed", "divergence", "sampling", "sharpness_every", "update"],
+    ),
+    "net_noise": (
+        {
+            "rule": "sgd",
+            "tau": 1,
+            "lr": 0.01,
+            "batch": 4,
+            "k": 2,
+            "steps": 50,
+            "lyapunov_steps": 100,
+            "lyapunov_runs": 2,
+        },  # fmt: skip
+        ["batch", "lr", "tau", "k", "curvature", "steps", "at", "stages"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(NET_CALLS))
+def test_the_net_functions_take_odd_values_with_a_result_or_a_value_error(name):
+    pytest.importorskip("torch")
+    net = _net()
+    base, keys = NET_CALLS[name]
+    defects = []
+    for key in keys:
+        for value in NOT_A_NUMBER:
+            try:
+                getattr(st, name)(net, **{**base, key: value})
+            except ValueError as err:
+                if "\n" in str(err):
+                    defects.append(f"{key}={value!r}: a refusal of several lines: {err}")
+            except Exception as err:  # noqa: BLE001 - what this test looks for
+                defects.append(f"{key}={value!r}: {type(err).__name__}: {err}")
+    assert not defects, f"{name}: " + "; ".join(defects)

@@ -197,9 +197,9 @@ def net_noise(
     from stability.noise.minibatch import (
         MAX_STEPS,
         check_staged_work,
-        default_times,
         predict_at,
         thresholds,
+        time_points,
     )
     from stability.noise.state import state_space
     from stability.trainer.engine import SAMPLING
@@ -225,11 +225,7 @@ def net_noise(
     )
     if lr is not None:
         lr = check_number("lr", lr, low=0.0, low_open=True)
-    times = (
-        default_times(steps)
-        if at is None
-        else sorted({check_integer("at", t, low=0, high=steps) for t in at})
-    )
+    times = time_points(at, steps)
     if rule in INCONSISTENT_RULES:
         raise ValueError(
             f"rule {rule!r} models backward weights that differ from the forward ones; net noise "

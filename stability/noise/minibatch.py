@@ -50,8 +50,14 @@ MAX_STEPS = TABLE_MAX_STEPS
 """Largest horizon of the exact recursion (the ``--steps`` range of `stability.api.tables`)."""
 
 
-def default_times(steps: int) -> list[int]:
-    """0 and the 1-2-5 sequence up to ``steps`` (and ``steps`` itself)."""
+def time_points(at: Any, steps: int) -> list[int]:
+    """The steps of an expected-loss curve: ``at`` (one step or several, each in [0, steps]),
+    by default 0 and the 1-2-5 sequence up to ``steps`` (and ``steps`` itself)."""
+    if at is not None:
+        times = sorted({check_integer("at", t, low=0, high=steps) for t in one_or_many(at)})
+        if not times:
+            raise ValueError("at must give at least one step")
+        return times
     out = {0, steps}
     k = 1
     while k <= steps:
@@ -278,13 +284,7 @@ def noise(
     n, d = problem.samples, problem.dim
     batch = check_integer("batch", batch, low=1, high=n)
     check_problem(problem)
-    times = (
-        default_times(steps)
-        if at is None
-        else sorted({check_integer("at", t, low=0, high=steps) for t in one_or_many(at)})
-    )
-    if not times:
-        raise ValueError("at must give at least one step")
+    times = time_points(at, steps)
     if measure:
         pairs = check_integer("pairs", pairs, low=2, high=MAX_PAIRS)
         pair_steps = check_integer("pair_steps", pair_steps, low=10, high=MAX_STEPS)
@@ -515,7 +515,7 @@ __all__ = [
     "MAX_STATE",
     "MAX_STEPS",
     "Noise",
-    "default_times",
+    "time_points",
     "noise",
     "predict_at",
     "setup",
