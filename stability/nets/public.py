@@ -569,17 +569,9 @@ def net_train(
 
     net = _granularity(_problem(problem, stages, dtype, device), backward, granularity)
     delays = _pipeline_keywords(params)
-    o = check_given(
-        NET_TRAIN_OPTIONS,
-        lr=lr,
-        steps=steps,
-        batch=batch,
-        seed=seed,
-        divergence=divergence,
-        curve_points=curve_points,
-        sharpness_every=sharpness_every,
-        sampling=sampling,
-    )
+    given = dict(lr=lr, steps=steps, batch=batch, seed=seed, divergence=divergence)
+    given |= dict(curve_points=curve_points, sharpness_every=sharpness_every, sampling=sampling)
+    o = check_given(NET_TRAIN_OPTIONS, **given)
     lr, steps, batch, seed = o["lr"], o["steps"], o["batch"], o["seed"]
     curve_points, sharpness_every = o["curve_points"], o["sharpness_every"]
     if batch is not None and batch > net.samples:
