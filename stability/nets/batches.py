@@ -71,8 +71,9 @@ def _leading(part: Any) -> int | None:
 def batch_size(x: Any, y: Any) -> int:
     """n_b: the first dimension of the targets, or of the first tensor of the inputs."""
     for part in (y, x):
-        if _leading(part) is not None:
-            return _leading(part)
+        n = _leading(part)
+        if n is not None:
+            return n
     raise ValueError("a batch must hold tensors with a batch dimension (inputs or targets)")
 
 
@@ -157,10 +158,11 @@ class NetData:
         sizes = []
         for i, batch in enumerate(self._source):
             x, y = _pair(batch, f"data batch {i + 1}")
-            if None not in (_leading(x), _leading(y)) and _leading(x) != _leading(y):
+            n_x, n_y = _leading(x), _leading(y)
+            if None not in (n_x, n_y) and n_x != n_y:
                 raise ValueError(
                     f"data batch {i + 1}: inputs and targets must have the same number of "
-                    f"samples (first dimension), got {_leading(x)} and {_leading(y)} (a "
+                    f"samples (first dimension), got {n_x} and {n_y} (a "
                     f"DataLoader with batch_size=None gives samples without a batch dimension: "
                     f"give it a batch_size; targets flattened over the samples: flatten them "
                     f"in the loss)"

@@ -527,8 +527,8 @@ TORCH_FUNC_LIMITS = {
 """What torch.func says when it cannot transform a model (its error's words) → what the model
 uses, as the refusal says it."""
 
-NO_SECOND_DERIVATIVE = re.compile(r"derivative for '?([\w.:]+?)'? is not implemented")
-"""What torch says of an operation whose derivative (here: of its backward) it lacks."""
+NO_DERIVATIVE = re.compile(r"derivative for '?([\w.:]+?)'? is not implemented")
+"""What torch says of an operation whose derivative it lacks (EmbeddingBag: its backward's)."""
 
 
 def refusing_torch_func_limits(function: Callable) -> Callable:
@@ -545,7 +545,7 @@ def refusing_torch_func_limits(function: Callable) -> Callable:
             for words, what in TORCH_FUNC_LIMITS.items():
                 if words in str(err):
                     raise ValueError(f"problem: the model uses {what}") from None
-            missing = NO_SECOND_DERIVATIVE.search(str(err))
+            missing = NO_DERIVATIVE.search(str(err))
             if missing:
                 hint = (
                     " (an nn.Embedding followed by the bag's sum or mean has the same values)"
