@@ -109,18 +109,24 @@ def test_every_keyword_takes_every_odd_value_with_a_result_or_a_value_error(
 ):
     monkeypatch.chdir(tmp_path)  # files a valid odd call writes (heatmap --out 3) land here
     function, base, values = CALLS[name]
+    defects = _defects(function, base, KEYWORDS[name], values)
+    assert not defects, f"{name}: " + "; ".join(defects)
+
+
+def _defects(function, base: dict, keys: list, values: list) -> list[str]:
+    """``function(**base)`` with each of ``keys`` set to each of ``values`` in turn: what
+    ended in anything but a result or a one-line `ValueError`."""
     defects = []
-    for key in KEYWORDS[name]:
+    for key in keys:
         for value in values:
-            given = {**base, key: value}
             try:
-                function(**given)
+                function(**{**base, key: value})
             except ValueError as err:
                 if "\n" in str(err):
                     defects.append(f"{key}={value!r}: a refusal of several lines: {err}")
             except Exception as err:  # noqa: BLE001 - what this test looks for
                 defects.append(f"{key}={value!r}: {type(err).__name__}: {err}")
-    assert not defects, f"{name}: " + "; ".join(defects)
+    return defects
 
 
 def _net():
@@ -174,14 +180,5 @@ def test_the_net_functions_take_odd_values_with_a_result_or_a_value_error(name):
     pytest.importorskip("torch")
     net = _net()
     base, keys = NET_CALLS[name]
-    defects = []
-    for key in keys:
-        for value in NOT_A_NUMBER:
-            try:
-                getattr(st, name)(net, **{**base, key: value})
-            except ValueError as err:
-                if "\n" in str(err):
-                    defects.append(f"{key}={value!r}: a refusal of several lines: {err}")
-            except Exception as err:  # noqa: BLE001 - what this test looks for
-                defects.append(f"{key}={value!r}: {type(err).__name__}: {err}")
+    defects = _defects(getattr(st, name), {"problem": net, **base}, keys, NOT_A_NUMBER)
     assert not defects, f"{name}: " + "; ".join(defects)

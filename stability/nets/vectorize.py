@@ -41,7 +41,7 @@ def vectorized(
     if id(owner) not in _NO_VMAP:
         try:
             return vmap(fn, in_dims=dims, randomness=randomness)(*args)
-        except (RuntimeError, NotImplementedError):
+        except RuntimeError:  # NotImplementedError included
             _NO_VMAP.add(id(owner))
 
     def take(arg: Any, dim: int | None, i: int) -> Any:
