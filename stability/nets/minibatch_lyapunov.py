@@ -50,6 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch.func import grad
+from torch.nn.functional import embedding_bag
 
 from stability.nets.batches import sample
 from stability.nets.lockstep import LockstepRuns, RunSetup
@@ -132,8 +133,12 @@ def exponents(
     d0 = torch.stack([problem.hvp(w_star, r) for r in z]).detach()  # ∝ ∇²f(w*)·z
     d0 = separation * d0 / torch.linalg.vector_norm(d0, dim=1, keepdim=True)
     d0 = d0.repeat(L, 1)  # run (l, r) starts at the same deviation for every l
+
+    def batch_mean(index: torch.Tensor) -> torch.Tensor:  # (R, B) → (R, p), no (R, B, p) copy
+        return embedding_bag(index.to(per_sample.device), per_sample, mode="mean")
+
     runner = LockstepRuns(setup, np.repeat(lrs, runs), w_star + d0, np.tile(np.arange(runs), L),
-                          tilt=lambda index: per_sample[index].mean(dim=1))  # fmt: skip
+                          tilt=batch_mean)  # fmt: skip
     ring = runner.ring
     rest = _rest(ring, w_star)
     burn = steps // 5
