@@ -201,8 +201,10 @@ class NetData:
 
     def rows(self, index: torch.Tensor) -> tuple[Any, Any]:
         """The samples ``index`` of the whole data set (a minibatch; an (R, B) index: R of
-        them)."""
-        return rows(self.concatenated(), index.to(self.device))
+        them).  The simulators keep their indices on the data's device (one copy a chunk of
+        steps, not one a step)."""
+        on_device = index.device == self.device
+        return rows(self.concatenated(), index if on_device else index.to(self.device))
 
 
 __all__ = ["NetData", "batch_size", "call_model", "convert", "floating_dtype", "rows", "sample"]

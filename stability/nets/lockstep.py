@@ -82,7 +82,7 @@ class LockstepRuns:
         t = self.ring.t
         if t % CHUNK_STEPS == 0:
             drawn = self.source.take(CHUNK_STEPS)[:, self.streams]
-            self.indices = torch.from_numpy(drawn.astype(np.int64))
+            self.indices = torch.from_numpy(drawn.astype(np.int64)).to(self.problem.device)
         index = self.indices[t % CHUNK_STEPS]  # (R, B)
         p = self.problem
         passes = [rule.passes(x, self.lr) for rule, x in zip(self.rules, self.taps, strict=True)]

@@ -135,7 +135,7 @@ def exponents(
     d0 = d0.repeat(L, 1)  # run (l, r) starts at the same deviation for every l
 
     def batch_mean(index: torch.Tensor) -> torch.Tensor:  # (R, B) → (R, p), no (R, B, p) copy
-        return embedding_bag(index.to(per_sample.device), per_sample, mode="mean")
+        return embedding_bag(index, per_sample, mode="mean")  # both on the problem's device
 
     runner = LockstepRuns(setup, np.repeat(lrs, runs), w_star + d0, np.tile(np.arange(runs), L),
                           tilt=batch_mean)  # fmt: skip
@@ -153,11 +153,10 @@ def exponents(
             norm = torch.sqrt(((ring.buffers["w"] - w_star) ** 2).sum(dim=(0, 2)))
             bad = ~torch.isfinite(norm) | (norm == 0)
             scale = torch.where(bad, 1.0, separation / norm)
-            for var, buf in ring.buffers.items():
+            again = {var: rest[var] for var in ring.buffers} | {"w": w_star + d0}
+            for var, buf in ring.buffers.items():  # a run that over- or underflowed starts again
                 buf.sub_(rest[var]).mul_(scale[None, :, None]).add_(rest[var])
-                buf[:, bad] = rest[var]  # a run that over- or underflowed starts again
-            if bool(bad.any()):
-                ring.buffers["w"][:, bad] = w_star + d0[bad]
+                torch.where(bad[None, :, None], again[var], buf, out=buf)
             if t >= burn:
                 total += torch.log(torch.where(bad, 1.0, norm / separation))
                 grown |= bad & ~(norm == 0)

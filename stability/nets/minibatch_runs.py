@@ -79,7 +79,8 @@ def lockstep(
     times = sorted(int(t) for t in times)
     at = np.full((R, len(times)), np.nan)
     window_sum, window_count = np.zeros(R), 0
-    blown = np.zeros(R, dtype=bool)
+    blown_t = torch.zeros(R, dtype=torch.bool, device=w_star.device)
+    zero = torch.zeros((), dtype=w_star.dtype, device=w_star.device)
     wander = torch.zeros(R, dtype=w_star.dtype, device=w_star.device)
 
     def record(w: torch.Tensor, t: int) -> None:
@@ -100,14 +101,13 @@ def lockstep(
         w = runner.step()
         distance = torch.linalg.vector_norm(w - w_star, dim=1)
         bad = ~torch.isfinite(distance) | (distance > limit)
-        if bool(bad.any()):
-            blown |= bad.cpu().numpy()
-            for var, buf in ring.buffers.items():
-                buf[:, bad] = w_star if var == "w" else 0.0
-            w = ring.buffers["w"][ring.head]
-            distance = torch.where(bad, 0.0, distance)
-        wander = torch.maximum(wander, distance)
+        blown_t |= bad
+        for var, buf in ring.buffers.items():  # a blown run rests at w*; no host sync a step
+            torch.where(bad[None, :, None], w_star if var == "w" else zero, buf, out=buf)
+        w = ring.buffers["w"][ring.head]
+        wander = torch.maximum(wander, torch.where(bad, 0.0, distance))
         record(w, t + 1)
+    blown = blown_t.cpu().numpy()
     mean = window_sum / window_count if window_count else np.full(R, np.nan)
     at[blown] = np.nan
     mean[blown] = np.nan

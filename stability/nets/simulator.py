@@ -261,7 +261,8 @@ def simulate(
     for t in range(steps):
         if stream is not None:
             if indices is None or not len(indices):
-                indices = list(torch.from_numpy(stream.take(256)))
+                # one host-to-device copy per 256 steps, not one a step
+                indices = list(torch.from_numpy(stream.take(256)).to(problem.device))
             index = indices.pop(0)
         else:
             index = None
