@@ -1,5 +1,5 @@
 """A progress bar on stderr for long CLI runs (train and validate runs, coupled measurements,
-reproductions, heatmaps).
+reproductions, heatmaps, `net train` and the `--measure` of `net max-lr` and `net noise`).
 
 Shown only on a terminal (or with ``STABILITY_PROGRESS=1``), never under ``--json``; it writes
 to stderr only, so stdout keeps its one report or JSON object.  A bar needs nothing but a

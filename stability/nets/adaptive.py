@@ -194,7 +194,7 @@ def adaptive_setup(
 
 
 def measure_real_max_lr(
-    setup: AdaptiveSetup, rules, direction: np.ndarray, guess: float, protocol
+    setup: AdaptiveSetup, rules, direction: np.ndarray, guess: float, protocol, observe=None
 ) -> MaxLrMeasurement:
     """The max stable lr of real Adam/AdamW from the problem's weights and the source's v and
     step t (m = 0, `AdaptiveSetup.real`), by the protocol of `stability.nets.bracket` — the
@@ -202,7 +202,8 @@ def measure_real_max_lr(
     only: unstable if ‖w_t − w*‖ exceeds ``growth`` × ‖w₀ − w*‖ (or is non-finite).  The
     increments' rate test is left out: at a stationary point v decays as β2^t, so P — and
     with it every increment — grows by β2^{−1/2} per step, which that test would read as an
-    instability of the slowest directions (docs/adam.md)."""
+    instability of the slowest directions (docs/adam.md).  ``observe``: the simulator's
+    per-step hook (`stability.nets.step_counter`)."""
     from stability.nets.bracket import start_point
     from stability.nets.simulator import consistent, simulate
 
@@ -220,6 +221,7 @@ def measure_real_max_lr(
             divergence=protocol.growth,
             check_every=protocol.check_every,
             backward="stashed" if all(consistent(r) for r in stages) else "current",
+            observe=observe,
         )
         return res.diverged
 

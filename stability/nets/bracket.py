@@ -42,7 +42,7 @@ from stability.nets.problem import NetProblem
 from stability.nets.rates import RATE_DECADES, envelope_log_rate
 from stability.nets.simulator import consistent, simulate
 from stability.rules.base import Rule
-from stability.trainer.measure import MaxLrMeasurement, bisect_max_lr, log_rate
+from stability.trainer.measure import MaxLrMeasurement, bisect_max_lr, log_rate, verdict_rounds
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,12 @@ class NetProtocol:
         )
         return d
 
+    def expected_steps(self) -> int:
+        """Simulator steps of a bracket whose first grid holds the crossing
+        (`stability.trainer.measure.verdict_rounds` rounds of ``steps``)."""
+        rounds = verdict_rounds(self.rel_tol, per_round=self.per_round, span=self.span)
+        return rounds * self.steps
+
 
 def start_point(problem: NetProblem, v1: np.ndarray, perturbation: float) -> torch.Tensor:
     """w* + ε·v₁ with ε = ``perturbation``·√p (module doc)."""
@@ -88,7 +94,7 @@ def start_point(problem: NetProblem, v1: np.ndarray, perturbation: float) -> tor
     return problem.w_star.detach() + eps * v / torch.linalg.vector_norm(v)
 
 
-def _runs(problem, rules, lrs, protocol, v1, steps, lr_scales):
+def _runs(problem, rules, lrs, protocol, v1, steps, lr_scales, observe=None):
     return simulate(
         problem,
         rules,
@@ -102,6 +108,7 @@ def _runs(problem, rules, lrs, protocol, v1, steps, lr_scales):
         check_every=protocol.check_every,
         track=("increment", "error"),
         backward="stashed" if all(consistent(r) for r in rules) else "current",
+        observe=observe,
     )
 
 
@@ -112,13 +119,15 @@ def measure_max_lr(
     guess: float,
     protocol: NetProtocol,
     lr_scales: tuple[float, ...] = (),
+    observe=None,
 ) -> MaxLrMeasurement:
-    """The simulator's max stable lr of the stage ``rules`` (module doc)."""
+    """The simulator's max stable lr of the stage ``rules`` (module doc); ``observe``: the
+    simulator's per-step hook (`stability.nets.step_counter`)."""
 
     eps2 = float(torch.sum((start_point(problem, v1, protocol.perturbation) - problem.w_star) ** 2))
 
     def verdict(lrs: np.ndarray) -> np.ndarray:
-        res = _runs(problem, rules, lrs, protocol, v1, protocol.steps, lr_scales)
+        res = _runs(problem, rules, lrs, protocol, v1, protocol.steps, lr_scales, observe)
         increments = res.energies["increment"].copy()
         beyond = res.energies["error"] > protocol.linear**2 * eps2
         increments[np.maximum.accumulate(beyond, axis=1)] = np.nan
@@ -136,9 +145,10 @@ def measure_log_rate(
     lrs,
     protocol: NetProtocol,
     lr_scales: tuple[float, ...] = (),
+    observe=None,
 ) -> np.ndarray:
     """Measured ln ρ̂ of the increments at each step size (module doc); NaN if diverged."""
-    res = _runs(problem, rules, lrs, protocol, v1, protocol.rate_steps, lr_scales)
+    res = _runs(problem, rules, lrs, protocol, v1, protocol.rate_steps, lr_scales, observe)
     rate = envelope_log_rate(res.energies["increment"], RATE_DECADES)
     return np.where(res.diverged, np.nan, rate)
 

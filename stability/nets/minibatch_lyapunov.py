@@ -65,6 +65,14 @@ SEPARATION = 1e-3
 """δ₀ / r₁₀: the deviation's size relative to the quadratic region."""
 Z_DECIDE = 3.0
 """A step size is decided (un)stable when γ̄ is this many standard errors from 0."""
+PER_ROUND = 8
+"""Step sizes per round of `measure_almost_sure`."""
+SPAN = 1.5
+"""Its first round's grid: [guess/SPAN, SPAN·guess]."""
+REL_TOL = 0.01
+"""Its bracket's target relative width."""
+MAX_ROUNDS = 8
+"""Its most rounds after the first."""
 
 
 @dataclass(frozen=True)
@@ -117,9 +125,11 @@ def exponents(
     runs: int,
     steps: int,
     separation: float,
+    observe=None,
 ) -> Exponents:
     """γ̂ at each of ``lrs`` from ``runs`` runs each (module doc); run r on stream r at every
-    step size; δ₀ = ``separation`` (an absolute distance)."""
+    step size; δ₀ = ``separation`` (an absolute distance); ``observe(step, w)`` after every
+    step (`stability.nets.step_counter`)."""
     problem, seed = setup.problem, setup.seed
     lrs = np.asarray(lrs, dtype=float)
     L, p = lrs.size, problem.dim
@@ -162,6 +172,8 @@ def exponents(
                 grown |= bad & ~(norm == 0)
         if t == burn - 1:
             total.zero_()
+        if observe is not None:
+            observe(t + 1, w)
     gam = (total / (steps - burn)).cpu().numpy().reshape(L, runs)
     gam[grown.cpu().numpy().reshape(L, runs)] = np.inf
     finite = np.where(np.isfinite(gam), gam, np.nan)
@@ -190,17 +202,18 @@ def measure_almost_sure(
     runs: int = 32,
     steps: int = 4000,
     separation: float,
-    rel_tol: float = 0.01,
-    per_round: int = 8,
-    span: float = 1.5,
-    max_rounds: int = 8,
+    rel_tol: float = REL_TOL,
+    per_round: int = PER_ROUND,
+    span: float = SPAN,
+    max_rounds: int = MAX_ROUNDS,
+    observe=None,
 ) -> AlmostSureBracket:
-    """The bracket of γ(lr) = 0 around ``guess`` (module doc)."""
+    """The bracket of γ(lr) = 0 around ``guess`` (module doc); ``observe``: `exponents`'."""
     check_rest(setup.problem, setup.rules)
     seen: dict[float, tuple[float, float, int, float]] = {}
 
     def evaluate(grid) -> None:
-        e = exponents(setup, grid, runs=runs, steps=steps, separation=separation)
+        e = exponents(setup, grid, runs=runs, steps=steps, separation=separation, observe=observe)
         for i, lr in enumerate(e.lr):
             seen[float(lr)] = (float(e.gamma[i]), float(e.se[i]), int(e.verdict[i]),
                                float(e.wander[i]))  # fmt: skip
@@ -235,13 +248,26 @@ def measure_almost_sure(
     return AlmostSureBracket(lo, hi, rows, len(seen) * runs, wander)
 
 
+def expected_rounds() -> int:
+    """Rounds of `measure_almost_sure` at its defaults when its first grid brackets the
+    threshold (`stability.trainer.measure.verdict_rounds`: 3)."""
+    from stability.trainer.measure import verdict_rounds
+
+    return verdict_rounds(REL_TOL, per_round=PER_ROUND, span=SPAN, max_rounds=MAX_ROUNDS)
+
+
 __all__ = [
     "EVERY",
+    "MAX_ROUNDS",
+    "PER_ROUND",
+    "REL_TOL",
     "SEPARATION",
+    "SPAN",
     "Z_DECIDE",
     "AlmostSureBracket",
     "Exponents",
     "check_rest",
+    "expected_rounds",
     "exponents",
     "measure_almost_sure",
 ]

@@ -28,7 +28,7 @@ covers, or ``"reshuffle"``); stream s is the same at every step size (common ran
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,9 +63,10 @@ def lockstep(
     window: tuple[int, int] | None = None,
     record_every: int = 10,
     divergence: float = 1e6,
+    observe=None,
 ) -> Lockstep:
     """R = len(lr) runs of ``setup`` from ``w0`` (R, p), run r on stream ``streams[r]``
-    (module doc)."""
+    (module doc); ``observe(step, w)`` after every step (`stability.nets.step_counter`)."""
     problem = setup.problem
     lr = np.asarray(lr, dtype=float)
     R = lr.size
@@ -107,6 +108,8 @@ def lockstep(
         w = ring.buffers["w"][ring.head]
         wander = torch.maximum(wander, torch.where(bad, 0.0, distance))
         record(w, t + 1)
+        if observe is not None:
+            observe(t + 1, w)
     blown = blown_t.cpu().numpy()
     mean = window_sum / window_count if window_count else np.full(R, np.nan)
     at[blown] = np.nan
@@ -142,8 +145,9 @@ def measure_loss(
     runs: int,
     window: tuple[int, int],
     record_every: int = 10,
+    observe=None,
 ) -> LossRuns:
-    """``runs`` seeded runs of ``setup`` at ``lr`` (module doc)."""
+    """``runs`` seeded runs of ``setup`` at ``lr`` (module doc); ``observe``: `lockstep`'s."""
     res = lockstep(
         setup,
         np.full(runs, lr),
@@ -153,6 +157,7 @@ def measure_loss(
         times=times,
         window=window,
         record_every=record_every,
+        observe=observe,
     )
     keep = ~res.blown
     n = int(keep.sum())
@@ -204,21 +209,26 @@ def measure_runs(
     pair_steps: int,
     steps: int,
     separation: float,
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[dict, float, float]:
     """(``measured``, wander, as_wander): the keys ``stability noise --measure`` prints —
     ``runs``, ``expected_loss`` rows [t, mean, se], ``floor`` [mean, se] over the second half
     of the steps, ``as_bracket`` (``pairs`` offset-free runs per step size around ``as_lr``,
     `stability.nets.minibatch_lyapunov`, with its rows ``as_exponents``), ``pairs`` — the
-    largest ‖w_t − w*‖ of the loss runs and that of the almost-sure runs."""
+    largest ‖w_t − w*‖ of the loss runs and that of the almost-sure runs.  ``progress(done,
+    total)``: in lockstep steps (`stability.nets.step_counter`)."""
     from stability.checks import finite_or_none as _finite
-    from stability.nets.minibatch_lyapunov import measure_almost_sure
+    from stability.nets.minibatch_lyapunov import expected_rounds, measure_almost_sure
+    from stability.nets.step_counter import counter
 
     if isinstance(runs, bool) or int(runs) != runs or not 2 <= runs <= 1 << 16:
         raise ValueError(f"runs must be an integer in [2, {1 << 16}], got {runs!r}")
     window = (steps // 2, steps)
+    loss_steps = max(max(times), window[1])
+    counted = counter(progress, loss_steps + (expected_rounds() * pair_steps if as_lr else 0))
     m = measure_loss(
         setup, lr, times, w0, runs=int(runs), window=window,
-        record_every=max(1, min(10, (window[1] - window[0]) // 20)),
+        record_every=max(1, min(10, (window[1] - window[0]) // 20)), observe=counted,
     )  # fmt: skip
     out: dict[str, Any] = {
         "runs": int(runs),
@@ -236,11 +246,13 @@ def measure_runs(
     as_wander = 0.0
     if as_lr:
         found = measure_almost_sure(
-            setup, as_lr, runs=pairs, steps=pair_steps, separation=separation
+            setup, as_lr, runs=pairs, steps=pair_steps, separation=separation, observe=counted
         )
         out["as_bracket"] = [found.stable, found.unstable]
         out["as_exponents"] = found.rows
         as_wander = found.wander
+    if counted is not None:
+        counted.finish()
     return out, m.wander, as_wander
 
 

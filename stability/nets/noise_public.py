@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,6 +166,7 @@ def net_noise(
     seed: int = 0,
     lyapunov_steps: int = 4000,
     lyapunov_runs: int = 32,
+    progress: Callable[[int, int], None] | None = None,
     **params: Any,
 ) -> NetNoise:
     """Mean-square and almost-sure thresholds, expected loss and floor of minibatch training of
@@ -178,7 +180,8 @@ def net_noise(
     the offset-free runs per step size of the measured almost-sure bracket and their length
     (`stability.nets.minibatch_lyapunov`; default: the predicted exponent's
     ``lyapunov_runs`` — at most `MAX_PAIRS` — and ``lyapunov_steps``, at most
-    `PAIR_STEPS_DEFAULT`: as many runs, and up to 1,000 steps, their cost).  Implements the
+    `PAIR_STEPS_DEFAULT`: as many runs, and up to 1,000 steps, their cost); ``progress(done,
+    total)``: the measurement's lockstep steps (`stability.nets.step_counter`).  Implements the
     recursion of `stability.noise.second_moment` with the per-sample moments of
     `stability.noise.persample` (Mulayoff & Michaeli 2023's mixture form of E[H_B ⊗ H_B]) and
     the thresholds of PipeMare Sec. 3.1 at B = n.
@@ -307,6 +310,7 @@ def net_noise(
         measured, wander, as_wander = measure_runs(
             RunSetup(net, rules, batch, sampling, seed), lr, times, w0, as_lr,
             runs=runs, pairs=pairs, pair_steps=pair_steps, steps=steps, separation=separation,
+            progress=progress,
         )  # fmt: skip
         ratio = wander / r10 if np.isfinite(r10) else 0.0
         as_ratio = as_wander / r10 if np.isfinite(r10) else 0.0

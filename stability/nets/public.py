@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,7 @@ from stability.nets.problem import (
 )
 from stability.nets.rates import predict_rate
 from stability.nets.simulator import simulate
+from stability.nets.step_counter import chained, counter
 from stability.options import check_given
 from stability.pipeline import Pipeline
 from stability.result import Result, output
@@ -342,6 +344,7 @@ def net_max_lr(
     negative: bool | None = None,
     precond_from: str | None = None,
     granularity: str = "layer",
+    progress: Callable[[int, int], None] | None = None,
     **params: Any,
 ) -> NetMaxLr:
     """Max stable lr of ``rule`` on a network split into pipeline stages, each with its delay.
@@ -367,7 +370,8 @@ def net_max_lr(
     need ``precond_from`` and are analysed on P^{1/2}HP^{1/2} (`stability.nets.adaptive`);
     ``measure`` then also brackets real Adam (``measured_bracket_real``); their rate is that of
     the top preconditioned eigen-direction's roots
-    (`stability.nets.prediction.predicted_log_rate`), with stashing.
+    (`stability.nets.prediction.predicted_log_rate`), with stashing.  ``progress(done,
+    total)``: the measurement's simulator steps (`stability.nets.step_counter`).
     """
     from stability.nets.adaptive import adaptive_setup, measure_real_max_lr
     from stability.nets.sensitivity import effective_delta, predict_inconsistent
@@ -411,13 +415,17 @@ def net_max_lr(
             raise ValueError("measure: nothing to measure, the prediction has no finite max lr")
         v1 = curv.eigenvectors[:, 0]
         sim = rules
+        brackets = 1 if adaptive is None else 2
+        counted = counter(progress, brackets * protocol.expected_steps() + protocol.rate_steps)
         if adaptive is not None:  # frozen P in weight space, along P^1/2·x̃₁
             sim, v1 = adaptive.frozen(rules, centred=True), adaptive.direction(v1)
-            real = measure_real_max_lr(adaptive, rules, v1, a.max_lr, protocol)
+            real = measure_real_max_lr(adaptive, rules, v1, a.max_lr, protocol, counted)
             out["measured_bracket_real"] = [real.stable, real.unstable]
             out["real_ratio"] = None if real.max_lr is None else real.max_lr / a.max_lr
-        m = measure_max_lr(net, sim, v1, a.max_lr, protocol)
-        rate = float(measure_log_rate(net, sim, v1, [rate_lr], protocol)[0])
+        m = measure_max_lr(net, sim, v1, a.max_lr, protocol, observe=counted)
+        rate = float(measure_log_rate(net, sim, v1, [rate_lr], protocol, observe=counted)[0])
+        if counted is not None:
+            counted.finish()
         bracket = [m.stable, m.unstable]
         out.update(
             saddle=saddle_measure_warning(near, lam_max, protocol.steps, a.max_lr, bracket),
@@ -544,6 +552,7 @@ def net_train(
     precond_from: str | None = None,
     update: str = "analysed",
     granularity: str = "layer",
+    progress: Callable[[int, int], None] | None = None,
     **params: Any,
 ) -> NetTrain:
     """Train the network from its weights with ``rule`` under per-stage delays (the simulator,
@@ -561,7 +570,7 @@ def net_train(
     fresh one); the sharpness is then λ₁(P_t∇²f), P_t the run's current preconditioner
     (`stability.nets.adam_edge`).  ``batch`` B: minibatches drawn by ``sampling`` —
     ``"reshuffle"`` (epochs) or ``"iid"`` (B distinct indices per step, what `st.net_noise`
-    predicts).
+    predicts).  ``progress(done, total)``: the steps (`stability.nets.step_counter`).
     """
     from stability.api.net_tables import NET_TRAIN_OPTIONS
     from stability.nets.adaptive import adaptive_setup
@@ -601,6 +610,7 @@ def net_train(
             from stability.nets.sharpness import PLATEAU_FRACTION
 
             tracker.probe = oscillation_probe(rules, net.stage_sizes, steps, PLATEAU_FRACTION)
+    counted = counter(progress, steps)
     res = simulate(
         net,
         sim,
@@ -613,8 +623,10 @@ def net_train(
         record_every=every,
         track=("increment",),
         backward=backward,
-        observe=tracker,
+        observe=chained(tracker, counted),
     )
+    if counted is not None:
+        counted.finish()
     diverged = bool(res.diverged[0])
     rate = None
     if batch is None and not diverged:

@@ -58,7 +58,8 @@ __all__ = ["MAX_STEPS", "register"]  # MAX_STEPS: the simulator's most steps on 
 
 
 def _subcommand(net, name: str, help: str, report, run=None) -> None:  # noqa: A002 - argparse's
-    """Subcommand ``name`` of ``net``, declared in `stability.api.commands` as ``net NAME``."""
+    """Subcommand ``name`` of ``net``, declared in `stability.api.commands` as ``net NAME``;
+    train and the measurements show a progress bar on a terminal (`stability.cli.progress`)."""
     register_declared(
         net,
         f"net {name}",
@@ -113,7 +114,17 @@ def _public():
 
 def _call(name: str, args):
     _public()
-    return call(name, args)
+    if name == "net curvature" or (name == "net max-lr" and not args.measure):
+        return call(name, args)
+    with _progress_bar(name, args) as progress:
+        return call(name, args, progress=progress)
+
+
+def _progress_bar(name: str, args):
+    """The progress bar of subcommand ``name`` (steps simulated; `stability.cli.progress`)."""
+    from stability.cli.progress import progress_bar
+
+    return progress_bar(f"{name} {args.rule}", json=args.json)
 
 
 def run_noise(args):
@@ -134,7 +145,10 @@ def run_noise(args):
     net = load_problem(values.pop("problem"), stages=values.pop("stages", None), **precision)
     stages = len(net.stage_sizes) if delays.keys() & {"schedule", "stage_delays", "tau"} else None
     pipe = Pipeline.from_options(stages=stages, backward="stashed", **delays)
-    return net_noise(net, args.rule, pipeline=pipe, **values)
+    if not args.measure:
+        return net_noise(net, args.rule, pipeline=pipe, **values)
+    with _progress_bar("net noise", args) as progress:
+        return net_noise(net, args.rule, pipeline=pipe, progress=progress, **values)
 
 
 def report_curvature(result) -> str:
