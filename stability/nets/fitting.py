@@ -2,8 +2,10 @@
 
 `near_minimum` builds the model under a fixed seed, converts it to float64 and runs full-batch
 L-BFGS (strong-Wolfe line search) for a fixed number of iterations — no randomness after the
-initialization, so the same seed gives the same weights (up to the reduction order of the
-machine's BLAS).  The fitted weights are cached in the user cache
+initialization, so the same seed gives the same weights.  The fit runs on **one thread**: the
+reduction order of a multi-threaded BLAS can change the last bits of a gradient, and over
+thousands of L-BFGS iterations such bits can end at another minimum.  The fitted weights are
+cached in the user cache
 (``$XDG_CACHE_HOME/stability/nets`` or ``~/.cache/stability/nets``; ``STABILITY_CACHE`` overrides
 the folder), keyed by a hash of everything that determines them (name, seed, iterations, the
 model's structure, the data, the torch version), so the second call loads them in milliseconds.
@@ -33,7 +35,7 @@ def cache_folder() -> Path:
 
 def _key(name: str, seed: int, iterations: int, model: torch.nn.Module, inputs, targets) -> str:
     h = hashlib.sha256()
-    for part in (name, seed, iterations, repr(model), torch.__version__):
+    for part in (name, seed, iterations, repr(model), torch.__version__, "one thread"):
         h.update(str(part).encode())
     for t in (inputs, targets):
         h.update(t.detach().contiguous().cpu().numpy().tobytes())
@@ -61,6 +63,20 @@ def near_minimum(
         model.load_state_dict(torch.load(path, weights_only=True))
         return model.eval()
     model.eval()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the same minimum on every machine (module doc)
+    try:
+        _fit(model, loss, inputs, targets, iterations)
+    finally:
+        torch.set_num_threads(threads)
+    buffer = io.BytesIO()
+    torch.save(model.state_dict(), buffer)
+    atomic_write(path, lambda fh: fh.write(buffer.getvalue()), binary=True)
+    return model
+
+
+def _fit(model: torch.nn.Module, loss: Callable, inputs, targets, iterations: int) -> None:
+    """``iterations`` of full-batch L-BFGS with a strong-Wolfe line search, in place."""
     opt = torch.optim.LBFGS(
         model.parameters(),
         lr=1.0,
@@ -79,10 +95,6 @@ def near_minimum(
         return value
 
     opt.step(closure)
-    buffer = io.BytesIO()
-    torch.save(model.state_dict(), buffer)
-    atomic_write(path, lambda fh: fh.write(buffer.getvalue()), binary=True)
-    return model
 
 
 __all__ = ["cache_folder", "near_minimum"]
