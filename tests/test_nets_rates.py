@@ -75,3 +75,17 @@ def test_predicted_rate_is_the_excited_mode_and_the_simulator_measures_it(mlp, b
     assert abs(measured / rp.log_rate - 1) <= 0.05
     assert abs(abs(rp.root) - 0.9) > 1e-3  # not the momentum root of a flat direction
     assert 1 <= rp.stage <= 3 and rp.eigenvalue > 0
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_rate_truncation_change_is_the_half_space_model_by_its_own_products(mlp, backward):
+    """``truncation_change`` restricts the top-k space's QᵀHQ (and QᵀH_bQ) to the top ⌈k/2⌉'s;
+    the model built there from its own Hessian-vector products gives the same ln ρ."""
+    pipe = Pipeline.from_options("pipemare", stages=3)
+    rules = net_rules("lwp+sc", {"momentum": 0.9}, pipe)
+    curv = curvature(mlp, 6, negative_k=0)
+    lr = 0.5 * predict(curv, rules).analysis.max_lr
+    full = predict_rate(mlp, curv, rules, lr, 1500, backward=backward)
+    half = predict_rate(mlp, curv, rules, lr, 1500, backward=backward, rank=3)
+    assert full.truncation_change == pytest.approx(abs(full.log_rate / half.log_rate - 1), abs=1e-9)
+    assert predict_rate(mlp, curv, rules, lr, 1500, rank=1).truncation_change is None

@@ -286,8 +286,8 @@ class NetMaxLr(Result):
     method: str = output("how max_lr was computed")
     rate_lr: float | None = output("the lr of the rates: 0.5 × max_lr", "lr")
     predicted_rate: float | None = output(
-        "ρ at rate_lr of the run from w* + ε·v₁, read from the Galerkin model on v₁'s stage "
-        "pieces by the measurement's estimator (stability.nets.rates)"
+        "ρ at rate_lr of the run from w* + ε·v₁, read from the Galerkin model on the stage "
+        "pieces of the top k eigenvectors by the measurement's estimator (stability.nets.rates)"
     )
     measured_max_lr: float | None = output("simulator: midpoint of the bracket (--measure)", "lr")
     measured_bracket: list | None = output("simulator: [stable, unstable] lr", "lr")
@@ -299,6 +299,11 @@ class NetMaxLr(Result):
         default=None,
     )
     rate_method: str | None = output("how predicted_rate was computed", default=None)
+    rate_truncation_change: float | None = output(
+        "relative change of ln predicted_rate from the stage pieces of the top k/2 eigenvectors "
+        "to k (large: raise --k)",
+        default=None,
+    )
     rate_error: float | None = output(
         "ln measured_rate / ln predicted_rate − 1 (--measure): the prediction's error on this "
         "network; docs/nets.md says where it misses and why",
@@ -409,6 +414,7 @@ def net_max_lr(
             predicted_rate=math.exp(rp.log_rate) if math.isfinite(rp.log_rate) else None,
             rate_mode=rp.mode(),
             rate_method=rp.method,
+            rate_truncation_change=rp.truncation_change,
         )
     if measure:
         if not a.max_lr:
@@ -461,6 +467,7 @@ def net_max_lr(
         protocol=out.get("protocol"),
         rate_mode=out.get("rate_mode"),
         rate_method=out.get("rate_method"),
+        rate_truncation_change=out.get("rate_truncation_change"),
         rate_error=_rate_error(out.get("predicted_rate"), out.get("measured_rate")),
         **_near_fields(near, out.get("saddle")),
         preconditioned_eigenvalues=None if adaptive is None else curv.eigenvalues.tolist(),

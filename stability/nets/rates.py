@@ -9,14 +9,20 @@ with momentum β, ω = β, which the previous prediction read as "the rate" (`pr
 0.9 for lwp+sc on the digits MLP, measured 0.950).  On the network they have curvature.
 
 **Prediction** (`predict_rate`).  The Galerkin projection of the network's Hessian onto the
-stage pieces of the top `RATE_RANK` eigenvectors, H_Q = QᵀHQ with Q = diag(Q₁, …, Q_P), Q_i an
-orthonormal basis of stage i's rows of v₁ … v_r (r·P Hessian-vector products; with
-``--backward current`` also QᵀH_bQ by `stability.nets.sensitivity.discrepancy_jacobian`, the
-forward part H_Q − QᵀH_bQ), gives a coupled system of at most r·P parameters
-(`stability.coupled.system`, each stage running its own rule).  The stage pieces of v₁ alone
-(r = 1) are the first directions the start excites, but they couple further: on a 3-stage MLP
-with lwp+sc that model's rate was 9 % slow; r = 2 … 8 agree with the simulator to 1.3 %.
-Its state is started as the run is (w = Qᵀv₁ at every lag,
+stage pieces of the top r eigenvectors (all k the curvature computed, ``--k``), H_Q = QᵀHQ
+with Q = diag(Q₁, …, Q_P), Q_i an orthonormal basis of stage i's rows of v₁ … v_r (r·P
+Hessian-vector products; with ``--backward current`` also QᵀH_bQ by
+`stability.nets.sensitivity.discrepancy_jacobian`, the forward part H_Q − QᵀH_bQ), gives a
+coupled system of at most r·P parameters (`stability.coupled.system`, each stage running its
+own rule).  The stage pieces of v₁ alone (r = 1) are the first directions the start excites,
+but they couple further: on a 3-stage MLP with lwp+sc that model's rate was 9 % slow, r = 2
+… 8 agreed with the simulator to 1.3 %; on a held-out 283-parameter wine ELU network with
+uneven stages (130, 10, 100, 43 parameters) under PipeMare P = 4, r = 8 missed by 7.0 %
+(lwp+sc, momentum 0.9) and 3.2 % (sgd), r = 16 … 64 agree to 0.1 %.  ``truncation_change``
+(`rate_truncation_change` of `net max-lr`) is the relative change of ln ρ from the space of
+the top ⌈r/2⌉ eigenvectors to r's — the former restricted from the latter's products,
+Q'ᵀHQ' = Cᵀ(QᵀHQ)C with C = QᵀQ', so it costs no product; a large one says the rate has not
+converged in r (raise ``--k``).  Its state is started as the run is (w = Qᵀv₁ at every lag,
 every other variable 0) and iterated; the rate is read from the increments ‖w_t − w_{t−1}‖ by
 the *same* estimator as the measurement (`envelope_log_rate`), so that prediction and
 measurement are the same quantity over the same window.  ``rate_mode`` names the mode that
@@ -39,11 +45,14 @@ Galerkin model overstates (digits MLP, lwp+sc, PipeMare: 10× in energy from ste
 model and run then read different modes (ratio 9.7); at four both read −0.148 (0.3 %).
 
 What is left out: the directions outside span Q that H couples to the stage pieces (a second
-Galerkin step would bring them in); measured errors are listed in docs/nets_agreement.md.
+Galerkin step would bring them in; ``truncation_change`` bounds what they add only as far as
+the step from r/2 to r shows it); measured errors are listed in docs/nets_agreement.md.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,9 +64,6 @@ from stability.rules.base import Rule
 
 RATE_DECADES = 4.0
 """Decades of ‖w_t − w_{t−1}‖ over which the rate is measured (module doc)."""
-
-RATE_RANK = 8
-"""Eigenvectors whose stage pieces span the Galerkin space of `predict_rate` (module doc)."""
 
 _TINY = 1e-280
 
@@ -95,6 +101,7 @@ class RatePrediction:
     eigenvalue: float
     stage: int
     method: str
+    truncation_change: float | None = None
 
     def mode(self) -> dict:
         """``rate_mode`` of the results: root ω (re, im), |ω|, curvature, stage (1 … P)."""
@@ -133,28 +140,52 @@ def predict_rate(
 
     ``backward``: the stages' backward passes read other weights (no stashing): H_b enters.
     ``rank``: the stage pieces of the top ``rank`` eigenvectors span the Galerkin space
-    (default `RATE_RANK`, at most the eigenpairs computed).
+    (default: every eigenpair computed); ``truncation_change`` compares it with the space of
+    the top ⌈rank/2⌉ (restricted from the same products: no more of them).
     """
     v1 = curv.eigenvectors[:, 0]
-    rank = min(RATE_RANK if rank is None else int(rank), curv.eigenvectors.shape[1])
-    Q = np.hstack([stage_pieces(curv.eigenvectors[:, j], curv.stage_sizes) for j in range(rank)])
-    Q, _ = _stage_orthonormal(Q, curv.stage_sizes)
-    stages = _stages_of(Q, curv.stage_sizes)
-    H = HessianOperator(problem).matmat(Q)
-    HQ = Q.T @ H
+    computed = curv.eigenvectors.shape[1]
+    rank = computed if rank is None else min(int(rank), computed)
+    Q = _galerkin_basis(curv, rank)
+    HQ = Q.T @ HessianOperator(problem).matmat(Q)
     HQ = 0.5 * (HQ + HQ.T)
-    hessians = {"forward": HQ}
+    Hb = None
     if backward:
         from stability.nets.sensitivity import discrepancy_jacobian
 
         Hb = Q.T @ discrepancy_jacobian(problem, problem.w_star, Q)
-        hessians = {"forward": HQ - Hb, "backward": Hb}
+    full = _model_rate(Q, HQ, Hb, rules, lr, steps, v1, curv.stage_sizes)
+    change = None
+    if rank > 1:  # the half space inside this one: H restricted, Q'ᵀHQ' = Cᵀ(QᵀHQ)C
+        half = _galerkin_basis(curv, -(-rank // 2))
+        C = Q.T @ half
+        Hb_half = None if Hb is None else C.T @ Hb @ C
+        coarse = _model_rate(half, C.T @ HQ @ C, Hb_half, rules, lr, steps, v1, curv.stage_sizes)
+        if coarse.log_rate and math.isfinite(coarse.log_rate) and math.isfinite(full.log_rate):
+            change = abs(full.log_rate / coarse.log_rate - 1)
+    how = "Galerkin model on the stage pieces of the top eigenvectors (QᵀHQ"
+    method = f"{how}{', QᵀH_bQ' if backward else ''}), same estimator as measured"
+    return dataclasses.replace(full, method=method, truncation_change=change)
+
+
+def _galerkin_basis(curv: Curvature, rank: int) -> np.ndarray:
+    """Q: orthonormal columns, each within one stage, spanning the stage pieces of the top
+    ``rank`` eigenvectors."""
+    pieces = [stage_pieces(curv.eigenvectors[:, j], curv.stage_sizes) for j in range(rank)]
+    return _stage_orthonormal(np.hstack(pieces), curv.stage_sizes)[0]
+
+
+def _model_rate(Q, HQ, Hb, rules, lr, steps, v1, stage_sizes) -> RatePrediction:
+    """The Galerkin model on ``Q`` (``HQ`` = QᵀHQ, ``Hb`` = QᵀH_bQ or None with stashing)
+    started as the run is, iterated ``steps`` steps and read by `envelope_log_rate`."""
+    stages = _stages_of(Q, stage_sizes)
     order = np.argsort(stages, kind="stable")  # columns grouped by stage, in stage order
     Q, stages = Q[:, order], [stages[i] for i in order]
-    HQ, hessians = (
-        HQ[np.ix_(order, order)],
-        {k: v[np.ix_(order, order)] for k, v in hessians.items()},
-    )
+    HQ = HQ[np.ix_(order, order)]
+    hessians = {"forward": HQ}
+    if Hb is not None:
+        Hb = Hb[np.ix_(order, order)]
+        hessians = {"forward": HQ - Hb, "backward": Hb}
     used = sorted(set(stages))
     sizes = tuple(stages.count(s) for s in used)
     system = CoupledSystem(tuple(rules[i] for i in used), sizes, hessians)
@@ -183,8 +214,7 @@ def predict_rate(
     rayleigh = float(np.real(np.vdot(weights, HQ @ weights)) / norm2)
     share = np.array([np.sum(np.abs(weights[np.array(stages) == s]) ** 2) for s in used])
     stage = used[int(np.argmax(share))] + 1
-    how = "Galerkin model on v₁'s stage pieces (QᵀHQ" + (", QᵀH_bQ)" if backward else ")")
-    return RatePrediction(log_rate, root, rayleigh, stage, f"{how}, same estimator as measured")
+    return RatePrediction(log_rate, root, rayleigh, stage, "")
 
 
 def _stage_orthonormal(Q: np.ndarray, stage_sizes: tuple[int, ...]):
