@@ -105,6 +105,13 @@ RATE_PREDICTION_MAX_WORK = 240_000
 """train / validate: largest modes × degree for the predicted rate (τ ≲ 20,000 with 12
 modes); above it the rate prediction is left out with a note, the run still happens."""
 
+NET_RATE_MAX_STATE = 1_200
+"""net max-lr: largest state of the rate's Galerkin model (`stability.nets.rates`): its
+eigen-decomposition and 1,500 steps cost ~5 s at 1,200 rows on one core (n³ and 1,500·n²).
+The model takes the most eigenvectors (≤ --k) whose stage pieces fit, so long delays lower its
+rank (reported in ``rate_method``, with ``rate_truncation_change``); where even v₁'s pieces do
+not fit, the rate prediction is left out with a warning and the max lr still answers."""
+
 MODES_MAX_LR_MAX_WORK = 2_000_000
 """train / validate: largest modes × degree for the predicted max lr when the modes carry
 Δ or Φ (each mode its own boundary locus; ~4 s per 10⁶ on one core: τ ≲ 26,000 with the
@@ -222,6 +229,7 @@ TABLE = (  # one row a limit: (command, what is limited, allowed)
     ("t1-audit", "steps × stages", f"≤ {T1_AUDIT_MAX_CELLS:,}"),
     ("train/validate", "modes × degree (rate prediction)", f"≤ {RATE_PREDICTION_MAX_WORK:,}"),
     ("train/validate", "modes × degree (max-lr, Δ or Φ ≠ 0)", f"≤ {MODES_MAX_LR_MAX_WORK:,}"),
+    ("net max-lr", "state of the rate model (rank × Σ stage history)", f"≤ {NET_RATE_MAX_STATE:,}"),
     ("train/validate", "past values read (taps) for predictions", f"≤ {PREDICTION_MAX_TAPS:,}"),
     ("validate/coupled (mlp)",
      "rows × steps × (samples × params + 1e4) × rounds/3 (× 1.5 classification)",

@@ -89,3 +89,29 @@ def test_rate_truncation_change_is_the_half_space_model_by_its_own_products(mlp,
     half = predict_rate(mlp, curv, rules, lr, 1500, backward=backward, rank=3)
     assert full.truncation_change == pytest.approx(abs(full.log_rate / half.log_rate - 1), abs=1e-9)
     assert predict_rate(mlp, curv, rules, lr, 1500, rank=1).truncation_change is None
+
+
+def test_the_rate_model_takes_the_most_eigenvectors_that_fit_its_state_limit(mlp, monkeypatch):
+    """Long delays make the model's state large: it keeps the most eigenvectors that fit
+    `NET_RATE_MAX_STATE` (the rank in ``rate_method``) and, where not even v₁'s pieces fit,
+    leaves the rate out with a warning while the max lr still answers."""
+    import stability as st
+    import stability.limits as limits
+    from stability.nets.rates import model_state_size
+
+    pipe = Pipeline.from_options("pipemare", stages=3)
+    rules = net_rules("lwp+sc", {"momentum": 0.9}, pipe)
+    curv = curvature(mlp, 6, negative_k=0)
+    lr = 0.5 * predict(curv, rules).analysis.max_lr
+    sizes = [model_state_size(curv, rules, r) for r in range(1, 7)]
+    assert sizes == sorted(sizes) and sizes[0] < sizes[-1]
+    fits = max(r for r in range(1, 6) if sizes[r] > sizes[r - 1])  # rank r + 1 is larger
+    monkeypatch.setattr(limits, "NET_RATE_MAX_STATE", sizes[fits - 1])
+    rp = predict_rate(mlp, curv, rules, lr, 1500)
+    assert f"top {fits} of 6 eigenvectors" in rp.method
+    assert rp.log_rate == predict_rate(mlp, curv, rules, lr, 1500, rank=fits).log_rate
+    monkeypatch.setattr(limits, "NET_RATE_MAX_STATE", sizes[0] - 1)
+    assert predict_rate(mlp, curv, rules, lr, 1500) is None
+    r = st.net_max_lr(mlp, "lwp+sc", momentum=0.9, schedule="pipemare", k=6)
+    assert r.predicted_rate is None and r.max_lr == pytest.approx(2 * lr, rel=1e-9)
+    assert any(w.startswith("predicted_rate left out") for w in r.warnings)

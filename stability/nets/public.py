@@ -244,15 +244,28 @@ def _nearness(net: NetProblem, lam_max: float, negative: bool | None):
     return nearness_searched(net, lam_max, search, always=bool(negative))
 
 
-def _near_fields(near, saddle: str | None = None) -> dict[str, Any]:
-    """The not-at-a-minimum fields and warnings (`stability.nets.minimum`, issue 26 item 3;
-    ``saddle``: what a measured bracket means there)."""
+def _near_fields(near, *notes: str | None) -> dict[str, Any]:
+    """The not-at-a-minimum fields and warnings (`stability.nets.minimum`, issue 26 item 3),
+    with the call's other ``notes`` (a saddle's bracket, a rate left out) as warnings too."""
     return {
         "gradient_norm": near.gradient_norm,
         "gradient_scale": near.gradient_scale,
         "negative_ratio": near.negative_ratio,
-        "warnings": tuple(w for w in (near.warning, saddle) if w is not None),
+        "warnings": tuple(w for w in (near.warning, *notes) if w is not None),
     }
+
+
+def _rate_left_out(curv, rules) -> str:
+    """The warning of a rate prediction left out: not even v₁'s stage pieces fit the model's
+    state limit (`stability.limits.NET_RATE_MAX_STATE`)."""
+    from stability.limits import NET_RATE_MAX_STATE
+    from stability.nets.rates import model_state_size
+
+    rows = model_state_size(curv, rules, 1)
+    return (
+        f"predicted_rate left out: the rate model's state would have {rows:,} rows with v₁'s "
+        f"stage pieces alone (> {NET_RATE_MAX_STATE:,}): the delays are too long for it"
+    )
 
 
 # -- max lr --------------------------------------------------------------------------------------
@@ -410,12 +423,15 @@ def net_max_lr(
         out["predicted_rate"] = math.exp(predicted_log_rate(curv, rules, rate_lr))
     elif rate_lr is not None and adaptive is None:
         rp = predict_rate(net, curv, rules, rate_lr, protocol.rate_steps, backward=not stashed)
-        out.update(
-            predicted_rate=math.exp(rp.log_rate) if math.isfinite(rp.log_rate) else None,
-            rate_mode=rp.mode(),
-            rate_method=rp.method,
-            rate_truncation_change=rp.truncation_change,
-        )
+        if rp is None:
+            out["rate_note"] = _rate_left_out(curv, rules)
+        else:
+            out.update(
+                predicted_rate=math.exp(rp.log_rate) if math.isfinite(rp.log_rate) else None,
+                rate_mode=rp.mode(),
+                rate_method=rp.method,
+                rate_truncation_change=rp.truncation_change,
+            )
     if measure:
         if not a.max_lr:
             raise ValueError("measure: nothing to measure, the prediction has no finite max lr")
@@ -469,7 +485,7 @@ def net_max_lr(
         rate_method=out.get("rate_method"),
         rate_truncation_change=out.get("rate_truncation_change"),
         rate_error=_rate_error(out.get("predicted_rate"), out.get("measured_rate")),
-        **_near_fields(near, out.get("saddle")),
+        **_near_fields(near, out.get("saddle"), out.get("rate_note")),
         preconditioned_eigenvalues=None if adaptive is None else curv.eigenvalues.tolist(),
         preconditioner=None if adaptive is None else adaptive.describe(),
         measured_bracket_real=out.get("measured_bracket_real"),

@@ -135,17 +135,20 @@ def predict_rate(
     *,
     backward: bool = False,
     rank: int | None = None,
-) -> RatePrediction:
+) -> RatePrediction | None:
     """The rate a run from w* + ε·v₁ shows at ``lr`` over ``steps`` steps (module doc).
 
     ``backward``: the stages' backward passes read other weights (no stashing): H_b enters.
     ``rank``: the stage pieces of the top ``rank`` eigenvectors span the Galerkin space
-    (default: every eigenpair computed); ``truncation_change`` compares it with the space of
-    the top ⌈rank/2⌉ (restricted from the same products: no more of them).
+    (default: as many of the eigenpairs computed as fit `NET_RATE_MAX_STATE`; None when not
+    even v₁'s fit); ``truncation_change`` compares it with the space of the top ⌈rank/2⌉
+    (restricted from the same products: no more of them).
     """
     v1 = curv.eigenvectors[:, 0]
     computed = curv.eigenvectors.shape[1]
-    rank = computed if rank is None else min(int(rank), computed)
+    rank = _fitting_rank(curv, rules) if rank is None else min(int(rank), computed)
+    if rank == 0:
+        return None
     Q = _galerkin_basis(curv, rank)
     HQ = Q.T @ HessianOperator(problem).matmat(Q)
     HQ = 0.5 * (HQ + HQ.T)
@@ -163,9 +166,33 @@ def predict_rate(
         coarse = _model_rate(half, C.T @ HQ @ C, Hb_half, rules, lr, steps, v1, curv.stage_sizes)
         if coarse.log_rate and math.isfinite(coarse.log_rate) and math.isfinite(full.log_rate):
             change = abs(full.log_rate / coarse.log_rate - 1)
-    how = "Galerkin model on the stage pieces of the top eigenvectors (QᵀHQ"
+    how = f"Galerkin model on the stage pieces of the top {rank} of {computed} eigenvectors (QᵀHQ"
     method = f"{how}{', QᵀH_bQ' if backward else ''}), same estimator as measured"
     return dataclasses.replace(full, method=method, truncation_change=change)
+
+
+def model_state_size(curv: Curvature, rules: tuple[Rule, ...], rank: int) -> int:
+    """Rows of the Galerkin model's state matrix at ``rank`` (before any product)."""
+    stages = _stages_of(_galerkin_basis(curv, rank), curv.stage_sizes)
+    used = sorted(set(stages))
+    sizes = tuple(stages.count(s) for s in used)
+    zero = {"forward": np.zeros((sum(sizes), sum(sizes)))}
+    return CoupledSystem(tuple(rules[i] for i in used), sizes, zero).state_size
+
+
+def _fitting_rank(curv: Curvature, rules: tuple[Rule, ...]) -> int:
+    """The most eigenvectors (≤ those computed) whose model fits `NET_RATE_MAX_STATE`; 0 if
+    none does (the state grows with the rank, so by bisection)."""
+    from stability.limits import NET_RATE_MAX_STATE
+
+    low, high = 0, curv.eigenvectors.shape[1]
+    while low < high:
+        mid = (low + high + 1) // 2
+        if model_state_size(curv, rules, mid) <= NET_RATE_MAX_STATE:
+            low = mid
+        else:
+            high = mid - 1
+    return low
 
 
 def _galerkin_basis(curv: Curvature, rank: int) -> np.ndarray:
@@ -263,4 +290,11 @@ def _dominant_mode(T: np.ndarray, x0: np.ndarray, w_rows: list[int], energies: n
     return root, V[w_rows, j]
 
 
-__all__ = ["RATE_DECADES", "RatePrediction", "envelope_log_rate", "predict_rate", "stage_pieces"]
+__all__ = [
+    "RATE_DECADES",
+    "RatePrediction",
+    "envelope_log_rate",
+    "model_state_size",
+    "predict_rate",
+    "stage_pieces",
+]
