@@ -68,35 +68,40 @@ def _standardize(X):
     return (X - X.mean(0)) / X.std(0)
 
 
-def wine_mlp():
+def wine_data():
+    """scikit-learn's wine: 178 × 13 standardized features, 3 class labels."""
     from sklearn.datasets import load_wine
 
     X, y = load_wine(return_X_y=True)
-    inputs, targets = _standardize(X), torch.tensor(y)
-    loss = torch.nn.CrossEntropyLoss(label_smoothing=0.05)
+    return _standardize(X), torch.tensor(y)
+
+
+def fitted(name: str, seed: int, build, loss, inputs, targets) -> dict:
+    """The problem dict of ``build()`` (seeded) after 1,500 full-batch L-BFGS iterations
+    (`stability.nets.fitting.near_minimum`, cached under ``name``)."""
+    model = near_minimum(build, loss, inputs, targets, name=name, seed=seed, iterations=1500)
+    return {"model": model, "loss": loss, "inputs": inputs, "targets": targets}
+
+
+def wine_mlp():
     nn = torch.nn
 
     def build():
         return nn.Sequential(nn.Linear(13, 16), nn.Softplus(), nn.Linear(16, 3))
 
-    model = near_minimum(build, loss, inputs, targets, name="wine_mlp", seed=1, iterations=1500)
-    return {"model": model, "loss": loss, "inputs": inputs, "targets": targets}
+    return fitted("wine_mlp", 1, build, nn.CrossEntropyLoss(label_smoothing=0.05), *wine_data())
 
 
 def diabetes_mlp():
     from sklearn.datasets import load_diabetes
 
     X, y = load_diabetes(return_X_y=True)
-    inputs = _standardize(X)
-    targets = _standardize(y[:, None])
-    loss = torch.nn.MSELoss()
     nn = torch.nn
 
     def build():
         return nn.Sequential(nn.Linear(10, 16), nn.Tanh(), nn.Linear(16, 1))
 
-    model = near_minimum(build, loss, inputs, targets, name="diabetes_mlp", seed=2, iterations=1500)
-    return {"model": model, "loss": loss, "inputs": inputs, "targets": targets}
+    return fitted("diabetes_mlp", 2, build, nn.MSELoss(), _standardize(X), _standardize(y[:, None]))
 
 
 def networks():

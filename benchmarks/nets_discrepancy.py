@@ -27,12 +27,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from nets_agreement import _standardize, diabetes_mlp, wine_mlp  # noqa: E402
+from nets_agreement import diabetes_mlp, fitted, wine_data, wine_mlp  # noqa: E402
 
 from stability.files import atomic_write, write_json  # noqa: E402
 from stability.nets.bracket import NetProtocol, measure_max_lr  # noqa: E402
 from stability.nets.curvature import curvature  # noqa: E402
-from stability.nets.fitting import near_minimum  # noqa: E402
 from stability.nets.prediction import net_rules, predict  # noqa: E402
 from stability.nets.problem import problem_from_dict  # noqa: E402
 from stability.nets.sensitivity import (  # noqa: E402
@@ -49,10 +48,7 @@ RULES = (("stash", "sgd", "stashed"), ("discrepancy", "discrepancy", "current"),
 
 
 def wine_deep(fit: bool = True):
-    from sklearn.datasets import load_wine
-
-    X, y = load_wine(return_X_y=True)
-    inputs, targets = _standardize(X), torch.tensor(y)
+    inputs, targets = wine_data()
     loss = torch.nn.CrossEntropyLoss(label_smoothing=0.05)
     nn = torch.nn
 
@@ -62,12 +58,9 @@ def wine_deep(fit: bool = True):
         )
 
     if fit:
-        model = near_minimum(build, loss, inputs, targets, name="wine_deep", seed=1,
-                             iterations=1500)  # fmt: skip
-    else:
-        torch.manual_seed(1)
-        model = build()
-    return {"model": model, "loss": loss, "inputs": inputs, "targets": targets}
+        return fitted("wine_deep", 1, build, loss, inputs, targets)
+    torch.manual_seed(1)
+    return {"model": build(), "loss": loss, "inputs": inputs, "targets": targets}
 
 
 def rows_for(name, net, protocol):

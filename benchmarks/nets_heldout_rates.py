@@ -38,7 +38,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from nets_agreement import _standardize  # noqa: E402
+from nets_agreement import _standardize, fitted, wine_data  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve()
@@ -56,10 +56,7 @@ TOLERANCE = 0.05
 def cancer_silu():
     from sklearn.datasets import load_breast_cancer
 
-    from stability.nets.fitting import near_minimum
-
     X, y = load_breast_cancer(return_X_y=True)
-    inputs, targets = _standardize(X), torch.tensor(y)
     loss = torch.nn.CrossEntropyLoss(label_smoothing=0.05)
     nn = torch.nn
 
@@ -68,18 +65,14 @@ def cancer_silu():
             nn.Linear(30, 12), nn.SiLU(), nn.Linear(12, 12), nn.SiLU(), nn.Linear(12, 2)
         )
 
-    model = near_minimum(build, loss, inputs, targets, name="cancer_silu", seed=3, iterations=1500)
-    return {"model": model, "loss": loss, "inputs": inputs, "targets": targets}
+    return fitted("cancer_silu", 3, build, loss, _standardize(X), torch.tensor(y))
 
 
 def digits_cnn_gelu():
     from sklearn.datasets import load_digits
 
-    from stability.nets.fitting import near_minimum
-
     X, y = load_digits(return_X_y=True)
     inputs = torch.tensor(X[:512] / 16.0, dtype=torch.float64).reshape(-1, 1, 8, 8)
-    targets = torch.tensor(y[:512])
     loss = torch.nn.CrossEntropyLoss(label_smoothing=0.1)
     nn = torch.nn
 
@@ -89,19 +82,10 @@ def digits_cnn_gelu():
             nn.Linear(64, 10),
         )  # fmt: skip
 
-    model = near_minimum(build, loss, inputs, targets, name="digits_cnn_gelu", seed=4,
-                         iterations=1500)  # fmt: skip
-    return {"model": model, "loss": loss, "inputs": inputs, "targets": targets}
+    return fitted("digits_cnn_gelu", 4, build, loss, inputs, torch.tensor(y[:512]))
 
 
 def wine_elu():
-    from sklearn.datasets import load_wine
-
-    from stability.nets.fitting import near_minimum
-
-    X, y = load_wine(return_X_y=True)
-    inputs, targets = _standardize(X), torch.tensor(y)
-    loss = torch.nn.CrossEntropyLoss(label_smoothing=0.1)
     nn = torch.nn
 
     def build():
@@ -109,9 +93,8 @@ def wine_elu():
             nn.Linear(13, 10), nn.ELU(), nn.Linear(10, 10), nn.ELU(), nn.Linear(10, 3)
         )
 
-    model = near_minimum(build, loss, inputs, targets, name="heldout_wine_elu", seed=11,
-                         iterations=1500)  # fmt: skip
-    return {"model": model, "loss": loss, "inputs": inputs, "targets": targets}
+    loss = nn.CrossEntropyLoss(label_smoothing=0.1)
+    return fitted("heldout_wine_elu", 11, build, loss, *wine_data())
 
 
 def call(network: str, flags: list[str]) -> dict:
