@@ -151,6 +151,7 @@ def exponents(
                           tilt=batch_mean)  # fmt: skip
     ring = runner.ring
     rest = _rest(ring, w_star)
+    again = rest | {"w": w_star + d0}  # where a run that over- or underflowed starts again
     burn = steps // 5
     total = torch.zeros(R, dtype=w_star.dtype)
     grown = torch.zeros(R, dtype=torch.bool)
@@ -163,8 +164,7 @@ def exponents(
             norm = torch.sqrt(((ring.buffers["w"] - w_star) ** 2).sum(dim=(0, 2)))
             bad = ~torch.isfinite(norm) | (norm == 0)
             scale = torch.where(bad, 1.0, separation / norm)
-            again = {var: rest[var] for var in ring.buffers} | {"w": w_star + d0}
-            for var, buf in ring.buffers.items():  # a run that over- or underflowed starts again
+            for var, buf in ring.buffers.items():
                 buf.sub_(rest[var]).mul_(scale[None, :, None]).add_(rest[var])
                 torch.where(bad[None, :, None], again[var], buf, out=buf)
             if t >= burn:

@@ -114,8 +114,8 @@ def _public():
 
 def _call(name: str, args):
     _public()
-    if name == "net curvature" or (name == "net max-lr" and not args.measure):
-        return call(name, args)
+    if not (name == "net train" or getattr(args, "measure", False)):
+        return call(name, args)  # nothing is simulated: no bar
     with _progress_bar(name, args) as progress:
         return call(name, args, progress=progress)
 
