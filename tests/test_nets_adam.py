@@ -328,6 +328,39 @@ def test_measured_bracket_contains_the_prediction(files):
     assert r.real_ratio == pytest.approx((real_lo + real_hi) / 2 / r.max_lr)
 
 
+def test_at_a_saddle_checkpoint_the_measured_bracket_contains_the_prediction(tmp_path):
+    """15 AdamW steps from the initialisation: a saddle (λ_min ≈ −0.19·λ₁).  The measured runs
+    flip its negative directions of P^1/2 H P^1/2 into minima (`stability.nets.saddle_flip`);
+    without that the bracket lay 20× below the prediction (docs/adam.md)."""
+    (tmp_path / "mlp.py").write_text(PROBLEM)
+    ns: dict = {"__file__": str(tmp_path / "mlp.py")}
+    exec(PROBLEM, ns)
+    d = ns["fresh"]()
+    opt = torch.optim.AdamW(d["model"].parameters(), lr=0.01, weight_decay=WD)
+    for _ in range(15):
+        opt.zero_grad()
+        d["loss"](d["model"](d["inputs"]), d["targets"]).backward()
+        opt.step()
+    torch.save(opt.state_dict(), tmp_path / "state.pt")
+    torch.save(d["model"].state_dict(), tmp_path / "model.pt")
+    r = net_max_lr(
+        load_problem(f"{tmp_path / 'mlp.py'}:trained", stages=2),
+        "adam",
+        schedule="pipemare",
+        beta1=0.9,
+        precond_from=str(tmp_path / "state.pt"),
+        k=6,
+        measure=True,
+        protocol=NetProtocol(steps=400, rate_steps=200, rel_tol=0.008),
+    )
+    assert r.negative_ratio < -0.1
+    flip = r.protocol["saddle_flip"]
+    assert flip["complete"] and len(flip["flipped"]) >= 1
+    lo, hi = r.measured_bracket
+    assert (hi - lo) / lo <= 0.01 and lo * 0.95 <= r.max_lr <= hi * 1.05
+    assert 0 < r.measured_bracket_real[0] < r.measured_bracket_real[1]
+
+
 def test_warmup_source_moves_the_weights(files):
     net = _net(files)
     r = net_train(net, "adam", lr=0.005, steps=5, precond_from="warmup:20:0.01", weight_decay=WD)

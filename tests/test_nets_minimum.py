@@ -130,29 +130,35 @@ def test_max_lr_searches_the_negative_end_only_where_the_warning_needs_it(tmp_pa
     assert calls == [1, 1] and at_minimum.negative_ratio is not None
 
 
-def test_a_bracket_measured_below_the_prediction_at_a_saddle_says_what_it_is():
+def test_at_a_saddle_the_measured_runs_flip_it_and_the_bracket_holds_the_prediction(monkeypatch):
     """At a saddle the measurement's tilted runs grow along the negative curvature at every lr
     (≈ lr·|λ_min|/(1 − m) a step with momentum m).  At the classifier's initialisation
-    (λ_min ≈ −0.5·λ₁) the bracket lies far below the prediction and falls as the runs get
-    longer: --measure searches the negative end and says in ``warnings`` what the bracket is.
-    After 300 Adam steps (λ_min ≈ −0.01·λ₁) the bracket agrees with the prediction, and no
-    such warning is given."""
+    (λ_min ≈ −0.5·λ₁) they therefore turn the negative directions into minima
+    (`stability.nets.saddle_flip`), and the bracket holds the prediction.  Without the flip the
+    bracket lies far below the prediction and falls as the runs get longer: --measure then
+    says in ``warnings`` what the bracket is."""
+    import stability.nets.public as public
+
     net = problem_from_dict(_adam_classifier(steps=0))
-    runs = {
-        steps: net_max_lr(
+
+    def measured(steps):
+        return net_max_lr(
             net, "momentum", momentum=0.9, tau=1, k=3, measure=True, measure_steps=steps
         )  # fmt: skip
-        for steps in (300, 1200)
-    }
-    short, long = runs[300], runs[1200]
-    assert short.negative_ratio < -0.1  # searched, though the gradient already warned
+
+    flipped = measured(300)
+    assert flipped.negative_ratio < -0.1  # searched, though the gradient already warned
+    flip = flipped.protocol["saddle_flip"]
+    assert flip["complete"] and min(flip["flipped"]) == pytest.approx(
+        flipped.negative_ratio * flipped.eigenvalues[0], rel=1e-6
+    )
+    lo, hi = flipped.measured_bracket
+    assert lo <= flipped.max_lr * 1.05 and flipped.max_lr * 0.95 <= hi
+    assert not any(x.startswith("measured_bracket") for x in flipped.warnings)
+
+    monkeypatch.setattr(public, "saddle_flip", lambda *args, **kwargs: None)
+    short, long = measured(300), measured(1200)
     [saddle] = [x for x in short.warnings if x.startswith("measured_bracket below the predict")]
-    assert "within 300 steps" in saddle and "not a stability threshold" in saddle
+    assert "within 300 steps" in saddle and "none was found to flip" in saddle
     assert short.measured_bracket[1] < 0.2 * short.max_lr  # far below the prediction ...
     assert long.measured_bracket[1] < 0.5 * short.measured_bracket[0]  # ... and falling
-    trained = net_max_lr(problem_from_dict(_adam_classifier()), "momentum", momentum=0.9, tau=1,
-                         k=3, measure=True, measure_steps=300)  # fmt: skip
-    assert -0.1 < trained.negative_ratio < -NEGATIVE_TOL
-    assert not any(x.startswith("measured_bracket") for x in trained.warnings)
-    lo, hi = trained.measured_bracket
-    assert lo <= trained.max_lr * 1.05 and trained.max_lr * 0.95 <= hi

@@ -194,7 +194,13 @@ def adaptive_setup(
 
 
 def measure_real_max_lr(
-    setup: AdaptiveSetup, rules, direction: np.ndarray, guess: float, protocol, observe=None
+    setup: AdaptiveSetup,
+    rules,
+    direction: np.ndarray,
+    guess: float,
+    protocol,
+    observe=None,
+    flip=None,
 ) -> MaxLrMeasurement:
     """The max stable lr of real Adam/AdamW from the problem's weights and the source's v and
     step t (m = 0, `AdaptiveSetup.real`), by the protocol of `stability.nets.bracket` — the
@@ -203,7 +209,8 @@ def measure_real_max_lr(
     increments' rate test is left out: at a stationary point v decays as β2^t, so P — and
     with it every increment — grows by β2^{−1/2} per step, which that test would read as an
     instability of the slowest directions (docs/adam.md).  ``observe``: the simulator's
-    per-step hook (`stability.nets.step_counter`)."""
+    per-step hook (`stability.nets.step_counter`); ``flip``: the saddle directions turned into
+    minima, as in the frozen-P runs (`stability.nets.saddle_flip`)."""
     from stability.nets.bracket import start_point
     from stability.nets.simulator import consistent, simulate
 
@@ -217,6 +224,7 @@ def measure_real_max_lr(
             steps=protocol.steps,
             w0=start_point(setup.net, direction, protocol.perturbation),
             tilt=True,
+            flip=flip,
             criterion="distance",
             divergence=protocol.growth,
             check_every=protocol.check_every,

@@ -4,7 +4,10 @@ r"""The simulator's measured max stable step size and rate of a network (`NetPro
 ε = ``perturbation``·√p (a root-mean-square move of ``perturbation`` per parameter), with a
 constant history (every past version equal to w₀), and runs the tilted gradient
 ∇f(u) − ∇f(w*) (`stability.nets.simulator`): w* is then an exact stationary point with the
-network's Hessian, so the small gradient left by an inexact minimum cannot drift the runs.
+network's Hessian, so the small gradient left by an inexact minimum cannot drift the runs; at
+a saddle the runs also turn the directions of negative curvature into minima by a fixed
+quadratic (`stability.nets.saddle_flip`: the prediction describes the positive curvature,
+and along a negative one the runs would grow at every lr).
 Rules that read other backward or recompute weights than the forward ones run with
 ``backward="current"`` (backpropagation with inconsistent weights), the others stashed.
 
@@ -40,6 +43,7 @@ import torch
 
 from stability.nets.problem import NetProblem
 from stability.nets.rates import RATE_DECADES, envelope_log_rate
+from stability.nets.saddle_flip import SaddleFlip
 from stability.nets.simulator import consistent, simulate
 from stability.rules.base import Rule
 from stability.trainer.measure import MaxLrMeasurement, bisect_max_lr, log_rate, verdict_rounds
@@ -94,7 +98,7 @@ def start_point(problem: NetProblem, v1: np.ndarray, perturbation: float) -> tor
     return problem.w_star.detach() + eps * v / torch.linalg.vector_norm(v)
 
 
-def _runs(problem, rules, lrs, protocol, v1, steps, lr_scales, observe=None):
+def _runs(problem, rules, lrs, protocol, v1, steps, lr_scales, observe=None, flip=None):
     return simulate(
         problem,
         rules,
@@ -103,6 +107,7 @@ def _runs(problem, rules, lrs, protocol, v1, steps, lr_scales, observe=None):
         w0=start_point(problem, v1, protocol.perturbation),
         lr_scales=lr_scales,
         tilt=True,
+        flip=flip,
         criterion="distance",
         divergence=protocol.growth,
         check_every=protocol.check_every,
@@ -120,14 +125,16 @@ def measure_max_lr(
     protocol: NetProtocol,
     lr_scales: tuple[float, ...] = (),
     observe=None,
+    flip: SaddleFlip | None = None,
 ) -> MaxLrMeasurement:
     """The simulator's max stable lr of the stage ``rules`` (module doc); ``observe``: the
-    simulator's per-step hook (`stability.nets.step_counter`)."""
+    simulator's per-step hook (`stability.nets.step_counter`); ``flip``: the saddle
+    directions turned into minima (`stability.nets.saddle_flip`)."""
 
     eps2 = float(torch.sum((start_point(problem, v1, protocol.perturbation) - problem.w_star) ** 2))
 
     def verdict(lrs: np.ndarray) -> np.ndarray:
-        res = _runs(problem, rules, lrs, protocol, v1, protocol.steps, lr_scales, observe)
+        res = _runs(problem, rules, lrs, protocol, v1, protocol.steps, lr_scales, observe, flip)
         increments = res.energies["increment"].copy()
         beyond = res.energies["error"] > protocol.linear**2 * eps2
         increments[np.maximum.accumulate(beyond, axis=1)] = np.nan
@@ -146,9 +153,10 @@ def measure_log_rate(
     protocol: NetProtocol,
     lr_scales: tuple[float, ...] = (),
     observe=None,
+    flip: SaddleFlip | None = None,
 ) -> np.ndarray:
     """Measured ln ρ̂ of the increments at each step size (module doc); NaN if diverged."""
-    res = _runs(problem, rules, lrs, protocol, v1, protocol.rate_steps, lr_scales, observe)
+    res = _runs(problem, rules, lrs, protocol, v1, protocol.rate_steps, lr_scales, observe, flip)
     rate = envelope_log_rate(res.energies["increment"], RATE_DECADES)
     return np.where(res.diverged, np.nan, rate)
 

@@ -130,24 +130,33 @@ with the prediction (the SGD acceptance's 5 %)."""
 
 
 def saddle_measure_warning(
-    near: Nearness, lam_max: float, steps: int, max_lr: float, bracket: list
+    near: Nearness, lam_max: float, steps: int, max_lr: float, bracket: list, flip=None
 ) -> str | None:
     """What the measured bracket of `stability.nets.bracket` means when it lies below the
-    prediction at a saddle (None otherwise: no negative curvature beyond `NEGATIVE_TOL`, or a
-    bracket that agrees).  The measurement's runs are tilted so that w is a stationary point
-    of their gradient; along a direction of curvature λ_min < 0 the linearisation then grows
-    at every lr (a root ω ≈ 1 + lr·|λ_min|/(1 − momentum) > 1), so such a bracket is the lr at
-    which that growth first reaches the protocol's threshold within its ``steps`` steps — it
-    falls as the steps grow — and not a stability threshold."""
+    prediction at a saddle whose directions the runs could not all turn into minima (None
+    otherwise: no negative curvature beyond `NEGATIVE_TOL`, a complete ``flip`` —
+    `stability.nets.saddle_flip.SaddleFlip` — or a bracket that agrees).  The measurement's
+    runs are tilted so that w is a stationary point of their gradient; along a direction of
+    curvature λ_min < 0 left unflipped the linearisation then grows at every lr (a root
+    ω ≈ 1 + lr·|λ_min|/(1 − momentum) > 1), so such a bracket is the lr at which that growth
+    first reaches the protocol's threshold within its ``steps`` steps — it falls as the steps
+    grow — and not a stability threshold."""
     saddle = near.negative_ratio is not None and near.negative_ratio < -NEGATIVE_TOL
-    if not saddle or bracket[1] is None or bracket[1] >= SADDLE_BRACKET_BELOW * max_lr:
+    flipped = flip is not None and flip.complete
+    if not saddle or flipped or bracket[1] is None or bracket[1] >= SADDLE_BRACKET_BELOW * max_lr:
         return None
+    found = (
+        "none was found to flip"
+        if flip is None
+        else f"{flip.eigenvalues.size} were flipped but the search left "
+        + ("an unconverged bottom" if flip.left is None else f"λ = {flip.left:.3g}")
+    )
     return (
         f"measured_bracket below the prediction at a saddle (λ_min = "
-        f"{near.negative_ratio * lam_max:.3g}): the measurement's runs grow along the negative "
-        f"curvature at every lr, so the bracket is where that growth first shows within {steps} "
-        "steps (it falls as --measure-steps grows), not a stability threshold; bring the model "
-        "to a minimum to measure the max lr"
+        f"{near.negative_ratio * lam_max:.3g}; of its negative directions {found}): the "
+        "measurement's runs grow along the negative curvature at every lr, so the bracket is "
+        f"where that growth first shows within {steps} steps (it falls as --measure-steps "
+        "grows), not a stability threshold; bring the model to a minimum to measure the max lr"
     )
 
 

@@ -42,6 +42,7 @@ from stability.nets.problem import (
     refusing_torch_func_limits,
 )
 from stability.nets.rates import predict_rate
+from stability.nets.saddle_flip import saddle_flip
 from stability.nets.simulator import simulate
 from stability.nets.step_counter import chained, counter
 from stability.options import check_given
@@ -439,22 +440,28 @@ def net_max_lr(
         sim = rules
         brackets = 1 if adaptive is None else 2
         counted = counter(progress, brackets * protocol.expected_steps() + protocol.rate_steps)
+        flip = None  # at a saddle the runs turn its directions into minima (docs/nets.md)
+        if negatives is not None and negatives.size:
+            flip = saddle_flip(net, float(curv.eigenvalues[0]), scale=scale)
         if adaptive is not None:  # frozen P in weight space, along P^1/2·x̃₁
             sim, v1 = adaptive.frozen(rules, centred=True), adaptive.direction(v1)
-            real = measure_real_max_lr(adaptive, rules, v1, a.max_lr, protocol, counted)
+            real = measure_real_max_lr(adaptive, rules, v1, a.max_lr, protocol, counted, flip)
             out["measured_bracket_real"] = [real.stable, real.unstable]
             out["real_ratio"] = None if real.max_lr is None else real.max_lr / a.max_lr
-        m = measure_max_lr(net, sim, v1, a.max_lr, protocol, observe=counted)
-        rate = float(measure_log_rate(net, sim, v1, [rate_lr], protocol, observe=counted)[0])
+        m = measure_max_lr(net, sim, v1, a.max_lr, protocol, observe=counted, flip=flip)
+        rate = measure_log_rate(net, sim, v1, [rate_lr], protocol, observe=counted, flip=flip)
         if counted is not None:
             counted.finish()
         bracket = [m.stable, m.unstable]
+        described = protocol.describe()
+        if flip is not None:
+            described["saddle_flip"] = flip.describe()
         out.update(
-            saddle=saddle_measure_warning(near, lam_max, protocol.steps, a.max_lr, bracket),
+            saddle=saddle_measure_warning(near, lam_max, protocol.steps, a.max_lr, bracket, flip),
             measured_max_lr=m.max_lr,
             measured_bracket=bracket,
-            measured_rate=math.exp(rate) if math.isfinite(rate) else None,
-            protocol=protocol.describe(),
+            measured_rate=math.exp(rate[0]) if math.isfinite(rate[0]) else None,
+            protocol=described,
         )
     return NetMaxLr(
         rule=rule,

@@ -31,7 +31,9 @@ reshuffling or iid, `stability.trainer.engine.BatchStream`), shared by the R run
 streams: `stability.nets.minibatch_runs`).  ``tilt`` subtracts
 the full-batch gradient at the reference point, g ↦ ∇f(u) − ∇f(w_ref): then w_ref is an exact
 stationary point with the same Hessian, and a constant force from an inexact minimum cannot
-move the runs (a constant force shifts the fixed point, never its stability).  Divergence:
+move the runs (a constant force shifts the fixed point, never its stability); ``flip`` adds the
+gradient of a fixed quadratic centred there that turns the saddle directions into minima
+(`stability.nets.saddle_flip`, at the forward weights u).  Divergence:
 ``criterion="distance"`` marks a run once ‖w_t − w_ref‖ exceeds ``divergence`` × its initial
 value, ``"loss"`` once f(w_t) exceeds ``divergence`` × f(w_0), either also on non-finite values;
 a diverged run is frozen (removed from the batch) and reads NaN afterwards.
@@ -49,6 +51,7 @@ import torch
 
 from stability.checks import check_step_sizes
 from stability.nets.problem import NetProblem
+from stability.nets.saddle_flip import SaddleFlip
 from stability.nets.vectorize import vectorized
 from stability.rules.base import Passes, Rule, TapProbe, history_depth
 from stability.trainer.engine import BatchStream
@@ -178,6 +181,7 @@ def simulate(
     seed: int = 0,
     sampling: str = "reshuffle",
     tilt: bool = False,
+    flip: SaddleFlip | None = None,
     criterion: str = "loss",
     divergence: float = 1e6,
     check_every: int = 10,
@@ -206,6 +210,8 @@ def simulate(
         raise ValueError(f"criterion must be loss or distance, got {criterion!r}")
     if tilt and batch is not None:
         raise ValueError("tilt needs full-batch gradients")
+    if flip is not None and not tilt:
+        raise ValueError("flip needs tilt (the quadratic is centred on its reference point)")
     if backward not in BACKWARDS:
         raise ValueError(f"backward must be stashed or current, got {backward!r}")
     if backward == "stashed":
@@ -271,6 +277,8 @@ def simulate(
         g = oracle(problem, blocks, passes, index)
         if g_ref is not None:
             g = g - g_ref
+        if flip is not None:
+            g = g + flip.gradient(_assemble(problem, blocks, passes, "forward"), w_ref)
         news = [
             rule.update(x, g[:, b], a)
             for rule, x, b, a in zip(rules, taps, blocks, step_lr, strict=True)
