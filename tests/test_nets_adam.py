@@ -355,7 +355,7 @@ def test_at_a_saddle_checkpoint_the_measured_bracket_contains_the_prediction(tmp
     )
     assert r.negative_ratio < -0.1
     flip = r.protocol["saddle_flip"]
-    assert flip["complete"] and len(flip["flipped"]) >= 1
+    assert flip["complete"] and flip["flipped"] >= 1 and flip["most_negative"] < flip["cut"]
     lo, hi = r.measured_bracket
     assert (hi - lo) / lo <= 0.01 and lo * 0.95 <= r.max_lr <= hi * 1.05
     assert 0 < r.measured_bracket_real[0] < r.measured_bracket_real[1]

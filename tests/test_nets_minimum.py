@@ -149,7 +149,7 @@ def test_at_a_saddle_the_measured_runs_flip_it_and_the_bracket_holds_the_predict
     flipped = measured(300)
     assert flipped.negative_ratio < -0.1  # searched, though the gradient already warned
     flip = flipped.protocol["saddle_flip"]
-    assert flip["complete"] and min(flip["flipped"]) == pytest.approx(
+    assert flip["complete"] and flip["most_negative"] == pytest.approx(
         flipped.negative_ratio * flipped.eigenvalues[0], rel=1e-6
     )
     lo, hi = flipped.measured_bracket

@@ -9,6 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import stability.nets.saddle_flip as saddle_flip_module  # noqa: E402
 from stability.nets.curvature import dense_hessian  # noqa: E402
 from stability.nets.minimum import NEGATIVE_TOL  # noqa: E402
 from stability.nets.problem import problem_from_dict  # noqa: E402
@@ -29,7 +30,14 @@ def _at_initialisation():
 
 
 @pytest.mark.parametrize("preconditioned", [False, True])
-def test_the_flip_turns_each_negative_eigenvalue_into_its_magnitude(preconditioned):
+@pytest.mark.parametrize("search", ["dense", "lanczos"])
+def test_the_flip_turns_each_negative_eigenvalue_into_its_magnitude(
+    search, preconditioned, monkeypatch
+):
+    """Both searches: the dense one of small models, and the Lanczos rounds of larger ones (here
+    on the same small model, by lowering the dense limit)."""
+    if search == "lanczos":
+        monkeypatch.setattr(saddle_flip_module, "FLIP_DENSE", 0)
     net = _at_initialisation()
     p = net.dim
     s = np.exp(np.random.default_rng(3).uniform(-2, 2, p)) if preconditioned else np.ones(p)
@@ -46,8 +54,9 @@ def test_the_flip_turns_each_negative_eigenvalue_into_its_magnitude(precondition
     flipped = np.linalg.eigvalsh(s[:, None] * (H + C) * s[None, :])
     expected = np.sort(np.where(lam < -NEGATIVE_TOL * lam[-1], -lam, lam))
     assert np.abs(flipped - expected).max() <= 1e-8 * lam[-1]
-    # completeness: the last search's smallest Ritz value bounds the flipped spectrum's
-    # smallest eigenvalue from above, and says whether any is left below the cut
+    # completeness: the smallest unflipped eigenvalue (dense) or the last search's smallest
+    # Ritz value bounds the flipped spectrum's smallest eigenvalue from above, and says
+    # whether any is left below the cut
     assert flip.left >= flipped[0] - 1e-10 * lam[-1]
     assert flip.complete == (flipped[0] >= flip.cut)
 

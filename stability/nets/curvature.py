@@ -121,7 +121,8 @@ class Eigenpairs:
     method: str
 
 
-def _dense(op: HessianOperator) -> np.ndarray:
+def dense_operator(op: HessianOperator) -> np.ndarray:
+    """The symmetric matrix of ``op`` from its products with the unit vectors (n HVPs)."""
     n = op.shape[0]
     H = np.column_stack([op.matvec(e) for e in np.eye(n)])
     return 0.5 * (H + H.T)
@@ -147,7 +148,7 @@ def lanczos(
     k = int(min(k, n))
     before = op.hvps
     if n <= DENSE_BLOCK:
-        lam, vecs = np.linalg.eigh(_dense(op))
+        lam, vecs = np.linalg.eigh(dense_operator(op))
         order = np.argsort(lam)[::-1] if which == "LA" else np.argsort(lam)
         order = order[:k]
         return Eigenpairs(lam[order], vecs[:, order], op.hvps - before, "dense (n HVPs, eigh)")
@@ -293,6 +294,7 @@ __all__ = [
     "curvature",
     "default_tol",
     "dense_hessian",
+    "dense_operator",
     "lanczos",
     "negative_end",
     "top_eigenpair",
