@@ -58,6 +58,11 @@ class Nearness:
     negative_ratio: float | None
     warning: str | None
 
+    @property
+    def saddle(self) -> bool:
+        """The most negative eigenvalue found is below −`NEGATIVE_TOL`·λ₁."""
+        return self.negative_ratio is not None and self.negative_ratio < -NEGATIVE_TOL
+
 
 NEARNESS_DOCS = {
     "gradient_norm": "‖∇f(w)‖ at the weights analysed (full batch; docs/nets.md, not at a minimum)",
@@ -141,9 +146,8 @@ def saddle_measure_warning(
     ω ≈ 1 + lr·|λ_min|/(1 − momentum) > 1), so such a bracket is the lr at which that growth
     first reaches the protocol's threshold within its ``steps`` steps — it falls as the steps
     grow — and not a stability threshold."""
-    saddle = near.negative_ratio is not None and near.negative_ratio < -NEGATIVE_TOL
-    flipped = flip is not None and flip.complete
-    if not saddle or flipped or bracket[1] is None or bracket[1] >= SADDLE_BRACKET_BELOW * max_lr:
+    agrees = bracket[1] is None or bracket[1] >= SADDLE_BRACKET_BELOW * max_lr
+    if not near.saddle or (flip is not None and flip.complete) or agrees:
         return None
     found = (
         "none was found to flip"

@@ -440,8 +440,10 @@ def net_max_lr(
         sim = rules
         brackets = 1 if adaptive is None else 2
         counted = counter(progress, brackets * protocol.expected_steps() + protocol.rate_steps)
-        flip = None  # at a saddle the runs turn its directions into minima (docs/nets.md)
-        if negatives is not None and negatives.size:
+        # at a saddle the runs turn its directions into minima (docs/nets.md); of H itself the
+        # search above found the most negative, of P^1/2 H P^1/2 only that there are some
+        flip = None
+        if negatives is not None and negatives.size and (adaptive is not None or near.saddle):
             flip = saddle_flip(net, float(curv.eigenvalues[0]), scale=scale)
         if adaptive is not None:  # frozen P in weight space, along P^1/2·x̃₁
             sim, v1 = adaptive.frozen(rules, centred=True), adaptive.direction(v1)
