@@ -11,16 +11,17 @@ reads that growth, not the delay threshold: on a 301-parameter GELU MLP after 30
 (λ_min/λ₁ = −8.4e-3) the bracket lay 11× below the prediction.
 
 The measured runs therefore add to the loss the quadratic that turns each negative direction
-found into one of the same curvature magnitude,
+found into one of positive curvature μ_j,
 
-    q(u) = −Σ_j λ_j·(a_jᵀ(u − w*))²,   ∇q(u) = Σ_j c_j·a_j·a_jᵀ(u − w*),   c_j = −2λ_j > 0,
+    q(u) = ½·Σ_j c_j·(a_jᵀ(u − w*))²,   ∇q(u) = Σ_j c_j·a_j·a_jᵀ(u − w*),   c_j = μ_j − λ_j > 0,
 
 with (λ_j, x_j) the eigenpairs of H̃ = s·∇²f(w*)·s below −`NEGATIVE_TOL`·λ₁ (s = P^{1/2} for
-a frozen preconditioner, 1 otherwise) and a_j = x_j/s: then s·∇²(f + q)·s = H̃ − 2Σλ_j x_jx_jᵀ,
-the same eigenvectors with λ_j ↦ |λ_j| and every other eigenpair unchanged — the top
-curvature, which the prediction uses, included.  The runs stay the network's own nonlinear
-runs (all of its curvature, its stages, delays and backward passes) but for this fixed
-quadratic along the saddle directions.
+a frozen preconditioner, 1 otherwise), a_j = x_j/s and μ_j = min(|λ_j|, `FLIP_CAP`·λ₁): then
+s·∇²(f + q)·s = H̃ + Σ c_j x_jx_jᵀ, the same eigenvectors with λ_j ↦ μ_j and every other
+eigenpair unchanged — the top curvature, which the prediction uses, included; the cap keeps a
+flipped direction from becoming the sharpest one (a saddle can be steeper than λ₁).  The runs
+stay the network's own nonlinear runs (all of its curvature, its stages, delays and backward
+passes) but for this fixed quadratic along the saddle directions.
 
 The eigenpairs: on a model of at most `FLIP_DENSE` parameters, all of them, from the dense
 (whitened) Hessian (p products and ``numpy.linalg.eigh``: fewer products than Lanczos needs for
@@ -46,6 +47,9 @@ from stability.nets.minimum import NEGATIVE_TOL
 from stability.nets.preconditioned import PreconditionedOperator
 from stability.nets.problem import NetProblem
 
+FLIP_CAP = 0.5
+"""A flipped direction's curvature is |λ_j|, at most this × λ₁ (module doc)."""
+
 FLIP_DENSE = 4000
 """Models of at most this many parameters: the whole (whitened) Hessian from p products, and
 every negative eigenpair below the cut (module doc)."""
@@ -64,7 +68,7 @@ product costing about three)."""
 
 @dataclass(frozen=True, eq=False)
 class SaddleFlip:
-    """The quadratic of the module doc: directions a_j (p, m) and coefficients c_j = −2λ_j,
+    """The quadratic of the module doc: directions a_j (p, m) and coefficients c_j = μ_j − λ_j,
     in the problem's dtype and on its device; the flipped ``eigenvalues`` λ_j (ascending) and
     ``left``, the smallest eigenvalue of the flipped H̃ (None: that search did not converge)."""
 
@@ -86,7 +90,8 @@ class SaddleFlip:
     def describe(self) -> dict:
         """The protocol's entry: what the measured runs add, and what was found."""
         return {
-            "quadratic": "−Σ_j λ_j·(a_jᵀ(u − w*))² along the negative eigenvectors (docs/nets.md)",
+            "quadratic": "½·Σ_j (μ_j − λ_j)·(a_jᵀ(u − w*))² along the negative eigenvectors, "
+            "μ_j = min(|λ_j|, λ₁/2) (docs/nets.md)",
             "flipped": int(self.eigenvalues.size),
             "most_negative": float(self.eigenvalues[0]),
             "least_negative": float(self.eigenvalues[-1]),
@@ -120,32 +125,41 @@ def saddle_flip(
     problem: NetProblem, lam_max: float, scale: torch.Tensor | None = None
 ) -> SaddleFlip | None:
     """The flip of the negative eigenpairs of s·∇²f(w*)·s below −`NEGATIVE_TOL`·``lam_max``
-    (``scale`` = s; None: s = 1), or None when there are none (module doc)."""
+    (``scale`` = s; None: s = 1; ``lam_max`` = λ₁ of the same matrix), or None when there are
+    none (module doc)."""
     op = HessianOperator(problem) if scale is None else PreconditionedOperator(problem, scale)
     cut = -NEGATIVE_TOL * max(float(lam_max), 0.0)
+
+    def coefficients(values: np.ndarray) -> np.ndarray:
+        """c_j = μ_j − λ_j with μ_j = min(|λ_j|, `FLIP_CAP`·λ₁)."""
+        return np.minimum(-values, FLIP_CAP * float(lam_max)) - values
+
     if problem.dim <= FLIP_DENSE:
         lam, vectors = np.linalg.eigh(dense_operator(op))
         below = lam < cut
         values, x = lam[below], vectors[:, below]
         left = float(lam[~below][0]) if np.any(~below) else None
     else:
-        values, x, left = _bottom_in_rounds(op, cut, default_tol(problem))
+        values, x, left = _bottom_in_rounds(op, cut, default_tol(problem), coefficients)
     if not values.size:
         return None
     s = np.ones(problem.dim) if scale is None else torch.as_tensor(scale).double().cpu().numpy()
     return SaddleFlip(
         directions=problem.vector(x / s[:, None]),
-        coefficients=problem.vector(-2.0 * values),
+        coefficients=problem.vector(coefficients(values)),
         eigenvalues=values,
         left=left,
         cut=cut,
     )
 
 
-def _bottom_in_rounds(op, cut: float, tol: float) -> tuple[np.ndarray, np.ndarray, float | None]:
+def _bottom_in_rounds(
+    op, cut: float, tol: float, coefficients
+) -> tuple[np.ndarray, np.ndarray, float | None]:
     """(eigenvalues below ``cut``, ascending; their eigenvectors; the last search's smallest
-    Ritz value) by rounds of `FLIP_ROUND` on the spectrum flipped so far, within `FLIP_HVPS`
-    products in all and `FLIP_MAX` pairs (module doc)."""
+    Ritz value) by rounds of `FLIP_ROUND` on the spectrum flipped so far (by
+    ``coefficients(values)``), within `FLIP_HVPS` products in all and `FLIP_MAX` pairs (module
+    doc)."""
     n = op.shape[0]
     values, x = np.zeros(0), np.zeros((n, 0))
     left, start = None, op.hvps
@@ -155,7 +169,7 @@ def _bottom_in_rounds(op, cut: float, tol: float) -> tuple[np.ndarray, np.ndarra
         budget = FLIP_HVPS - (op.hvps - start) - ncv
         if budget < ncv - k:
             break
-        low = lanczos(_Flipped(op, x, -2.0 * values), k, which="SA", seed=1 + values.size,
+        low = lanczos(_Flipped(op, x, coefficients(values)), k, which="SA", seed=1 + values.size,
                       tol=max(1e-8, tol), maxiter=budget // (ncv - k))  # fmt: skip
         left = float(low.values.min()) if low.values.size else None
         new = low.values < cut
@@ -167,4 +181,12 @@ def _bottom_in_rounds(op, cut: float, tol: float) -> tuple[np.ndarray, np.ndarra
     return values[order], x[:, order], left
 
 
-__all__ = ["FLIP_DENSE", "FLIP_HVPS", "FLIP_MAX", "FLIP_ROUND", "SaddleFlip", "saddle_flip"]
+__all__ = [
+    "FLIP_CAP",
+    "FLIP_DENSE",
+    "FLIP_HVPS",
+    "FLIP_MAX",
+    "FLIP_ROUND",
+    "SaddleFlip",
+    "saddle_flip",
+]
