@@ -143,7 +143,7 @@ def saddle_flip(
         values, x, left = _bottom_in_rounds(op, cut, default_tol(problem), coefficients)
     if not values.size:
         return None
-    s = np.ones(problem.dim) if scale is None else torch.as_tensor(scale).double().cpu().numpy()
+    s = np.ones(problem.dim) if scale is None else op.s  # the operator's P^1/2, float64
     return SaddleFlip(
         directions=problem.vector(x / s[:, None]),
         coefficients=problem.vector(coefficients(values)),
