@@ -194,6 +194,20 @@ def test_a_state_over_the_trainable_parameters_of_a_partly_frozen_model(tmp_path
     assert net.names == ("0.bias", "2.weight", "2.bias")
     assert torch.allclose(pre.P, 1 / (torch.sqrt(v / (1 - 0.999**3)) + 1e-8), rtol=1e-14, atol=0)
 
+    # or over model.parameters() in AdamW's two groups: torch keeps no state for the frozen one
+    weights = [p for n, p in model.named_parameters() if n.endswith("weight")]
+    biases = [p for n, p in model.named_parameters() if n.endswith("bias")]
+    opt = torch.optim.AdamW([{"params": weights}, {"params": biases, "weight_decay": 0.0}])
+    for _ in range(3):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), x[:, :1]).backward()
+        opt.step()
+    assert model[0].weight not in opt.state
+    torch.save(opt.state_dict(), tmp_path / "groups.pt")
+    pre = load_preconditioner(net, str(tmp_path / "groups.pt"))
+    v = torch.cat([opt.state[named[n]]["exp_avg_sq"].reshape(-1) for n in net.names])
+    assert torch.allclose(pre.P, 1 / (torch.sqrt(v / (1 - 0.999**3)) + 1e-8), rtol=1e-14, atol=0)
+
 
 def test_preconditioned_eigenvalues_match_dense(files):
     net = _net(files)

@@ -231,16 +231,22 @@ def _groups_in_model_order(entries: dict, groups: list, params: list) -> list:
     a state of several parameter groups (AdamW's usual split: weights decayed, biases and
     norms not).  Each group is taken to list its parameters in the model's order; the
     interleaving of the groups is the one under which every state entry has its parameter's
-    shape.  None or more than one such interleaving: a `ValueError` naming precond_from."""
+    shape, and an entry without state (never stepped: torch keeps none for a parameter that
+    got no gradient) stands for a frozen one (``requires_grad=False``).  None or more than one
+    such interleaving: a `ValueError` naming precond_from."""
 
     def shape(pid: Any) -> tuple | None:
         entry = entries.get(pid)
         value = entry.get("exp_avg_sq") if isinstance(entry, dict) else None
         return tuple(value.shape) if isinstance(value, torch.Tensor) else None
 
+    def fits(pid: Any, param: torch.Tensor) -> bool:
+        found = shape(pid)
+        return not param.requires_grad if found is None else found == tuple(param.shape)
+
     lists = [[(pid, g) for pid in g["params"]] for g in groups]
     missing = sum(shape(pid) is None for members in lists for pid, _ in members)
-    if missing:
+    if missing > sum(not p.requires_grad for p in params):
         raise ValueError(
             f"precond_from: {missing} parameters have no exp_avg_sq in the optimizer state "
             "(never stepped, or not an Adam/AdamW state)"
@@ -252,7 +258,7 @@ def _groups_in_model_order(entries: dict, groups: list, params: list) -> list:
         for positions, (count, choices) in paths.items():
             for g, members in enumerate(lists):
                 at = positions[g]
-                if at < len(members) and shape(members[at][0]) == tuple(param.shape):
+                if at < len(members) and fits(members[at][0], param):
                     moved = (*positions[:g], at + 1, *positions[g + 1 :])
                     before = grown.get(moved, (0, (*choices, g)))
                     grown[moved] = (min(2, before[0] + count), before[1])
