@@ -375,6 +375,84 @@ def test_at_a_saddle_checkpoint_the_measured_bracket_contains_the_prediction(tmp
     assert 0 < r.measured_bracket_real[0] < r.measured_bracket_real[1]
 
 
+ATTENTION = textwrap.dedent(
+    """
+    from pathlib import Path
+    import torch
+
+    HERE = Path(__file__).parent
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Linear(3, 4)
+            self.attn = torch.nn.MultiheadAttention(4, 1, batch_first=True)
+            self.head = torch.nn.Linear(4, 2)
+
+        def forward(self, x):
+            h = self.embed(x)
+            a, _ = self.attn(h, h, h, need_weights=False)
+            return self.head((h + a).mean(1))
+
+    def fresh():
+        g = torch.Generator().manual_seed(1)
+        x = torch.randn(40, 3, 3, generator=g)
+        y = (x[:, :, 0].sum(1) > x[:, 1, 1]).long()
+        torch.manual_seed(2)
+        return {"model": Tiny(), "loss": torch.nn.CrossEntropyLoss(), "inputs": x, "targets": y}
+
+    def trained():
+        d = fresh()
+        d["model"].load_state_dict(torch.load(HERE / "model.pt"))
+        return d
+    """
+)
+
+
+def test_a_float32_model_is_measured_in_float64(tmp_path, monkeypatch):
+    """A float32 attention model after 300 AdamW steps: the key bias moves no softmax, so its
+    v is rounding and its P near 1/ε.  The measured runs go in float64 (the problem converted
+    exactly); in float32 the rounding of the tilted gradient, times that P, moved the bracket
+    26 % above the prediction (185× below on a 371-parameter attention classifier: docs/nets.md)."""
+    (tmp_path / "attn.py").write_text(ATTENTION)
+    ns: dict = {"__file__": str(tmp_path / "attn.py")}
+    exec(ATTENTION, ns)
+    d = ns["fresh"]()
+    opt = torch.optim.AdamW(d["model"].parameters(), lr=0.01)
+    for _ in range(300):
+        opt.zero_grad()
+        d["loss"](d["model"](d["inputs"]), d["targets"]).backward()
+        opt.step()
+    torch.save(opt.state_dict(), tmp_path / "state.pt")
+    torch.save(d["model"].state_dict(), tmp_path / "model.pt")
+
+    def measured(net):
+        r = net_max_lr(
+            net,
+            "adam",
+            schedule="pipemare",
+            beta1=0.9,
+            precond_from=str(tmp_path / "state.pt"),
+            k=6,
+            measure=True,
+            protocol=NetProtocol(steps=400, rate_steps=200),
+        )
+        return r, r.max_lr / np.array(r.measured_bracket)
+
+    net = load_problem(f"{tmp_path / 'attn.py'}:trained", stages=2)
+    wide = net.in_float64()
+    assert wide.dtype == torch.float64 and torch.equal(wide.w_star, net.w_star.double())
+    assert next(net.model.parameters()).dtype == torch.float32  # a copy was converted
+    assert float(wide.loss(wide.w_star)) == pytest.approx(float(net.loss(net.w_star)), rel=1e-4)
+    r, ratio = measured(net)
+    assert r.preconditioner["max"] > 1e7  # the key bias: P near 1/ε
+    assert r.protocol["precision"].startswith("float64")
+    assert ratio[0] >= 0.95 and ratio[1] <= 1.05  # within 5 % of the bracket
+    monkeypatch.setattr(type(net), "in_float64", lambda self: self)
+    _, ratio32 = measured(net)
+    assert ratio32[0] < 0.9  # in float32 the bracket lies above the prediction
+
+
 def test_warmup_source_moves_the_weights(files):
     net = _net(files)
     r = net_train(net, "adam", lr=0.005, steps=5, precond_from="warmup:20:0.01", weight_decay=WD)

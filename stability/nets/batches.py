@@ -175,6 +175,10 @@ class NetData:
         self.samples, self.batches = int(sum(sizes)), len(sizes)
         self._rows: tuple[Any, Any] | None = None
 
+    def to(self, dtype: torch.dtype) -> NetData:
+        """The same batches evaluated in ``dtype``."""
+        return NetData(self._source, dtype=dtype, device=self.device, full_batch=self.full_batch)
+
     def __iter__(self) -> Iterator[tuple[Any, Any, float]]:
         """(inputs, targets, n_b/N) per batch, converted."""
         for batch in self._source:

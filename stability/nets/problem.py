@@ -58,6 +58,7 @@ exact comparisons; docs/your_model.md reports what float32 costs (measured).
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import importlib.util
@@ -66,7 +67,7 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -232,6 +233,22 @@ class NetProblem:
     def vector(self, v: Any) -> torch.Tensor:
         """``v`` (a numpy array or tensor) as a flat tensor of the problem's dtype and device."""
         return torch.as_tensor(v).to(device=self.device, dtype=self.dtype)
+
+    def in_float64(self) -> NetProblem:
+        """The same problem evaluated in float64: a copy of the model and the data converted
+        (exactly: float64 holds every float32), the same weights; itself if it is float64."""
+        if self.dtype == torch.float64:
+            return self
+        try:
+            model = copy.deepcopy(self.model).to(torch.float64)
+        except Exception as err:  # noqa: BLE001 - a user's module: report it on one line
+            raise ValueError(
+                f"dtype: the model cannot be copied to run in float64 ({_one_line(err)}); "
+                "give dtype float64"
+            ) from None
+        return replace(
+            self, model=model, data=self.data.to(torch.float64), w_star=self.w_star.double()
+        )
 
     def output(self, w: torch.Tensor, x: Any) -> Any:
         """model(x; w) as the analysis evaluates it: attention on the math kernel, the parts

@@ -52,6 +52,11 @@ from stability.trainer.measure import log_rate
 
 RATE_FRACTION = 0.5
 """Rates are predicted and measured at this fraction of the predicted max lr."""
+MEASURED_PRECISION = (
+    "float64 (a float32 problem's weights and data converted exactly): float32 rounding of the "
+    "tilted gradient, multiplied by Adam's P up to 1/ε, drives the runs (docs/nets.md)"
+)
+"""How the measured runs of ``net max-lr --measure`` evaluate (`NetProblem.in_float64`)."""
 
 
 def _problem(
@@ -440,22 +445,24 @@ def net_max_lr(
         sim = rules
         brackets = 1 if adaptive is None else 2
         counted = counter(progress, brackets * protocol.expected_steps() + protocol.rate_steps)
+        runs = net.in_float64()  # the runs in float64 (MEASURED_PRECISION)
         # at a saddle the runs turn its directions into minima (docs/nets.md); of H itself the
         # search above found the most negative, of P^1/2 H P^1/2 only that there are some
         flip = None
         if negatives is not None and negatives.size and (adaptive is not None or near.saddle):
-            flip = saddle_flip(net, float(curv.eigenvalues[0]), scale=scale)
+            flip = saddle_flip(runs, float(curv.eigenvalues[0]), scale=scale)
         if adaptive is not None:  # frozen P in weight space, along P^1/2·x̃₁
+            adaptive = dataclasses.replace(adaptive, net=runs)
             sim, v1 = adaptive.frozen(rules, centred=True), adaptive.direction(v1)
             real = measure_real_max_lr(adaptive, rules, v1, a.max_lr, protocol, counted, flip)
             out["measured_bracket_real"] = [real.stable, real.unstable]
             out["real_ratio"] = None if real.max_lr is None else real.max_lr / a.max_lr
-        m = measure_max_lr(net, sim, v1, a.max_lr, protocol, observe=counted, flip=flip)
-        rate = measure_log_rate(net, sim, v1, [rate_lr], protocol, observe=counted, flip=flip)
+        m = measure_max_lr(runs, sim, v1, a.max_lr, protocol, observe=counted, flip=flip)
+        rate = measure_log_rate(runs, sim, v1, [rate_lr], protocol, observe=counted, flip=flip)
         if counted is not None:
             counted.finish()
         bracket = [m.stable, m.unstable]
-        described = protocol.describe()
+        described = protocol.describe() | {"precision": MEASURED_PRECISION}
         if flip is not None:
             described["saddle_flip"] = flip.describe()
         out.update(
