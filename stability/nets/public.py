@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from stability.checks import check_integer
-from stability.nets.bracket import NetProtocol, measure_log_rate, measure_max_lr
+from stability.nets.bracket import NetProtocol, linear_start, measure_log_rate, measure_max_lr
 from stability.nets.curvature import HessianOperator, curvature, negative_end
 from stability.nets.minimum import (
     nearness,
@@ -454,6 +454,9 @@ def net_max_lr(
         if adaptive is not None:  # frozen P in weight space, along P^1/2·x̃₁
             adaptive = dataclasses.replace(adaptive, net=runs)
             sim, v1 = adaptive.frozen(rules, centred=True), adaptive.direction(v1)
+        start = linear_start(runs, v1, protocol, None if adaptive is None else adaptive.scale)
+        given, protocol = protocol, dataclasses.replace(protocol, perturbation=start.perturbation)
+        if adaptive is not None:
             real = measure_real_max_lr(adaptive, rules, v1, a.max_lr, protocol, counted, flip)
             out["measured_bracket_real"] = [real.stable, real.unstable]
             out["real_ratio"] = None if real.max_lr is None else real.max_lr / a.max_lr
@@ -463,6 +466,8 @@ def net_max_lr(
             counted.finish()
         bracket = [m.stable, m.unstable]
         described = protocol.describe() | {"precision": MEASURED_PRECISION}
+        if start.describe(given) is not None:
+            described["start_note"] = start.describe(given)
         if flip is not None:
             described["saddle_flip"] = flip.describe()
         out.update(
