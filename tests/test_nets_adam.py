@@ -337,6 +337,7 @@ def test_measured_bracket_contains_the_prediction(files):
     lo, hi = r.measured_bracket
     assert (hi - lo) / lo <= 0.01
     assert lo * 0.95 <= r.max_lr <= hi * 1.05
+    assert not any("√v̂ ≤ ε" in w for w in r.warnings)  # every coordinate was stepped
     real_lo, real_hi = r.measured_bracket_real
     assert 0 < real_lo < real_hi
     assert r.real_ratio == pytest.approx((real_lo + real_hi) / 2 / r.max_lr)
@@ -609,5 +610,6 @@ def test_measured_bracket_with_weight_decay_contains_the_prediction(files):
     lo, hi = r.measured_bracket
     assert (hi - lo) / lo <= 0.01
     assert lo * 0.95 <= r.max_lr <= hi * 1.05
+    assert not any("√v̂ ≤ ε" in w for w in r.warnings)  # every coordinate was stepped
     real_lo, real_hi = r.measured_bracket_real
     assert 0 < real_lo < real_hi

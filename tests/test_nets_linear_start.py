@@ -14,7 +14,7 @@ import torch
 from stability.nets.bracket import LINEAR_TOL, NetProtocol, linear_start
 from stability.nets.curvature import curvature
 from stability.nets.problem import load_problem, problem_from_dict
-from stability.nets.public import net_max_lr
+from stability.nets.public import net_curvature, net_max_lr
 
 CNN = textwrap.dedent(
     """
@@ -115,7 +115,8 @@ def test_conv_batchnorm_relu_under_adam_is_measured_from_a_linear_start(tmp_path
     gets no gradient, so P = 1/ε there, and the eval-mode analysis sees its curvature.  Along
     it 16,000 ReLU units move together.  From the default start (LINEAR_SHRINKS = 0) the
     bracket of these runs lay 33 % above the prediction when this test was written (not
-    repeated here, for time); from the moved-in start it holds it within 5 % (1.8 % then)."""
+    repeated here, for time); from the moved-in start it holds it within 5 % (1.8 % then).
+    Both commands warn that λ̃₁ lies where the optimizer saw no gradient."""
     (tmp_path / "cnn.py").write_text(CNN)
     ns: dict = {"__file__": str(tmp_path / "cnn.py")}
     exec(CNN, ns)
@@ -142,3 +143,10 @@ def test_conv_batchnorm_relu_under_adam_is_measured_from_a_linear_start(tmp_path
     assert "start_note" in r.protocol and r.protocol["perturbation"] < 1e-6
     lo, hi = r.measured_bracket
     assert lo * 0.95 <= r.max_lr <= hi * 1.05
+    # and the result says where λ̃₁ comes from: the bias's P = 1/ε, in both commands
+    curv = net_curvature(
+        load_problem(f"{tmp_path / 'cnn.py'}:trained"), k=2, precond_from=str(tmp_path / "state.pt")
+    )
+    for warnings in (r.warnings, curv.warnings):
+        (note,) = [w for w in warnings if "√v̂ ≤ ε" in w]
+        assert "0.bias: 2 of 2" in note and "1e+08" in note

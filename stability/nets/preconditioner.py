@@ -102,6 +102,36 @@ class Preconditioner:
         return out
 
 
+UNSEEN_SHARE = 0.5
+"""`unseen_note` speaks when the top eigenvector has more than this share of its mass on
+coordinates where the optimizer saw no gradient above ε."""
+
+
+def unseen_note(pre: Preconditioner, names, sizes, x1: np.ndarray) -> str | None:
+    """A warning when the top eigenvector x̃₁ of P^{1/2}HP^{1/2} (unit, whitened, problem order)
+    lies mostly (> `UNSEEN_SHARE` of its mass) on coordinates where √v̂ ≤ ε (P ≥ 1/(2ε)): the
+    optimizer's gradient there was rounding or none, so P ≈ 1/ε, and λ̃₁ is the curvature the
+    analysed loss has there — e.g. a bias before BatchNorm, which train mode makes invariant
+    and the analysis's eval mode does not (docs/adam.md).  None otherwise."""
+    unseen = (pre.P * pre.eps >= 0.5).numpy()
+    x1 = np.asarray(x1, dtype=float)
+    share = float(np.sum(x1[unseen] ** 2) / np.sum(x1**2))
+    if share <= UNSEEN_SHARE:
+        return None
+    counts = [
+        f"{name}: {int(part.sum())} of {part.size}"
+        for name, part in zip(names, np.split(unseen, np.cumsum(sizes)[:-1]), strict=True)
+        if part.any()
+    ]
+    return (
+        f"preconditioned_eigenvalues: {share:.0%} of the top eigenvector lies where √v̂ ≤ ε "
+        f"({'; '.join(counts)}): the optimizer saw no gradient there above rounding, so "
+        f"P ≈ 1/ε = {1 / float(pre.eps.min()):.3g}, and λ̃₁ is the curvature the analysed loss "
+        "has there (a bias before BatchNorm: train mode makes it invariant, the analysis's eval "
+        "mode does not)"
+    )
+
+
 def _one_or_range(values: torch.Tensor):
     lo, hi = float(values.min()), float(values.max())
     return lo if lo == hi else [lo, hi]
@@ -361,9 +391,11 @@ def _from_file(problem: NetProblem, source: str) -> Preconditioner:
 
 
 __all__ = [
+    "UNSEEN_SHARE",
     "Preconditioner",
     "is_adaptive",
     "load_preconditioner",
     "precondition",
+    "unseen_note",
     "warmup",
 ]

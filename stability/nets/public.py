@@ -201,14 +201,16 @@ def net_curvature(
     net = _problem(problem, stages, dtype, device)
     k = check_integer("k", k, low=1)
     extra: dict[str, Any] = {}
+    unseen = None
     if precond_from is not None:
         from stability.nets.preconditioned import preconditioned_curvature
-        from stability.nets.preconditioner import load_preconditioner
+        from stability.nets.preconditioner import load_preconditioner, unseen_note
 
         pre = load_preconditioner(net, precond_from)
         if pre.weights is not None:
             net = dataclasses.replace(net, w_star=pre.weights)
         pc = preconditioned_curvature(net, pre.scale, k)
+        unseen = unseen_note(pre, net.names, net.sizes, pc.eigenvectors[:, 0])
         extra = {
             "preconditioned_eigenvalues": pc.eigenvalues.tolist(),
             "preconditioned_stage_eigenvalues": [v.tolist() for v in pc.stage_eigenvalues],
@@ -225,7 +227,7 @@ def net_curvature(
         hvps=c.hvps,
         seconds=c.seconds,
         method=c.method,
-        **_near_fields(near),
+        **_near_fields(near, unseen),
         **extra,
     )
 
@@ -398,6 +400,7 @@ def net_max_lr(
     total)``: the measurement's simulator steps (`stability.nets.step_counter`).
     """
     from stability.nets.adaptive import adaptive_setup, measure_real_max_lr
+    from stability.nets.preconditioner import unseen_note
     from stability.nets.sensitivity import effective_delta, predict_inconsistent
 
     net = _granularity(_problem(problem, stages, dtype, device), backward, granularity)
@@ -408,6 +411,7 @@ def net_max_lr(
     if adaptive is not None:
         net, params = adaptive.net, adaptive.params
     pipe = _pipeline(net, pipeline, delays, backward, tau_bkwd)
+    out: dict[str, Any] = {}
     if adaptive is None:
         rules = net_rules(rule, params, pipe, tau_recomp=tau_recomp)
         curv = curvature(net, k, stage_blocks=False, negative_k=0)
@@ -416,13 +420,13 @@ def net_max_lr(
         rules = adaptive.rules(rule, pipe, tau_recomp)
         curv = adaptive.curvature(k, 1)
         lam_max = curvature(net, 1, stage_blocks=False, negative_k=0).lam_max
+        out["unseen"] = unseen_note(adaptive.precond, net.names, net.sizes, curv.eigenvectors[:, 0])
     # with --measure the negative end is searched: at a saddle the bracket means something else
     near, negatives = _nearness(net, lam_max, True if measure and negative is None else negative)
     stashed = pipe.tau_bkwd is None
     scale = None if adaptive is None else adaptive.scale.numpy()
     pred = predict(curv, rules) if stashed else predict_inconsistent(net, curv, rules, scale)
     a = pred.analysis
-    out: dict[str, Any] = {}
     rate_lr = None if not a.max_lr else RATE_FRACTION * a.max_lr
     protocol = _protocol(protocol, measure_steps)
     if rate_lr is not None and adaptive is not None and stashed:
@@ -506,7 +510,7 @@ def net_max_lr(
         rate_method=out.get("rate_method"),
         rate_truncation_change=out.get("rate_truncation_change"),
         rate_error=_rate_error(out.get("predicted_rate"), out.get("measured_rate")),
-        **_near_fields(near, out.get("saddle"), out.get("rate_note")),
+        **_near_fields(near, out.get("unseen"), out.get("saddle"), out.get("rate_note")),
         preconditioned_eigenvalues=None if adaptive is None else curv.eigenvalues.tolist(),
         preconditioner=None if adaptive is None else adaptive.describe(),
         measured_bracket_real=out.get("measured_bracket_real"),
