@@ -19,7 +19,7 @@ from stability.nets.bracket import NetProtocol
 from stability.nets.curvature import dense_hessian
 from stability.nets.preconditioner import load_preconditioner
 from stability.nets.prediction import net_rules
-from stability.nets.problem import load_problem
+from stability.nets.problem import NetProblem, load_problem
 from stability.nets.public import net_curvature, net_max_lr, net_train
 from stability.nets.simulator import simulate
 from stability.pipeline import Pipeline
@@ -410,14 +410,13 @@ ATTENTION = textwrap.dedent(
 )
 
 
-def test_a_float32_model_is_measured_in_float64(tmp_path, monkeypatch):
-    """A float32 attention model after 300 AdamW steps: the key bias moves no softmax, so its
-    v is rounding and its P near 1/ε.  The measured runs go in float64 (the problem converted
-    exactly); in float32 the rounding of the tilted gradient, times that P, moves the bracket
-    off the prediction (13× below here; 208× below on a 371-parameter attention classifier:
-    docs/nets.md)."""
-    (tmp_path / "attn.py").write_text(ATTENTION)
-    ns: dict = {"__file__": str(tmp_path / "attn.py")}
+@pytest.fixture(scope="module")
+def attention(tmp_path_factory):
+    """A float32 attention model (106 parameters) after 300 AdamW steps: its problem file,
+    the optimizer's state_dict and the model's."""
+    folder = tmp_path_factory.mktemp("attention")
+    (folder / "attn.py").write_text(ATTENTION)
+    ns: dict = {"__file__": str(folder / "attn.py")}
     exec(ATTENTION, ns)
     d = ns["fresh"]()
     opt = torch.optim.AdamW(d["model"].parameters(), lr=0.01)
@@ -425,8 +424,17 @@ def test_a_float32_model_is_measured_in_float64(tmp_path, monkeypatch):
         opt.zero_grad()
         d["loss"](d["model"](d["inputs"]), d["targets"]).backward()
         opt.step()
-    torch.save(opt.state_dict(), tmp_path / "state.pt")
-    torch.save(d["model"].state_dict(), tmp_path / "model.pt")
+    torch.save(opt.state_dict(), folder / "state.pt")
+    torch.save(d["model"].state_dict(), folder / "model.pt")
+    return folder
+
+
+def test_a_float32_model_is_measured_in_float64(attention, monkeypatch):
+    """The key bias of the float32 attention model moves no softmax, so its v is rounding and
+    its P near 1/ε.  The measured runs go in float64 (the problem converted exactly); in
+    float32 the rounding of the tilted gradient, times that P, moves the bracket off the
+    prediction (13× below here; 208× below on a 371-parameter attention classifier:
+    docs/nets.md)."""
 
     def measured(net):
         r = net_max_lr(
@@ -434,14 +442,14 @@ def test_a_float32_model_is_measured_in_float64(tmp_path, monkeypatch):
             "adam",
             schedule="pipemare",
             beta1=0.9,
-            precond_from=str(tmp_path / "state.pt"),
+            precond_from=str(attention / "state.pt"),
             k=6,
             measure=True,
             protocol=NetProtocol(steps=400, rate_steps=200),
         )
         return r, r.max_lr / np.array(r.measured_bracket)
 
-    net = load_problem(f"{tmp_path / 'attn.py'}:trained", stages=2)
+    net = load_problem(f"{attention / 'attn.py'}:trained", stages=2)
     wide = net.in_float64()
     assert wide.dtype == torch.float64 and torch.equal(wide.w_star, net.w_star.double())
     assert next(net.model.parameters()).dtype == torch.float32  # a copy was converted
@@ -453,6 +461,29 @@ def test_a_float32_model_is_measured_in_float64(tmp_path, monkeypatch):
     monkeypatch.setattr(type(net), "in_float64", lambda self: self)
     _, ratio32 = measured(net)
     assert ratio32[0] < 0.95 or ratio32[1] > 1.05  # in float32 the bracket misses it
+
+
+def test_a_float32_models_almost_sure_runs_go_in_float64(attention, monkeypatch):
+    """``net noise --measure`` on the float32 attention model (plain SGD): its almost-sure
+    pairs start δ₀ = 10⁻³·r₁₀ apart, a few float32 ulps, and in float32 their bracket fell
+    to [0.0020, 0.26] around the predicted 0.345 (with 1,000-step pairs: [0.0016, 0.0098]);
+    in float64 it holds it."""
+    import stability as st
+
+    def bracket():
+        r = st.net_noise(
+            load_problem(f"{attention / 'attn.py'}:trained"), "sgd", batch=8, tau=0, k=10,
+            steps=20, measure=True, runs=2, pairs=4, pair_steps=400, lyapunov_steps=300,
+            lyapunov_runs=4,
+        )  # fmt: skip
+        return r, r.as_max_lr / np.array(r.measured["as_bracket"])
+
+    r, ratio = bracket()
+    assert r.protocol["precision"].startswith("float64")
+    assert ratio[0] >= 0.95 and ratio[1] <= 1.05
+    monkeypatch.setattr(NetProblem, "in_float64", lambda self: self)
+    _, ratio32 = bracket()
+    assert ratio32[0] > 1.3  # in float32 the stable end falls far below the prediction
 
 
 def test_warmup_source_moves_the_weights(files):

@@ -53,10 +53,12 @@ from stability.trainer.measure import log_rate
 RATE_FRACTION = 0.5
 """Rates are predicted and measured at this fraction of the predicted max lr."""
 MEASURED_PRECISION = (
-    "float64 (a float32 problem's weights and data converted exactly): float32 rounding of the "
-    "tilted gradient, multiplied by Adam's P up to 1/ε, drives the runs (docs/nets.md)"
+    "float64 (a float32 problem's weights and data converted exactly): float32 rounding drives "
+    "runs started this close to w* — times Adam's P up to 1/ε, and between the almost-sure "
+    "runs' pairs (docs/nets.md)"
 )
-"""How the measured runs of ``net max-lr --measure`` evaluate (`NetProblem.in_float64`)."""
+"""How the measured runs of ``net max-lr --measure`` and ``net noise --measure`` evaluate
+(`NetProblem.in_float64`)."""
 
 
 def _problem(
