@@ -12,6 +12,7 @@ import textwrap
 import numpy as np
 import pytest
 import torch
+from checkpoints import checkpoint
 
 from stability.cli.main import main
 from stability.nets.adaptive import adaptive_setup
@@ -62,23 +63,16 @@ PROBLEM = textwrap.dedent(
 WD = 0.05
 
 
+def _adamw(params):
+    return torch.optim.AdamW(params, lr=0.01, weight_decay=WD)
+
+
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     """A 90-parameter MLP trained 60 full-batch AdamW steps (wd 0.05): problem file, the
     optimizer's state_dict and the model's."""
     folder = tmp_path_factory.mktemp("adam")
-    (folder / "mlp.py").write_text(PROBLEM)
-    ns: dict = {"__file__": str(folder / "mlp.py")}
-    exec(PROBLEM, ns)
-    d = ns["fresh"]()
-    model = d["model"]
-    opt = torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=WD)
-    for _ in range(60):
-        opt.zero_grad()
-        d["loss"](model(d["inputs"]), d["targets"]).backward()
-        opt.step()
-    torch.save(opt.state_dict(), folder / "state.pt")
-    torch.save(model.state_dict(), folder / "model.pt")
+    model = checkpoint(folder, "mlp.py", PROBLEM, 60, _adamw)
     torch.save(model.state_dict(), folder / "not_optimizer.pt")
     (folder / "junk.pt").write_text("not a torch file")
     return folder
@@ -321,19 +315,23 @@ def test_frozen_stages_are_the_weight_space_rule(files):
     assert np.max(np.abs(res.final_weights[0] - w[0].numpy())) < 1e-12
 
 
-def test_measured_bracket_contains_the_prediction(files):
-    state = str(files / "state.pt")
-    protocol = NetProtocol(steps=400, rate_steps=200, rel_tol=0.008)
-    r = net_max_lr(
-        _net(files, stages=2),
+def _measured(net, state):
+    """``net max-lr --rule adam --beta1 0.9 --schedule pipemare --measure`` from ``state``
+    (400-step runs)."""
+    return net_max_lr(
+        net,
         "adam",
         schedule="pipemare",
         beta1=0.9,
-        precond_from=state,
+        precond_from=str(state),
         k=6,
         measure=True,
-        protocol=protocol,
+        protocol=NetProtocol(steps=400, rate_steps=200, rel_tol=0.008),
     )
+
+
+def test_measured_bracket_contains_the_prediction(files):
+    r = _measured(_net(files, stages=2), files / "state.pt")
     lo, hi = r.measured_bracket
     assert (hi - lo) / lo <= 0.01
     assert lo * 0.95 <= r.max_lr <= hi * 1.05
@@ -347,27 +345,8 @@ def test_at_a_saddle_checkpoint_the_measured_bracket_contains_the_prediction(tmp
     """15 AdamW steps from the initialisation: a saddle (λ_min ≈ −0.19·λ₁).  The measured runs
     flip its negative directions of P^1/2 H P^1/2 into minima (`stability.nets.saddle_flip`);
     without that the bracket lay 20× below the prediction (docs/adam.md)."""
-    (tmp_path / "mlp.py").write_text(PROBLEM)
-    ns: dict = {"__file__": str(tmp_path / "mlp.py")}
-    exec(PROBLEM, ns)
-    d = ns["fresh"]()
-    opt = torch.optim.AdamW(d["model"].parameters(), lr=0.01, weight_decay=WD)
-    for _ in range(15):
-        opt.zero_grad()
-        d["loss"](d["model"](d["inputs"]), d["targets"]).backward()
-        opt.step()
-    torch.save(opt.state_dict(), tmp_path / "state.pt")
-    torch.save(d["model"].state_dict(), tmp_path / "model.pt")
-    r = net_max_lr(
-        load_problem(f"{tmp_path / 'mlp.py'}:trained", stages=2),
-        "adam",
-        schedule="pipemare",
-        beta1=0.9,
-        precond_from=str(tmp_path / "state.pt"),
-        k=6,
-        measure=True,
-        protocol=NetProtocol(steps=400, rate_steps=200, rel_tol=0.008),
-    )
+    checkpoint(tmp_path, "mlp.py", PROBLEM, 15, _adamw)
+    r = _measured(load_problem(f"{tmp_path / 'mlp.py'}:trained", stages=2), tmp_path / "state.pt")
     assert r.negative_ratio < -0.1
     flip = r.protocol["saddle_flip"]
     assert flip["complete"] and flip["flipped"] >= 1 and flip["most_negative"] < flip["cut"]
@@ -415,17 +394,7 @@ def attention(tmp_path_factory):
     """A float32 attention model (106 parameters) after 300 AdamW steps: its problem file,
     the optimizer's state_dict and the model's."""
     folder = tmp_path_factory.mktemp("attention")
-    (folder / "attn.py").write_text(ATTENTION)
-    ns: dict = {"__file__": str(folder / "attn.py")}
-    exec(ATTENTION, ns)
-    d = ns["fresh"]()
-    opt = torch.optim.AdamW(d["model"].parameters(), lr=0.01)
-    for _ in range(300):
-        opt.zero_grad()
-        d["loss"](d["model"](d["inputs"]), d["targets"]).backward()
-        opt.step()
-    torch.save(opt.state_dict(), folder / "state.pt")
-    torch.save(d["model"].state_dict(), folder / "model.pt")
+    checkpoint(folder, "attn.py", ATTENTION, 300, lambda p: torch.optim.AdamW(p, lr=0.01))
     return folder
 
 
@@ -437,16 +406,7 @@ def test_a_float32_model_is_measured_in_float64(attention, monkeypatch):
     docs/nets.md)."""
 
     def measured(net):
-        r = net_max_lr(
-            net,
-            "adam",
-            schedule="pipemare",
-            beta1=0.9,
-            precond_from=str(attention / "state.pt"),
-            k=6,
-            measure=True,
-            protocol=NetProtocol(steps=400, rate_steps=200),
-        )
+        r = _measured(net, attention / "state.pt")
         return r, r.max_lr / np.array(r.measured_bracket)
 
     net = load_problem(f"{attention / 'attn.py'}:trained", stages=2)

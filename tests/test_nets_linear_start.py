@@ -10,6 +10,7 @@ import textwrap
 import numpy as np
 import pytest
 import torch
+from checkpoints import checkpoint
 
 from stability.nets.bracket import LINEAR_TOL, NetProtocol, linear_start
 from stability.nets.curvature import curvature
@@ -117,18 +118,7 @@ def test_conv_batchnorm_relu_under_adam_is_measured_from_a_linear_start(tmp_path
     bracket of these runs lay 33 % above the prediction when this test was written (not
     repeated here, for time); from the moved-in start it holds it within 5 % (1.8 % then).
     Both commands warn that λ̃₁ lies where the optimizer saw no gradient."""
-    (tmp_path / "cnn.py").write_text(CNN)
-    ns: dict = {"__file__": str(tmp_path / "cnn.py")}
-    exec(CNN, ns)
-    d = ns["fresh"]()
-    opt = torch.optim.Adam(d["model"].parameters(), lr=0.01)
-    for _ in range(200):
-        opt.zero_grad()
-        d["loss"](d["model"](d["inputs"]), d["targets"]).backward()
-        opt.step()
-    torch.save(opt.state_dict(), tmp_path / "state.pt")
-    torch.save(d["model"].state_dict(), tmp_path / "model.pt")
-
+    checkpoint(tmp_path, "cnn.py", CNN, 200, lambda p: torch.optim.Adam(p, lr=0.01))
     r = net_max_lr(
         load_problem(f"{tmp_path / 'cnn.py'}:trained"),
         "adam",
