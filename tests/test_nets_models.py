@@ -454,6 +454,43 @@ def test_default_dtype_is_the_models_promoted_to_the_datas(models):
                               "targets": y}).dtype == torch.float64  # fmt: skip
 
 
+def test_a_class_weight_follows_the_model_and_the_measurement_into_float64():
+    """A loss module's buffers (CrossEntropyLoss's class weight) take the evaluation dtype with
+    the model, so ``dtype="float64"`` and the float64 measured runs work on a float32 problem;
+    a loss function holding a float32 tensor keeps the runs in float32, with a warning."""
+    import copy
+
+    from stability.nets.bracket import NetProtocol
+
+    torch.manual_seed(0)
+    x, y = torch.randn(30, 4), torch.randint(0, 3, (30,))
+    layers = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.Tanh(), torch.nn.Linear(6, 3))
+    weight = torch.tensor([1.0, 2.0, 0.5])
+    module = torch.nn.CrossEntropyLoss(weight=weight)
+
+    def held(out, target):
+        return torch.nn.functional.cross_entropy(out, target, weight=weight)
+
+    def problem(loss):  # a fresh float32 model: dtype= converts the one it is given
+        model = copy.deepcopy(layers)
+        return {"model": model, "loss": loss, "inputs": x, "targets": y}
+
+    wide = problem_from_dict(problem(module), dtype="float64")
+    f32 = problem_from_dict(problem(module))
+    assert float(wide.loss(wide.w_star)) == pytest.approx(float(f32.loss(f32.w_star)), rel=1e-6)
+    assert module.weight.dtype == torch.float32  # the user's loss is left as it was
+    with pytest.raises(ValueError, match="the model or loss failed"):
+        problem_from_dict(problem(held), dtype="float64")
+    protocol = NetProtocol(steps=200, rate_steps=100)
+    for loss, precision in ((module, "float64"), (held, "float32")):
+        r = net_max_lr(problem(loss), "sgd", tau=2, measure=True, protocol=protocol)
+        assert r.protocol["precision"].startswith(precision)
+        assert r.measured_bracket[0] * 0.95 <= r.max_lr <= r.measured_bracket[1] * 1.05
+        assert any(w.startswith("the measured runs stay in float32") for w in r.warnings) == (
+            precision == "float32"
+        )
+
+
 # -- backward current for any module -------------------------------------------------------------
 
 

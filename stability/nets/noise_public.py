@@ -194,7 +194,7 @@ def net_noise(
     from stability.nets.minibatch_lyapunov import EVERY, SEPARATION, Z_DECIDE
     from stability.nets.minibatch_runs import measure_runs, quadratic_radius, start_weights
     from stability.nets.prediction import net_rules
-    from stability.nets.public import MEASURED_PRECISION, _problem, _rule_params
+    from stability.nets.public import _problem, _rule_params, measured_problem
     from stability.nets.simulator import INCONSISTENT_RULES
     from stability.noise.lyapunov import bracket_note
     from stability.noise.minibatch import (
@@ -307,13 +307,14 @@ def net_noise(
     measured = None
     if measure:
         separation = min(SEPARATION * r10, perturbation * p**0.5)
-        wide = net.in_float64()  # the runs in float64 (MEASURED_PRECISION)
+        wide, protocol["precision"], precision_note = measured_problem(net)
+        if precision_note is not None:
+            warnings.append(precision_note)
         measured, wander, as_wander = measure_runs(
             RunSetup(wide, rules, batch, sampling, seed), lr, times, wide.vector(w0), as_lr,
             runs=runs, pairs=pairs, pair_steps=pair_steps, steps=steps, separation=separation,
             progress=progress,
         )  # fmt: skip
-        protocol["precision"] = MEASURED_PRECISION
         ratio = wander / r10 if np.isfinite(r10) else 0.0
         as_ratio = as_wander / r10 if np.isfinite(r10) else 0.0
         protocol.update(

@@ -235,20 +235,26 @@ class NetProblem:
         return torch.as_tensor(v).to(device=self.device, dtype=self.dtype)
 
     def in_float64(self) -> NetProblem:
-        """The same problem evaluated in float64: a copy of the model and the data converted
-        (exactly: float64 holds every float32), the same weights; itself if it is float64."""
+        """The same problem evaluated in float64: a copy of the model (and of the loss, if it
+        is a module: a class weight is a buffer) converted, the data converted (exactly:
+        float64 holds every float32), the same weights; itself if it is float64.  A
+        `ValueError` (one line) where the copy cannot be made or its loss does not run."""
         if self.dtype == torch.float64:
             return self
         try:
             model = copy.deepcopy(self.model).to(torch.float64)
+            loss_fn = _loss_like_model(self.loss_fn, torch.float64, self.device)
         except Exception as err:  # noqa: BLE001 - a user's module: report it on one line
-            raise ValueError(
-                f"dtype: the model cannot be copied to run in float64 ({_one_line(err)}); "
-                "give dtype float64"
-            ) from None
-        return replace(
-            self, model=model, data=self.data.to(torch.float64), w_star=self.w_star.double()
+            raise ValueError(f"the model cannot be copied to float64: {_one_line(err)}") from None
+        wide = replace(
+            self,
+            model=model,
+            loss_fn=loss_fn,
+            data=self.data.to(torch.float64),
+            w_star=self.w_star.double(),
         )
+        check_loss(wide)
+        return wide
 
     def output(self, w: torch.Tensor, x: Any) -> Any:
         """model(x; w) as the analysis evaluates it: attention on the math kernel, the parts
@@ -339,6 +345,14 @@ def _eager_hvp(batch_loss, w: torch.Tensor, v: torch.Tensor, x: Any, y: Any) -> 
 
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def _loss_like_model(loss_fn: Callable, dtype: torch.dtype, device: torch.device) -> Callable:
+    """A loss module moved to the model's ``dtype`` and ``device`` (on a copy: its buffers,
+    e.g. a class weight, follow the model); any other callable as it is."""
+    if isinstance(loss_fn, torch.nn.Module):
+        return copy.deepcopy(loss_fn).to(device=device, dtype=dtype)
+    return loss_fn
 
 
 def _dtype(dtype: Any) -> torch.dtype | None:
@@ -456,6 +470,7 @@ def problem_from_dict(
         device = next((p.device for p in model.parameters()), torch.device("cpu"))
     try:
         model = model.to(device=device, dtype=dtype).eval()
+        loss_fn = _loss_like_model(found["loss"], dtype, device)
     except (RuntimeError, AssertionError) as err:
         raise ValueError(f"device {str(device)!r} is not available: {_one_line(err)}") from None
     for module in model.modules():  # dense gradients of sparse embeddings (module doc)
@@ -488,7 +503,7 @@ def problem_from_dict(
         raise ValueError(f"data failed to give its batches: {_one_line(err)}") from None
     problem = NetProblem(
         model=model,
-        loss_fn=found["loss"],
+        loss_fn=loss_fn,
         data=data,
         names=tuple(order),
         shapes=tuple(tuple(tensors[n].shape) for n in order),

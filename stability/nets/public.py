@@ -61,6 +61,24 @@ MEASURED_PRECISION = (
 (`NetProblem.in_float64`)."""
 
 
+def measured_problem(net: NetProblem) -> tuple[NetProblem, str, str | None]:
+    """(the problem the measured runs use, its ``protocol.precision``, a warning or None): the
+    float64 copy, or — where the loss does not run in float64 (a function holding float32
+    tensors) — the problem itself, with a warning."""
+    try:
+        return net.in_float64(), MEASURED_PRECISION, None
+    except ValueError as err:
+        dtype = str(net.dtype).removeprefix("torch.")
+        return (
+            net,
+            f"{dtype} (the float64 copy failed)",
+            (
+                f"the measured runs stay in {dtype}: in float64 {err}; float32 rounding can move "
+                "a measurement started this close to w* (docs/nets.md)"
+            ),
+        )
+
+
 def _problem(
     problem: str | dict | NetProblem, stages: int | None, dtype: Any = None, device: Any = None
 ) -> NetProblem:
@@ -451,7 +469,7 @@ def net_max_lr(
         sim = rules
         brackets = 1 if adaptive is None else 2
         counted = counter(progress, brackets * protocol.expected_steps() + protocol.rate_steps)
-        runs = net.in_float64()  # the runs in float64 (MEASURED_PRECISION)
+        runs, precision, out["precision_note"] = measured_problem(net)
         # at a saddle the runs turn its directions into minima (docs/nets.md); of H itself the
         # search above found the most negative, of P^1/2 H P^1/2 only that there are some
         flip = None
@@ -471,7 +489,7 @@ def net_max_lr(
         if counted is not None:
             counted.finish()
         bracket = [m.stable, m.unstable]
-        described = protocol.describe() | {"precision": MEASURED_PRECISION}
+        described = protocol.describe() | {"precision": precision}
         if start.describe(given) is not None:
             described["start_note"] = start.describe(given)
         if flip is not None:
@@ -512,7 +530,9 @@ def net_max_lr(
         rate_method=out.get("rate_method"),
         rate_truncation_change=out.get("rate_truncation_change"),
         rate_error=_rate_error(out.get("predicted_rate"), out.get("measured_rate")),
-        **_near_fields(near, out.get("unseen"), out.get("saddle"), out.get("rate_note")),
+        **_near_fields(
+            near, *(out.get(k) for k in ("unseen", "precision_note", "saddle", "rate_note"))
+        ),
         preconditioned_eigenvalues=None if adaptive is None else curv.eigenvalues.tolist(),
         preconditioner=None if adaptive is None else adaptive.describe(),
         measured_bracket_real=out.get("measured_bracket_real"),
