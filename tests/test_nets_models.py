@@ -457,28 +457,28 @@ def test_default_dtype_is_the_models_promoted_to_the_datas(models):
 def test_a_class_weight_follows_the_model_and_the_measurement_into_float64():
     """A loss module's buffers (CrossEntropyLoss's class weight) take the evaluation dtype with
     the model, so ``dtype="float64"`` and the float64 measured runs work on a float32 problem;
-    a loss function holding a float32 tensor keeps the runs in float32, with a warning."""
-    import copy
-
+    a loss function holding a float32 tensor keeps the runs in float32, with a warning.  The
+    analysis converts copies: the user's model and loss stay as they were."""
     from stability.nets.bracket import NetProtocol
 
     torch.manual_seed(0)
     x, y = torch.randn(30, 4), torch.randint(0, 3, (30,))
-    layers = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.Tanh(), torch.nn.Linear(6, 3))
+    model = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.Dropout(0.1), torch.nn.Linear(6, 3))
     weight = torch.tensor([1.0, 2.0, 0.5])
     module = torch.nn.CrossEntropyLoss(weight=weight)
 
     def held(out, target):
         return torch.nn.functional.cross_entropy(out, target, weight=weight)
 
-    def problem(loss):  # a fresh float32 model: dtype= converts the one it is given
-        model = copy.deepcopy(layers)
+    def problem(loss):
         return {"model": model, "loss": loss, "inputs": x, "targets": y}
 
     wide = problem_from_dict(problem(module), dtype="float64")
     f32 = problem_from_dict(problem(module))
     assert float(wide.loss(wide.w_star)) == pytest.approx(float(f32.loss(f32.w_star)), rel=1e-6)
-    assert module.weight.dtype == torch.float32  # the user's loss is left as it was
+    assert wide.model is not model and not wide.model.training  # the analysis's own copy
+    assert model.training and next(model.parameters()).dtype == torch.float32
+    assert module.weight.dtype == torch.float32
     with pytest.raises(ValueError, match="the model or loss failed"):
         problem_from_dict(problem(held), dtype="float64")
     protocol = NetProtocol(steps=200, rate_steps=100)
@@ -524,6 +524,7 @@ def test_general_backward_equals_backpropagation_by_hand():
     nn = torch.nn
     model = nn.Sequential(nn.Linear(3, 5), nn.LayerNorm(5), nn.GELU(), nn.Linear(5, 5),
                           nn.PReLU(), nn.BatchNorm1d(5), nn.Linear(5, 2)).double()  # fmt: skip
+    model.eval()  # as the analysis evaluates it (on its own copy)
     with torch.no_grad():  # BatchNorm in eval mode: its stored statistics
         model[5].running_mean.uniform_(-0.5, 0.5)
         model[5].running_var.uniform_(0.5, 2.0)

@@ -347,6 +347,16 @@ def _eager_hvp(batch_loss, w: torch.Tensor, v: torch.Tensor, x: Any, y: Any) -> 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
+def _own_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """The analysis's own copy of the user's model, so that its dtype, device, eval mode and
+    dense embedding gradients do not change the model the user holds (at most `MAX_PARAMS`
+    parameters: the copy's memory is bounded); the model itself where it cannot be copied."""
+    try:
+        return copy.deepcopy(model)
+    except Exception:  # noqa: BLE001 - a module deepcopy cannot take: work on it as given
+        return model
+
+
 def _loss_like_model(loss_fn: Callable, dtype: torch.dtype, device: torch.device) -> Callable:
     """A loss module moved to the model's ``dtype`` and ``device`` (on a copy: its buffers,
     e.g. a class weight, follow the model); any other callable as it is."""
@@ -463,13 +473,19 @@ def problem_from_dict(
             "the model's weights are on the meta device (not materialised): give it its "
             "weights first (model.to_empty(device='cpu'), then load_state_dict)"
         )
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    if not trainable:
+        raise ValueError("the model has no trainable parameters")
+    p_total = sum(p.numel() for p in trainable)
+    if p_total > MAX_PARAMS:
+        raise ValueError(f"the model has {p_total} parameters; at most {MAX_PARAMS} are supported")
     batches, full_batch = _data(found, source)
     if dtype is None:
         dtype = evaluation_dtype(model, batches[0] if full_batch else _first_batch(batches))
     if device is None:
         device = next((p.device for p in model.parameters()), torch.device("cpu"))
     try:
-        model = model.to(device=device, dtype=dtype).eval()
+        model = _own_copy(model).to(device=device, dtype=dtype).eval()
         loss_fn = _loss_like_model(found["loss"], dtype, device)
     except (RuntimeError, AssertionError) as err:
         raise ValueError(f"device {str(device)!r} is not available: {_one_line(err)}") from None
@@ -477,12 +493,7 @@ def problem_from_dict(
         if isinstance(module, (torch.nn.Embedding, torch.nn.EmbeddingBag)):
             module.sparse = False
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    if not named:
-        raise ValueError("the model has no trainable parameters")
     all_names = [n for n, _ in named]
-    p_total = sum(p.numel() for _, p in named)
-    if p_total > MAX_PARAMS:
-        raise ValueError(f"the model has {p_total} parameters; at most {MAX_PARAMS} are supported")
     if found.get("stages") is not None:
         groups = _check_stages(found["stages"], all_names)
         if stages is not None and stages != len(groups):
