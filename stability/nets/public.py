@@ -490,8 +490,9 @@ def net_max_lr(
             counted.finish()
         bracket = [m.stable, m.unstable]
         described = protocol.describe() | {"precision": precision}
-        if start.describe(given) is not None:
-            described["start_note"] = start.describe(given)
+        start_note = start.describe(given)
+        if start_note is not None:
+            described["start_note"] = start_note
         if flip is not None:
             described["saddle_flip"] = flip.describe()
         out.update(
