@@ -347,6 +347,11 @@ def _eager_hvp(batch_loss, w: torch.Tensor, v: torch.Tensor, x: Any, y: Any) -> 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
+def dtype_name(dtype: torch.dtype | str) -> str:
+    """``torch.float32`` (or ``"float32"``) → ``"float32"``: the names of `DTYPES`, ``--dtype``."""
+    return str(dtype).removeprefix("torch.")
+
+
 def _own_copy(model: torch.nn.Module) -> torch.nn.Module:
     """The analysis's own copy of the user's model, so that its dtype, device, eval mode and
     dense embedding gradients do not change the model the user holds (at most `MAX_PARAMS`

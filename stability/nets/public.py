@@ -37,6 +37,7 @@ from stability.nets.prediction import (
 )
 from stability.nets.problem import (
     NetProblem,
+    dtype_name,
     load_problem,
     problem_from_dict,
     refusing_torch_func_limits,
@@ -68,7 +69,7 @@ def measured_problem(net: NetProblem) -> tuple[NetProblem, str, str | None]:
     try:
         return net.in_float64(), MEASURED_PRECISION, None
     except ValueError as err:
-        dtype = str(net.dtype).removeprefix("torch.")
+        dtype = dtype_name(net.dtype)
         return (
             net,
             f"{dtype} (the float64 copy failed)",
@@ -95,7 +96,7 @@ def _problem(
     if isinstance(problem, NetProblem):
         if stages is not None and stages != len(problem.stage_sizes):
             raise ValueError(f"stages: the problem has {len(problem.stage_sizes)} stages")
-        if dtype is not None and str(dtype).removeprefix("torch.") != str(problem.dtype)[6:]:
+        if dtype is not None and dtype_name(dtype) != dtype_name(problem.dtype):
             raise ValueError("dtype: a NetProblem keeps its dtype; pass dtype when loading it")
         if device is not None and str(device) != str(problem.device):
             raise ValueError("device: a NetProblem keeps its device; pass device when loading it")
