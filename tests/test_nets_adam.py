@@ -423,26 +423,24 @@ def test_a_float32_model_is_measured_in_float64(attention, monkeypatch):
     assert ratio32[0] < 0.95 or ratio32[1] > 1.05  # in float32 the bracket misses it
 
 
-def test_a_float32_models_preconditioned_eigenvalues_end_in_float64(attention):
-    """P ≈ 1/ε multiplies float32 rounding; one float64 Rayleigh–Ritz step on the float32
-    Ritz vectors brings the top three to the dense float64 P^1/2 ∇²f P^1/2's within 1e-7
-    (6e-9 measured; float32's own Lanczos values are off by 6e-6 … 5e-5 here)."""
+def test_a_float32_models_preconditioned_curvature_is_evaluated_in_float64(attention):
+    """P ≈ 1/ε multiplies float32 rounding: Lanczos on float32 products leaves the top three
+    6e-6 … 5e-5 from the dense float64 P^1/2 ∇²f P^1/2's here; on the float64 copy they agree
+    to 1e-9 (issue 22 asks 1e-6), and the method says where they were evaluated."""
     from stability.nets.curvature import lanczos
-    from stability.nets.preconditioned import PreconditionedOperator, float64_ritz
+    from stability.nets.preconditioned import PreconditionedOperator, preconditioned_curvature
 
-    r = net_curvature(
-        f"{attention / 'attn.py'}:trained", k=3, precond_from=str(attention / "state.pt")
-    )
     net = load_problem(f"{attention / 'attn.py'}:trained")
     assert net.dtype == torch.float32
     pre = load_preconditioner(net, str(attention / "state.pt"))
     dense = np.linalg.eigvalsh(_dense_preconditioned(net.in_float64(), pre.P))[::-1][:3]
-    assert np.max(np.abs(np.array(r.preconditioned_eigenvalues) / dense - 1)) < 1e-7
     in32 = lanczos(PreconditionedOperator(net, pre.scale), 3)
     assert np.max(np.abs(in32.values / dense - 1)) > 1e-6
-    refined = float64_ritz(net, pre.scale, in32)
-    assert refined.hvps == in32.hvps + 3
-    assert "Rayleigh–Ritz in float64" in refined.method
+    r = net_curvature(
+        f"{attention / 'attn.py'}:trained", k=3, precond_from=str(attention / "state.pt")
+    )
+    assert np.max(np.abs(np.array(r.preconditioned_eigenvalues) / dense - 1)) < 1e-9
+    assert "float64 (the model is float32)" in preconditioned_curvature(net, pre.scale, 3).method
 
 
 def test_a_float32_models_almost_sure_runs_go_in_float64(attention, monkeypatch):

@@ -40,7 +40,8 @@ NET_STAGES = option(
 NET_PRECISION: tuple[Option, ...] = (
     option(
         "dtype",
-        "evaluate in this precision (default: the model's, promoted to the data's)",
+        "evaluate in this precision (default: the model's, promoted to the data's; --measure "
+        "runs and --precond-from's P^1/2 H P^1/2 go in float64 whatever it is)",
         "str",
         default=None,
         choices=("float32", "float64"),

@@ -25,20 +25,18 @@ per-stage coupled analysis (`stability.nets.prediction`) applies to H̃ unchange
 matrix; `preconditioned_curvature` runs the same Lanczos on it as `stability.nets.curvature`.
 
 **float32 models.**  P multiplies the products' rounding: where Adam saw almost no gradient
-P ≈ 1/ε, and the top eigenvalues of a float32 evaluation drift by up to ~10⁻⁵ relative
-(docs/adam.md).  `float64_ritz` therefore ends the top-k solve of a float32 problem with one
-Rayleigh–Ritz step in float64 on the span V of its Ritz vectors: the eigenpairs of the k × k
-matrix Vᵀ H̃ V, with H̃ applied by k float64 HVPs on a float64 copy of the problem (Parlett,
-*The Symmetric Eigenvalue Problem*, §11.4).  A Ritz value's error is quadratic in the angle
-between V and the eigenvectors, so float32's ~10⁻⁶ residuals leave ~10⁻¹⁰ (measured on a
-float32 attention classifier whose P spans 4.5 … 7.8·10⁷: 1.2·10⁻⁶ → 7·10⁻¹¹).  The stage
-blocks stay in the model's dtype (they set the coupled analysis's scalar bound, not λ̃₁).
+P ≈ 1/ε, and a float32 product of H̃ carried 3·10⁻⁴ relative error on a float32 MLP whose P
+spans 2.9·10³ … 2.9·10⁶ (1,011 parameters, AdamW 2,000 steps), which left its top three
+eigenvalues 10⁻⁴ … 7·10⁻⁴ from float64's.  `preconditioned_curvature` therefore evaluates H̃
+of a float32 problem on its float64 copy (`NetProblem.in_float64`, the model's device): the
+same Lanczos, as many products (21 there, as in float32), each in float64 — about the cost of
+float32's on a CPU, more on a GPU with slow float64.  The plain curvature stays in the model's
+dtype (`stability.nets.curvature`: 3·10⁻⁷ on float32 models, no P to amplify it).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 import numpy as np
 import torch
@@ -46,7 +44,6 @@ from scipy.sparse.linalg import LinearOperator
 
 from stability.nets.curvature import (
     Curvature,
-    Eigenpairs,
     HessianOperator,
     lanczos,
     operator_top_eigenpair,
@@ -96,11 +93,13 @@ def preconditioned_curvature(
 ) -> Curvature:
     """Top-``k`` eigenpairs of H̃ = s∇²f(w*)s and the top ``stage_k`` (default k) of each
     stage's block s_i H_ii s_i, as a `Curvature` (eigenvectors in the whitened coordinates);
-    the negative end is not searched."""
+    the negative end is not searched.  A float32 problem is evaluated on its float64 copy
+    (`evaluation_problem`, module doc)."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"k must be an integer ≥ 1, got {k!r}")
     start = time.perf_counter()
-    top = float64_ritz(problem, scale, lanczos(PreconditionedOperator(problem, scale), k))
+    problem, how = evaluation_problem(problem)
+    top = lanczos(PreconditionedOperator(problem, scale), k)
     hvps, stage_vals = top.hvps, []
     for block in problem.blocks:
         pairs = lanczos(PreconditionedOperator(problem, scale, block), stage_k or k)
@@ -114,32 +113,20 @@ def preconditioned_curvature(
         stage_sizes=problem.stage_sizes,
         hvps=hvps,
         seconds=time.perf_counter() - start,
-        method=f"{top.method} on P^1/2 H P^1/2 ({problem.hvp_mode} HVPs)",
+        method=f"{top.method} on P^1/2 H P^1/2 ({problem.hvp_mode} HVPs{how})",
     )
 
 
-def float64_ritz(problem: NetProblem, scale: torch.Tensor, pairs: Eigenpairs) -> Eigenpairs:
-    """``pairs`` of a float32 problem's H̃ refined by one Rayleigh–Ritz step in float64 (module
-    doc): V = the Ritz vectors (orthonormalised), Θ, U = eigh(Vᵀ H̃₆₄ V), the pairs (Θ, V·U),
-    descending; the HVPs add the k float64 products.  ``pairs`` as they are for a float64
-    problem, with none to refine, or where the model cannot be copied to float64 (the method
-    says so)."""
-    if problem.dtype == torch.float64 or pairs.vectors.shape[1] == 0:
-        return pairs
+def evaluation_problem(problem: NetProblem) -> tuple[NetProblem, str]:
+    """(the problem H̃ is evaluated on, how, for the method): a float32 problem's float64 copy
+    (module doc), a float64 problem itself; where the copy cannot be made, the problem in its
+    own dtype, and the method says why."""
+    if problem.dtype == torch.float64:
+        return problem, ""
     try:
-        wide = PreconditionedOperator(problem.in_float64(), scale)
+        return problem.in_float64(), f", float64 (the model is {dtype_name(problem.dtype)})"
     except ValueError as err:
-        return replace(pairs, method=f"{pairs.method}; not refined in float64: {err}")
-    V = np.linalg.qr(pairs.vectors)[0]
-    HV = np.column_stack([wide.matvec(v) for v in V.T])
-    theta, U = np.linalg.eigh(0.5 * (V.T @ HV + HV.T @ V))
-    order = np.argsort(theta)[::-1]
-    return Eigenpairs(
-        theta[order],
-        V @ U[:, order],
-        pairs.hvps + wide.hvps,
-        f"{pairs.method} in {dtype_name(problem.dtype)}, then Rayleigh–Ritz in float64",
-    )
+        return problem, f", {dtype_name(problem.dtype)}: {err}"
 
 
 def top_preconditioned_eigenpair(
@@ -164,7 +151,7 @@ def weight_direction(scale: torch.Tensor, x: np.ndarray) -> np.ndarray:
 
 __all__ = [
     "PreconditionedOperator",
-    "float64_ritz",
+    "evaluation_problem",
     "preconditioned_curvature",
     "top_preconditioned_eigenpair",
     "weight_direction",
