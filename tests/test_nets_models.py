@@ -23,7 +23,7 @@ from stability.cli.main import main  # noqa: E402
 from stability.nets.curvature import curvature, dense_hessian  # noqa: E402
 from stability.nets.inconsistent import inconsistent_gradient, units  # noqa: E402
 from stability.nets.problem import problem_from_dict  # noqa: E402
-from stability.nets.public import net_max_lr  # noqa: E402
+from stability.nets.public import net_curvature, net_max_lr  # noqa: E402
 from stability.nets.simulator import simulate  # noqa: E402
 from stability.rules.registry import build_rule, get_spec  # noqa: E402
 
@@ -457,8 +457,9 @@ def test_default_dtype_is_the_models_promoted_to_the_datas(models):
 def test_a_class_weight_follows_the_model_and_the_measurement_into_float64():
     """A loss module's buffers (CrossEntropyLoss's class weight) take the evaluation dtype with
     the model, so ``dtype="float64"`` and the float64 measured runs work on a float32 problem;
-    a loss function holding a float32 tensor keeps the runs in float32, with a warning.  The
-    analysis converts copies: the user's model and loss stay as they were."""
+    a loss function holding a float32 tensor keeps the runs (and Adam's preconditioned
+    curvature) in float32, with a warning.  The analysis converts copies: the user's model and
+    loss stay as they were."""
     from stability.nets.bracket import NetProtocol
 
     torch.manual_seed(0)
@@ -489,6 +490,12 @@ def test_a_class_weight_follows_the_model_and_the_measurement_into_float64():
         assert any(w.startswith("the measured runs stay in float32") for w in r.warnings) == (
             precision == "float32"
         )
+    for loss, in_float32 in ((module, False), (held, True)):  # Adam's H̃: float64 where it can
+        r = net_curvature(problem(loss), k=2, precond_from="warmup:5:0.01")
+        assert len(r.preconditioned_eigenvalues) == 2
+        warned = [w for w in r.warnings if w.startswith("preconditioned_eigenvalues are evaluated")]
+        assert bool(warned) == in_float32
+        assert not warned or "in float32: in float64 " in warned[0]
 
 
 # -- backward current for any module -------------------------------------------------------------

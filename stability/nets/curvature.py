@@ -167,7 +167,8 @@ def lanczos(
 @dataclass(frozen=True)
 class Curvature:
     """A network's curvature at w*: the top-k eigenpairs of ∇²f, per-stage top eigenvalues,
-    the negative eigenvalues found, and the cost (HVPs, seconds)."""
+    the negative eigenvalues found, the cost (HVPs, seconds), and a warning on how they were
+    evaluated (None: as documented)."""
 
     eigenvalues: np.ndarray
     eigenvectors: np.ndarray
@@ -177,6 +178,7 @@ class Curvature:
     hvps: int
     seconds: float
     method: str
+    warning: str | None = None
 
     @property
     def lam_max(self) -> float:

@@ -99,7 +99,7 @@ def preconditioned_curvature(
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"k must be an integer ≥ 1, got {k!r}")
     start = time.perf_counter()
-    problem, how = evaluation_problem(problem)
+    problem, how, warning = evaluation_problem(problem)
     top = lanczos(PreconditionedOperator(problem, scale), k)
     hvps, stage_vals = top.hvps, []
     for block in problem.blocks:
@@ -115,19 +115,28 @@ def preconditioned_curvature(
         hvps=hvps,
         seconds=time.perf_counter() - start,
         method=f"{top.method} on P^1/2 H P^1/2 ({problem.hvp_mode} HVPs{how})",
+        warning=warning,
     )
 
 
-def evaluation_problem(problem: NetProblem) -> tuple[NetProblem, str]:
-    """(the problem H̃ is evaluated on, how, for the method): a float32 problem's float64 copy
-    (module doc), a float64 problem itself; where the copy cannot be made, the problem in its
-    own dtype, and the method says why."""
+def evaluation_problem(problem: NetProblem) -> tuple[NetProblem, str, str | None]:
+    """(the problem H̃ is evaluated on, how — for the method, a warning or None): a float32
+    problem's float64 copy (module doc), a float64 problem itself; where the copy cannot be
+    made, the problem in its own dtype, with a warning that says so."""
     if problem.dtype == torch.float64:
-        return problem, ""
+        return problem, "", None
+    name = dtype_name(problem.dtype)
     try:
-        return problem.in_float64(), f", float64 (the model is {dtype_name(problem.dtype)})"
+        return problem.in_float64(), f", float64 (the model is {name})", None
     except ValueError as err:
-        return problem, f", {dtype_name(problem.dtype)}: {err}"
+        return (
+            problem,
+            f", {name}",
+            (
+                f"preconditioned_eigenvalues are evaluated in {name}: in float64 {err}; P "
+                f"multiplies {name} rounding (up to 7e-4 relative on an MLP, docs/adam.md)"
+            ),
+        )
 
 
 def top_preconditioned_eigenpair(

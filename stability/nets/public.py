@@ -222,7 +222,7 @@ def net_curvature(
     net = _problem(problem, stages, dtype, device)
     k = check_integer("k", k, low=1)
     extra: dict[str, Any] = {}
-    unseen = None
+    unseen = precision = None
     if precond_from is not None:
         from stability.nets.preconditioned import preconditioned_curvature
         from stability.nets.preconditioner import load_preconditioner, unseen_note
@@ -232,6 +232,7 @@ def net_curvature(
             net = dataclasses.replace(net, w_star=pre.weights)
         pc = preconditioned_curvature(net, pre.scale, k)
         unseen = unseen_note(pre, net.names, net.sizes, pc.eigenvectors[:, 0])
+        precision = pc.warning
         extra = {
             "preconditioned_eigenvalues": pc.eigenvalues.tolist(),
             "preconditioned_stage_eigenvalues": [v.tolist() for v in pc.stage_eigenvalues],
@@ -248,7 +249,7 @@ def net_curvature(
         hvps=c.hvps,
         seconds=c.seconds,
         method=c.method,
-        **_near_fields(near, unseen),
+        **_near_fields(near, unseen, precision),
         **extra,
     )
 
@@ -442,6 +443,7 @@ def net_max_lr(
         curv = adaptive.curvature(k, 1)
         lam_max = curvature(net, 1, stage_blocks=False, negative_k=0).lam_max
         out["unseen"] = unseen_note(adaptive.precond, net.names, net.sizes, curv.eigenvectors[:, 0])
+        out["curvature_precision"] = curv.warning
     # with --measure the negative end is searched: at a saddle the bracket means something else
     near, negatives = _nearness(net, lam_max, True if measure and negative is None else negative)
     stashed = pipe.tau_bkwd is None
@@ -533,7 +535,11 @@ def net_max_lr(
         rate_truncation_change=out.get("rate_truncation_change"),
         rate_error=_rate_error(out.get("predicted_rate"), out.get("measured_rate")),
         **_near_fields(
-            near, *(out.get(k) for k in ("unseen", "precision_note", "saddle", "rate_note"))
+            near,
+            *(
+                out.get(k)
+                for k in ("unseen", "curvature_precision", "precision_note", "saddle", "rate_note")
+            ),
         ),
         preconditioned_eigenvalues=None if adaptive is None else curv.eigenvalues.tolist(),
         preconditioner=None if adaptive is None else adaptive.describe(),
