@@ -123,20 +123,18 @@ def evaluation_problem(problem: NetProblem) -> tuple[NetProblem, str, str | None
     """(the problem H̃ is evaluated on, how — for the method, a warning or None): a float32
     problem's float64 copy (module doc), a float64 problem itself; where the copy cannot be
     made, the problem in its own dtype, with a warning that says so."""
-    if problem.dtype == torch.float64:
-        return problem, "", None
     name = dtype_name(problem.dtype)
-    try:
-        return problem.in_float64(), f", float64 (the model is {name})", None
-    except ValueError as err:
+    wide, failed = problem.in_float64_or_self()
+    if failed is not None:
         return (
             problem,
             f", {name}",
             (
-                f"preconditioned_eigenvalues are evaluated in {name}: in float64 {err}; P "
+                f"preconditioned_eigenvalues are evaluated in {name}: in float64 {failed}; P "
                 f"multiplies {name} rounding (up to 7e-4 relative on an MLP, docs/adam.md)"
             ),
         )
+    return wide, "" if wide is problem else f", float64 (the model is {name})", None
 
 
 def top_preconditioned_eigenpair(

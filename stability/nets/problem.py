@@ -256,6 +256,15 @@ class NetProblem:
         check_loss(wide)
         return wide
 
+    def in_float64_or_self(self) -> tuple[NetProblem, str | None]:
+        """(`in_float64`, None), or — where that copy cannot be made or its loss does not run
+        in float64 — (this problem, the one-line reason): for the evaluations that prefer
+        float64 and say so when they cannot have it."""
+        try:
+            return self.in_float64(), None
+        except ValueError as err:
+            return self, str(err)
+
     def output(self, w: torch.Tensor, x: Any) -> Any:
         """model(x; w) as the analysis evaluates it: attention on the math kernel, the parts
         ``torch.compile`` wrapped run eagerly (module doc)."""

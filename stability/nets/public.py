@@ -66,18 +66,18 @@ def measured_problem(net: NetProblem) -> tuple[NetProblem, str, str | None]:
     """(the problem the measured runs use, its ``protocol.precision``, a warning or None): the
     float64 copy, or — where the loss does not run in float64 (a function holding float32
     tensors) — the problem itself, with a warning."""
-    try:
-        return net.in_float64(), MEASURED_PRECISION, None
-    except ValueError as err:
-        dtype = dtype_name(net.dtype)
-        return (
-            net,
-            f"{dtype} (the float64 copy failed)",
-            (
-                f"the measured runs stay in {dtype}: in float64 {err}; float32 rounding can move "
-                "a measurement started this close to w* (docs/nets.md)"
-            ),
-        )
+    runs, failed = net.in_float64_or_self()
+    if failed is None:
+        return runs, MEASURED_PRECISION, None
+    dtype = dtype_name(net.dtype)
+    return (
+        net,
+        f"{dtype} (the float64 copy failed)",
+        (
+            f"the measured runs stay in {dtype}: in float64 {failed}; float32 rounding can move "
+            "a measurement started this close to w* (docs/nets.md)"
+        ),
+    )
 
 
 def _problem(
