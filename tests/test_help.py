@@ -94,3 +94,22 @@ def test_coupled_usage_names_the_rule_flag(capsys):
     assert out.startswith("usage: stability coupled --rule RULE")
     assert "stability coupled --rule RULE --help" in " ".join(out.split())
     assert "coupled RULE --help" not in " ".join(out.split())
+
+
+def test_a_command_not_named_gets_its_flags_when_it_is_used():
+    """`make_parser` adds only the named command's flags (`Parser.fill_later`); another
+    command's parser of that same tree adds its own when it parses or shows its help, and then
+    parses and helps exactly as the one built for it."""
+
+    def values(parser, line):  # the parsed values (run and report are closures of each build)
+        parsed = vars(parser.parse_args(line))
+        return {k: v for k, v in parsed.items() if k not in ("run", "report")}
+
+    line = ["poly", "momentum", "--tau", "2", "--lr", "0.1", "--momentum", "0.5", "--json"]
+    built_for_bounds = make_parser(["bounds", "sgd"])
+    poly = built_for_bounds._subparsers._group_actions[0].choices["poly"]
+    assert poly._fill is not None and not any("--tau" in a.option_strings for a in poly._actions)
+    assert values(built_for_bounds, line) == values(make_parser(line), line)
+    assert poly._fill is None and any("--tau" in a.option_strings for a in poly._actions)
+    noise = make_parser(["bounds"])._subparsers._group_actions[0].choices["noise"]
+    assert noise.format_help() == PARSERS["noise"].format_help()

@@ -29,7 +29,34 @@ class UsageError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are one `UsageError` line, not usage + message."""
+    """An argument parser whose errors are one `UsageError` line, not usage + message.
+
+    A command's flags may be added when the parser is first used (`fill_later`): the command
+    line builds only the command it runs (every command's ~750 flags cost ~50 ms a call, most
+    of an in-process `stability.cli.main.main` call)."""
+
+    _fill: Callable[[], None] | None = None
+
+    def fill_later(self, fill: Callable[[], None]) -> None:
+        """Add the flags by calling ``fill`` when the parser is parsed, its help or usage is
+        formatted, or `filled` is called."""
+        self._fill = fill
+
+    def filled(self) -> Parser:
+        """This parser with its flags added."""
+        fill, self._fill = self._fill, None
+        if fill is not None:
+            fill()
+        return self
+
+    def parse_known_args(self, args=None, namespace=None):
+        return super(Parser, self.filled()).parse_known_args(args, namespace)
+
+    def format_usage(self) -> str:
+        return super(Parser, self.filled()).format_usage()
+
+    def format_help(self) -> str:
+        return super(Parser, self.filled()).format_help()
 
     def error(self, message: str):
         raise UsageError(message)

@@ -46,7 +46,7 @@ def register_declared(
     `call`, with a progress bar on stderr labelled ``progress`` (a text, or a function of
     the values) when given."""
     p = add_command(sub, name, **words)
-    add_declared_arguments(p, name, title=title)
+    p.fill_later(lambda: add_declared_arguments(p, name, title=title))
     if run is None and progress is not None:
         run = _with_progress(name, progress)
     p.set_defaults(run=run or (lambda args: call(name, args)), report=report)

@@ -77,7 +77,9 @@ def passive_omp_wait(environ=os.environ) -> bool:
 
 
 def make_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
-    """The parser; the help of the command in ``argv`` shows only the named rule's flags."""
+    """The parser; the command named in ``argv`` gets its flags now, the others when they are
+    used (every command's now when ``argv`` names none), and its help shows only the named
+    rule's flags."""
     from stability.cli.commands import COMMANDS
     from stability.limits import help_text
     from stability.version import __version__
@@ -102,24 +104,34 @@ def make_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         listing += [f"  {name:<10}  {helptext}", f"  {'':<10}    stability {command.EXAMPLES[0]}"]
     parser.epilog = "\n".join(listing) + "\n\n" + help_text()
     command_parser, rest = _command_parser(sub, list(argv))
-    if command_parser is not None:
+    if command_parser is None:  # no command named: every command's flags, for the introspection
+        _fill_all(parser)
+    else:
         focus_help(command_parser, rule_names_in(command_parser, rest))
     return parser
 
 
 def _command_parser(sub, argv: list[str]) -> tuple[argparse.ArgumentParser | None, list[str]]:
-    """The parser of the (sub)command named in ``argv`` (``net max-lr`` → max-lr's) and the
-    arguments after its name."""
+    """The parser of the (sub)command named in ``argv`` (``net max-lr`` → max-lr's), its flags
+    added, and the arguments after its name."""
     parser = None
     while True:
         position = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
         if position is None or argv[position] not in sub.choices:
             return parser, argv
-        parser, argv = sub.choices[argv[position]], argv[position + 1 :]
+        parser, argv = sub.choices[argv[position]].filled(), argv[position + 1 :]
         nested = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
         if not nested:
             return parser, argv
         sub = nested[0]
+
+
+def _fill_all(parser: argparse.ArgumentParser) -> None:
+    """Add the flags of ``parser``'s commands and subcommands (`Parser.fill_later`)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                _fill_all(command.filled())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
