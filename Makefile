@@ -20,17 +20,19 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
+# --no-compile: Python compiles a module's bytecode when it is first imported; compiling all of
+# torch's and the docs tools' files at install costs ~45 s of a fresh `make test` (108 s -> 61 s).
 $(RUN_STAMP): pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install --quiet -e .
+	$(PY) -m pip install --quiet --no-compile -e .
 	touch $(RUN_STAMP)
 
 $(DEV_STAMP): pyproject.toml constraints.txt | $(VENV)/bin/python
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,docs,sweep,torch]'
+	$(PY) -m pip install --quiet --no-compile -c constraints.txt -e '.[dev,docs,sweep,torch]'
 	touch $(RUN_STAMP) $(DEV_STAMP)
 
 # the curvature libraries the benchmarks time `net curvature` against (curvlinops, PyHessian)
 $(BENCH_STAMP): pyproject.toml constraints.txt | $(DEV_STAMP)
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,docs,sweep,torch,bench]'
+	$(PY) -m pip install --quiet --no-compile -c constraints.txt -e '.[dev,docs,sweep,torch,bench]'
 	touch $(BENCH_STAMP)
 
 install: $(DEV_STAMP)
