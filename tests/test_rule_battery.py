@@ -260,7 +260,7 @@ def test_periodic_step_radius_equals_simulated_growth():
     assert not failed, f"{len(failed)} of {len(points)} points: {failed[:5]}"
 
 
-@settings(max_examples=100)
+@settings(max_examples=50)
 @given(
     point=rule_points(names=sorted(PERIODIC), max_delay=4), lrs=st.lists(LR, min_size=3, max_size=3)
 )
