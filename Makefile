@@ -15,13 +15,17 @@ BENCH_STAMP := $(VENV)/.installed-bench
 export OMP_NUM_THREADS ?= 1
 export OPENBLAS_NUM_THREADS ?= 1
 export MPLBACKEND ?= Agg
+# Bytecode is written on first import and reused (pip installs with --no-compile, below): where
+# the machine sets PYTHONDONTWRITEBYTECODE, every process would recompile every module it imports.
+unexport PYTHONDONTWRITEBYTECODE
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-# --no-compile: Python compiles a module's bytecode when it is first imported; compiling all of
-# torch's and the docs tools' files at install costs ~45 s of a fresh `make test` (108 s -> 61 s).
+# pip installs with --no-compile: compiling all of torch's and the docs tools' files costs ~45 s
+# of a fresh `make test` (108 s -> 61 s); each module is compiled when first imported instead, and
+# kept (the unexport above).
 $(RUN_STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install --quiet --no-compile -e .
 	touch $(RUN_STAMP)
