@@ -895,3 +895,47 @@ def test_a_defective_frequency_response_is_decomposed_not_an_error():
     assert scan_max_lr(system).max_lr == pytest.approx(dense_max_lr(system).max_lr, rel=1e-7)
     assert main(["coupled", "--rule", "sgd", "--stages", "4", "--taus", "11,4,5,3",
                  "--schedule", "pipedream", "--samples", "2"]) == 0  # fmt: skip
+
+
+def test_the_offdiagonal_share_of_commuting_passes_is_zero_not_a_domain_error():
+    """Fuzz seed 9931: ``train --rule shrink --tau 4 --problem mlp --data tall.csv`` said "math
+    domain error": the off-diagonal share was Σ T² − Σ diag(T)², which rounds below 0 when
+    the pass Jacobians commute with H (here 36 of 200 random commuting triples).  Now the
+    off-diagonal entries' own squares, scaled first: against the norms computed directly."""
+    from stability.analysis.modes import modes_from_passes
+
+    for seed in (1, 3, 16, 31):  # each negative under the old formula
+        A = np.random.default_rng(seed).normal(size=(6, 6))
+        H = A @ A.T
+        assert modes_from_passes(0.7 * H, 0.2 * H, 0.1 * H).offdiagonal < 1e-14
+    rng = np.random.default_rng(7)
+    Hf, Hb, Hr = (M @ M.T for M in rng.normal(size=(3, 5, 5)))
+    _, V = np.linalg.eigh(Hf + Hb + Hr)
+    blocks = [V.T @ M @ V for M in (Hf, Hb, Hr)]
+    off = np.sqrt(sum(np.linalg.norm(T - np.diag(np.diag(T))) ** 2 for T in blocks))
+    direct = off / np.sqrt(sum(np.linalg.norm(T) ** 2 for T in blocks))
+    assert modes_from_passes(Hf, Hb, Hr).offdiagonal == pytest.approx(direct, rel=1e-12)
+    huge = modes_from_passes(1e200 * Hf, 1e200 * Hb, 1e200 * Hr).offdiagonal  # squares overflow
+    assert huge == pytest.approx(direct, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["train", "--rule", "sgd", "--tau", "1", "--lr", "0.01", "--lam", "3"], "--lam"),
+        (["validate", "--rules", "discrepancy", "--taus", "1", "--delta", "0.2"], "--delta"),
+    ],
+)
+def test_a_trainer_command_refuses_the_scalar_models_parameters(argv, flag):
+    """Fuzz seed 9931's line also gave ``--lam 4.9e149``, which ``train`` and ``validate``
+    accepted and ignored (their curvature, Δ and Φ come from the problem), where ``coupled``
+    and ``noise`` refused it; the network functions ignored ``lam=`` too."""
+    assert "belongs to the scalar model" in _refused_naming(argv, flag)
+
+
+def test_the_network_functions_refuse_the_scalar_models_parameters():
+    import stability as st
+
+    net = "examples/diabetes_linear.py:problem"
+    with pytest.raises(ValueError, match="lam belongs to the scalar model"):
+        st.net_max_lr(str(Path(__file__).parents[1] / net), "sgd", tau=1, k=2, lam=3.0)

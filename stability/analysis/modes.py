@@ -81,17 +81,23 @@ def modes_from_passes(Hf: np.ndarray, Hb: np.ndarray, Hr: np.ndarray, *, tol=1e-
     H = Hf + Hb + Hr
     lam, V = np.linalg.eigh(0.5 * (H + H.T))
     keep = lam > tol * max(float(np.max(np.abs(lam))), 1e-300)
-    diag = {}
-    off, total = 0.0, 0.0
-    for name, M in (("f", Hf), ("b", Hb), ("r", Hr)):
-        T = V.T @ M @ V
-        diag[name] = np.diag(T)
-        off += float(np.sum(T**2) - np.sum(np.diag(T) ** 2))
-        total += float(np.sum(T**2))
+    Tf, Tb, Tr = (V.T @ M @ V for M in (Hf, Hb, Hr))
     V_lam = lam[keep]
-    delta = diag["f"][keep] - V_lam
-    phi = -diag["r"][keep]
-    return Modes(V_lam, delta, phi, int((~keep).sum()), math.sqrt(off / total) if total else 0.0)
+    delta = np.diag(Tf)[keep] - V_lam
+    phi = -np.diag(Tr)[keep]
+    return Modes(V_lam, delta, phi, int((~keep).sum()), _offdiagonal_size((Tf, Tb, Tr)))
+
+
+def _offdiagonal_size(blocks) -> float:
+    """‖off-diagonal parts‖_F / ‖blocks‖_F over the three pass matrices in the eigenbasis:
+    squares of the off-diagonal entries themselves (never a difference of sums, which rounds
+    below 0 when they vanish), after scaling by the largest entry (no overflow)."""
+    scale = max(float(np.max(np.abs(T))) for T in blocks)
+    if scale == 0.0:
+        return 0.0
+    scaled = [T / scale for T in blocks]
+    off = sum(float(np.sum((T - np.diag(np.diag(T))) ** 2)) for T in scaled)
+    return math.sqrt(off / sum(float(np.sum(T**2)) for T in scaled))
 
 
 def modes_of(jacobians: tuple[np.ndarray, np.ndarray, np.ndarray]) -> Modes:

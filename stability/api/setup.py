@@ -80,10 +80,11 @@ def trainer_inputs(keywords: dict[str, Any], pipeline: Any, specs) -> tuple[dict
     for the rules ``specs``: the keywords split (`split_keywords`), the pipeline built
     (`pipeline_of`; ``uniform`` at the rules' ``tau``).  A rule without a delay parameter
     under per-stage delays is refused (`stability.rules.registry.delay_parameter`)."""
-    from stability.rules.registry import delay_parameter
+    from stability.rules.registry import delay_parameter, refuse_model_parameters
 
     problem_kw, pipeline_kw, params = split_keywords(keywords)
     values = {k: v for k, v in params.items() if v is not None}
+    refuse_model_parameters(values, "here H (and Δ, Φ) come from the problem's Jacobians")
     staged = pipeline is not None or {"schedule", "stage_delays"} & set(pipeline_kw)
     for spec in specs:
         if staged and spec.delay_parameter is None:

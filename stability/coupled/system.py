@@ -212,7 +212,6 @@ class CoupledSystem:
 # -- building from the registry ----------------------------------------------------------------
 
 _DELAY_PARAMS = ("tau", "tau_fwd", "tau_bkwd", "tau_recomp")
-_MODEL_PARAMS = ("lam", "delta", "phi")
 
 
 def _per_stage(name: str, values: Any, stages: int | None) -> np.ndarray:
@@ -243,15 +242,14 @@ def stage_rules(
     is refused there as in the trainer.
     """
 
-    from stability.rules.registry import delay_parameter
+    from stability.rules.registry import delay_parameter, refuse_model_parameters
     from stability.rules.staged import staged_rule
 
+    refuse_model_parameters(
+        params,
+        "the coupled model takes the curvature (and the discrepancy sensitivity) from the Hessians",
+    )
     for name in params:
-        if name in _MODEL_PARAMS:
-            raise ValueError(
-                f"{name} belongs to the scalar model; the coupled model takes the curvature "
-                "(and the discrepancy sensitivity) from the Hessians"
-            )
         if name in _DELAY_PARAMS:
             raise ValueError(f"{name} is per stage here: give the stage delays instead")
     key = delay_parameter(rule)

@@ -160,9 +160,11 @@ def _protocol(protocol: NetProtocol | None, measure_steps: int | None) -> NetPro
 
 
 def _rule_params(rule: str, params: dict[str, Any]) -> dict[str, Any]:
-    from stability.rules.registry import get_spec
+    """The rule parameters given (their names checked); the scalar model's are refused."""
+    from stability.rules.registry import get_spec, refuse_model_parameters
 
     get_spec(rule).check_names(params)
+    refuse_model_parameters(params, "here H comes from the network")
     return {k: v for k, v in params.items() if v is not None}
 
 

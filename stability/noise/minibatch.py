@@ -41,6 +41,7 @@ from stability.checks import (
 from stability.limits import NOISE_MAX_STATE
 from stability.pipeline import Pipeline, worst_delay
 from stability.result import Result, output
+from stability.rules.registry import refuse_model_parameters
 
 MAX_PARAMETERS = 32
 """Largest number of parameters d (the reduced problems are d(d+1)/2-dimensional)."""
@@ -166,9 +167,7 @@ def setup(rule: Any, problem, pipe: Pipeline | None, params) -> RuleOnData:
     from stability.noise.state import rule_slots, state_space, uniform_state
     from stability.noise.threshold import uniform_full_batch
 
-    for key in ("lam", "delta", "phi"):
-        if params.get(key) is not None:
-            raise ValueError(f"{key} belongs to the scalar model; here H comes from the data")
+    refuse_model_parameters(params, "here H comes from the data")
     d = problem.dim
     if pipe is None:
         r = resolve(rule, **params)

@@ -49,6 +49,18 @@ def build_rule(name: str, **params: Any) -> tuple[Rule, QuadraticModel]:
     return get_spec(name).build(**params)
 
 
+MODEL_PARAMETERS = ("lam", "delta", "phi")
+"""The scalar model's parameters (`stability.quadratic.QuadraticModel`: PipeMare eq. 5)."""
+
+
+def refuse_model_parameters(params: dict[str, Any], where: str) -> None:
+    """One `ValueError` if ``params`` gives a scalar-model parameter to a command whose
+    curvature comes from elsewhere (data, Hessians, a network): ``where`` says from where."""
+    for key in MODEL_PARAMETERS:
+        if params.get(key) is not None:
+            raise ValueError(f"{key} belongs to the scalar model; {where}")
+
+
 def delay_parameter(name: str) -> str:
     """The parameter carrying rule ``name``'s main delay: ``tau`` or ``tau_fwd``.
 
