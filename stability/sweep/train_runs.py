@@ -59,7 +59,7 @@ def train_chunk(points: Sequence[tuple[str, dict[str, Any]]]) -> list[TrainRun |
 
 
 def _split(rule: str, params: dict[str, Any]) -> tuple[Any, dict[str, Any], float]:
-    """(group key, the rule's validated parameters, lr) of one point."""
+    """(group key, the rule parameters given (validated), lr) of one point."""
     from stability.rules.registry import get_spec
 
     names = {o.name for o in TRAIN_OPTIONS}
@@ -68,9 +68,9 @@ def _split(rule: str, params: dict[str, Any]) -> tuple[Any, dict[str, Any], floa
     run = {k: v for k, v in options.items() if k in _RUN_KEYS}
     settings = check_options(RUN_OPTIONS, run)
     lr = settings.pop("lr")
-    resolved = get_spec(rule).resolve(**rule_params)  # a parameter the rule lacks raises here
+    get_spec(rule).resolve(**rule_params)  # a parameter the rule lacks raises here
     problem = tuple((k, options[k]) for k in _PROBLEM_KEYS if k in options)
-    return (rule, problem, tuple(settings.items())), resolved, lr
+    return (rule, problem, tuple(settings.items())), rule_params, lr
 
 
 def _lockstep_batches(key, members):
