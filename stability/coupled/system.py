@@ -211,8 +211,6 @@ class CoupledSystem:
 
 # -- building from the registry ----------------------------------------------------------------
 
-_DELAY_PARAMS = ("tau", "tau_fwd", "tau_bkwd", "tau_recomp")
-
 
 def _per_stage(name: str, values: Any, stages: int | None) -> np.ndarray:
     arr = np.atleast_1d(np.asarray(values))
@@ -243,14 +241,14 @@ def stage_rules(
     """
 
     from stability.rules.registry import delay_parameter, refuse_model_parameters
-    from stability.rules.staged import staged_rule
+    from stability.rules.staged import DELAY_NAMES, staged_rule
 
     refuse_model_parameters(
         params,
         "the coupled model takes the curvature (and the discrepancy sensitivity) from the Hessians",
     )
     for name in params:
-        if name in _DELAY_PARAMS:
+        if name in DELAY_NAMES:
             raise ValueError(f"{name} is per stage here: give the stage delays instead")
     key = delay_parameter(rule)
     tf = _per_stage("tau_fwd", tau_fwd, None)

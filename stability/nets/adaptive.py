@@ -107,6 +107,7 @@ class AdaptiveSetup:
         0, and each stage gets its forward delay only."""
         from stability.coupled.system import stage_rules
         from stability.nets.prediction import net_rules
+        from stability.rules.staged import DELAY_NAMES
 
         if rule != "pipeoptim" or pipe.tau_bkwd is None:
             return net_rules(rule, self.params, pipe, tau_recomp=tau_recomp)
@@ -115,8 +116,7 @@ class AdaptiveSetup:
                 "backward: PipeOptim's backward pass reads the current weights (τ_bkwd = 0); "
                 f"this pipeline's backward delays are {pipe.tau_bkwd.tolist()}"
             )
-        delays = ("tau", "tau_fwd", "tau_bkwd", "tau_recomp", "lam", "delta", "phi")
-        params = {k: v for k, v in self.params.items() if k not in delays}
+        params = {k: v for k, v in self.params.items() if k not in DELAY_NAMES}
         return stage_rules(rule, pipe.tau_fwd.tolist(), **params)
 
     def stage_rules(self, rules):

@@ -35,12 +35,10 @@ from stability.nets.simulator import check_stashed
 from stability.pipeline import Pipeline
 from stability.rules.base import Rule
 from stability.rules.discrepancy import t2_refusal
+from stability.rules.staged import DELAY_NAMES
 
 DEFAULT_SCHEDULE = "pipemare"
 _FLAT = 1e-9  # |ω − 1| below this: a flat direction of the rank-k model
-
-
-_NOT_PER_STAGE = ("lam", "delta", "phi", "tau", "tau_fwd", "tau_bkwd", "tau_recomp")
 
 
 STASHED_T2 = "a network stashes weights (τ_bkwd = τ_fwd) unless --backward current"
@@ -63,7 +61,7 @@ def net_rules(
     from stability.rules.registry import get_spec
 
     spec = get_spec(rule)
-    params = {k: v for k, v in values.items() if k in spec.param_names and k not in _NOT_PER_STAGE}
+    params = {k: v for k, v in values.items() if k in spec.param_names and k not in DELAY_NAMES}
     if pipe.tau_bkwd is None:
         if rule == "t2":  # T2 under stashing: refused as by train, coupled and noise
             t2_refusal(pipe.tau_fwd, pipe.tau_fwd, STASHED_T2)
