@@ -531,8 +531,8 @@ def test_refusals_are_one_line_exit_2(files, capsys, case):
         + ["--precond-from", "warmup:200:1e3"],
     }[case]
     expected = {
-        "no_source_max_lr": "--precond-from",
-        "no_source_train": "--precond-from",
+        "no_source_max_lr": "needs --precond-from (a torch.save",  # the flag, named once
+        "no_source_train": "needs --precond-from (a torch.save",
         "another_model": "'0.weight'",
         "not_optimizer": "not an optimizer state_dict",
         "junk": "not a torch.save'd optimizer state_dict",

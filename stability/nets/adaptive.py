@@ -37,8 +37,8 @@ from stability.trainer.measure import MaxLrMeasurement, bisect_max_lr
 
 UPDATES = ("analysed", "real")
 SOURCE_HINT = (
-    "--precond-from (precond_from=): a torch.save(opt.state_dict()) file of torch.optim.Adam/"
-    "AdamW over model.parameters(), or warmup:N:LR"
+    "precond_from (a torch.save(opt.state_dict()) file of torch.optim.Adam/"
+    "AdamW over model.parameters(), or warmup:N:LR)"
 )
 _DEFAULTS = {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0}
 
