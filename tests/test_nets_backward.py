@@ -459,6 +459,21 @@ def test_edge_summary_reads_plateau_reached_and_ratio():
     assert s.first_reached == 90 and s.plateau == pytest.approx(9.5)
 
 
+def test_edge_summary_warns_a_run_shorter_than_the_settling_rule():
+    """A run that stops before SETTLE × the step of its first reach may read the overshoot of
+    the approach: the reading says so, with the steps that would read the settled level; a run
+    at exactly that length, one that never reached the edge and one that diverged do not."""
+    ramp = [(s, 4.0 + 0.1 * s) for s in range(0, 101, 10)]  # 0.9 × 10 first at step 50
+    short = edge_summary(ramp, 10.0, 100, diverged=False)
+    assert short.first_reached == 50 and short.plateau == pytest.approx(13.0)
+    assert short.warning is not None and "first reached at step 50" in short.warning
+    assert "steps ≥ 75)" in short.warning and "steps ≥ 125 read" in short.warning
+    long = edge_summary([*ramp, (125, 10.0)], 10.0, 125, diverged=False)
+    assert long.plateau is not None and long.warning is None
+    assert edge_summary(ramp, 100.0, 100, diverged=False).warning is None  # not reached
+    assert edge_summary(ramp, 10.0, 100, diverged=True).warning is None  # no plateau
+
+
 def _mlp_problem_file(tmp_path, *, cast: str, extra: str = ""):
     """A problem file: a 3 → 6 → 6 → 2 tanh MLP on 30 seeded rows, weights and inputs ``cast``
     (e.g. ``.double()``), ``extra`` appended to the problem dict."""

@@ -742,6 +742,7 @@ def net_train(
             "plateau": reading.plateau,
             "reached": reading.reached,
             "edge_ratio": reading.edge_ratio,
+            "warning": reading.warning,
         }
     weights = (
         "stashed: each stage's backward pass uses its forward weights"
@@ -803,6 +804,7 @@ def net_train(
         edge_without_delta=without_delta,
         oscillation_curvature=None if edge is None else edge["oscillation_curvature"],
         oscillation_ratio=None if edge is None else edge["oscillation_ratio"],
+        warnings=() if edge is None or edge["warning"] is None else (edge["warning"],),
     )
 
 

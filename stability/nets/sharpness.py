@@ -40,12 +40,15 @@ as soon as the Ritz residual meets the tolerance) and `edge_summary` reads the r
 
 A run must be long enough after the edge is first reached for the last quarter to be the
 plateau: just above the edge progressive sharpening can overshoot it before the first catapult
-(by ≈ 1.6× with momentum 0.9 at τ = 1); steps ≥ 2.5 × the step at which it is first reached is
-a rule of thumb (docs/nets.md).
+(by ≈ 1.6× with momentum 0.9 at τ = 1; under delay the unstable mode grows slowly, κ =
+d ln ρ/d ln λ ≈ 0.05 with momentum 0.9 at τ = 2, so λ₁ can keep rising past the edge for
+hundreds of steps before it oscillates); steps ≥ `SETTLE` × the step at which it is first
+reached is a rule of thumb (docs/nets.md), and a shorter run's reading carries a ``warning``.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,6 +63,9 @@ REACHED = 0.9
 
 PLATEAU_FRACTION = 0.25
 """The plateau is the median of λ₁ over this last fraction of the steps."""
+
+SETTLE = 2.5
+"""Runs of at least this many times the step of the first reach read a settled plateau."""
 
 KRYLOV = 20
 """Largest Krylov basis of `warm_lanczos` before it restarts from its Ritz vector."""
@@ -193,6 +199,7 @@ class EdgeSummary:
     reached: bool
     edge_ratio: float | None
     first_reached: int | None
+    warning: str | None = None
 
 
 def edge_summary(
@@ -208,9 +215,18 @@ def edge_summary(
     reached = bool(hit.size)
     first = at[hit[0]] if reached else np.inf
     last = lams[(at >= (1 - PLATEAU_FRACTION) * steps) & (at >= first)]
-    plateau = None
+    plateau, warning = None, None
     if reached and not diverged and last.size:
         plateau = float(np.median(last))
+        if steps < SETTLE * first:
+            start = max(int(first), math.ceil((1 - PLATEAU_FRACTION) * steps))
+            warning = (
+                f"the edge was first reached at step {int(first)} and the run stops at step "
+                f"{steps}, before {SETTLE:g} × that: the plateau (median of λ₁ over steps ≥ "
+                f"{start}) may still be the overshoot of the approach, not the level λ₁ "
+                f"settles at (docs/nets.md); steps ≥ {math.ceil(SETTLE * first)} read the "
+                "settled level"
+            )
     return EdgeSummary(
         sharpness=[[int(s), float(v)] for s, v in samples],
         predicted_edge=edge,
@@ -218,6 +234,7 @@ def edge_summary(
         reached=reached,
         edge_ratio=None if plateau is None or not edge else plateau / edge,
         first_reached=int(first) if reached else None,
+        warning=warning,
     )
 
 
@@ -226,6 +243,7 @@ __all__ = [
     "MIN_PRODUCTS",
     "PLATEAU_FRACTION",
     "REACHED",
+    "SETTLE",
     "EdgeSummary",
     "SharpnessTracker",
     "coupled_edge",
