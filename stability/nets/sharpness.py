@@ -208,7 +208,8 @@ def edge_summary(
     steps: int,
     diverged: bool,
 ) -> EdgeSummary:
-    """``plateau``, ``reached``, ``edge_ratio`` of λ₁ samples [(step, λ₁)] (module doc)."""
+    """``plateau``, ``reached``, ``edge_ratio`` of λ₁ samples [(step, λ₁)], and a ``warning``
+    where the run stops before `SETTLE` × its first reach (module doc)."""
     lams = np.array([lam for _, lam in samples])
     at = np.array([s for s, _ in samples])
     hit = np.flatnonzero(lams >= REACHED * edge) if edge else np.zeros(0, int)
