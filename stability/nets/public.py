@@ -644,7 +644,8 @@ def net_train(
     ``recompute``; ``granularity``: its units, ``"layer"`` or ``"stage"``.
     ``sharpness_every`` K: λ₁ every K steps and the edge of stability reading
     (`stability.nets.sharpness`: λ_edge = max_lr(rule, delays; λ = 1)/lr, Cohen et al. 2021
-    at τ = 0).  ``dtype``/``device``: as in `net_curvature`.  Adaptive rules
+    at τ = 0; a run shorter than 2.5× its first reach of the edge gets a ``warnings`` entry).
+    ``dtype``/``device``: as in `net_curvature`.  Adaptive rules
     (`stability.nets.adaptive`): ``update="analysed"`` runs the frozen-P rule with the P of
     ``precond_from``, ``"real"`` real Adam/AdamW (continuing that optimizer state, or from a
     fresh one); the sharpness is then λ₁(P_t∇²f), P_t the run's current preconditioner
