@@ -44,16 +44,16 @@ def _data(name: str) -> tuple[np.ndarray, np.ndarray]:
     """Standardised inputs and the targets (one-hot for the classifiers)."""
     from sklearn import datasets
 
-    if name in ("wine", "iris", "cancer", "digits500", "digits400"):
+    base = "digits" if name in ("digits500", "digits400") else name  # the first 500 / 400 rows
+    if base in ("wine", "iris", "cancer", "digits"):
         loader = {
             "wine": datasets.load_wine,
             "iris": datasets.load_iris,
             "cancer": datasets.load_breast_cancer,
-            "digits500": datasets.load_digits,
-            "digits400": datasets.load_digits,
-        }[name]
+            "digits": datasets.load_digits,
+        }[base]
         X, y = loader(return_X_y=True)
-        if name.startswith("digits"):
+        if base == "digits":
             rows = int(name.removeprefix("digits"))
             X, y = X[:rows] / 16.0, y[:rows]
         else:

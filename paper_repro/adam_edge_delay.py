@@ -107,8 +107,15 @@ LR_MODELS = (  # (held-out MLP, seed): the step-size sweep (_adam_edge_zoo.py)
     ("friedman-silu32", 2),
 )
 LR_SWEEP_LRS = (0.002, 0.005)
+
+
+def lr_sweep_label(lr: float, seed: int) -> str:
+    """The label of an `LR_SWEEP` run (after its model's name)."""
+    return f"τ=2 η={lr:g} seed {seed}"
+
+
 LR_SWEEP = tuple(  # where the acceptance's "a few 10⁻³" ends: the τ = 2 excess against η
-    (model, f"τ=2 η={lr:g} seed {seed}", {"tau": 2}, lr, 3000, 100, {"seed": seed})
+    (model, lr_sweep_label(lr, seed), {"tau": 2}, lr, 3000, 100, {"seed": seed})
     for model, seed in LR_MODELS
     for lr in LR_SWEEP_LRS
 )
@@ -376,8 +383,8 @@ def lr_sweep_claims() -> tuple:
     return tuple(
         (
             f"adam-eos-excess-grows-with-lr-{model}",
-            f"{model} τ=2 η={large:g} seed {seed}",
-            f"{model} τ=2 η={small:g} seed {seed}",
+            f"{model} {lr_sweep_label(large, seed)}",
+            f"{model} {lr_sweep_label(small, seed)}",
             f"held-out {model} (seed {seed}), τ = 2: the plateau's excess over the frozen-P edge "
             f"is larger at η = {large:g} than at η = {small:g}",
             f"{describe(model)}, full batch, 3,000 steps from the standard initialisation",
