@@ -46,8 +46,10 @@ scaled-dot-product kernels have no second derivatives.  For the same reason a mo
 of it) wrapped by ``torch.compile`` runs eagerly (``torch.compiler.set_stance("force_eager")``,
 the same function: dynamo's graphs have no double backward), and a sparse embedding
 (``sparse=True``) gives its gradient dense (the same values; the flat vector has no sparse
-layout).  An operation whose derivative torch does not implement (the second of
-``nn.EmbeddingBag``) is refused where it is needed (`refusing_torch_func_limits`).
+layout).  Weight normalisation is evaluated by its definition g·v/‖v‖
+(`stability.nets.weight_norm`: torch's kernel for it has a wrong second derivative).  An
+operation whose derivative torch does not implement (the second of ``nn.EmbeddingBag``) is
+refused where it is needed (`refusing_torch_func_limits`).
 
 **Precision and device.**  By default the model's own dtype and device, promoted to the data's
 floating dtype where that is wider (a float32 model given float64 tensors runs in float64, as the
@@ -79,6 +81,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils._pytree import tree_flatten
 
 from stability.nets.batches import NetData, call_model, floating_dtype
+from stability.nets.weight_norm import DefinedWeightNorm, has_weight_norm
 
 REQUIRED = ("model", "loss", "inputs", "targets")
 FORWARD_OVER_REVERSE = "forward-over-reverse"
@@ -267,10 +270,17 @@ class NetProblem:
 
     def output(self, w: torch.Tensor, x: Any) -> Any:
         """model(x; w) as the analysis evaluates it: attention on the math kernel, the parts
-        ``torch.compile`` wrapped run eagerly (module doc)."""
+        ``torch.compile`` wrapped run eagerly, weight normalisation by its definition (module
+        doc)."""
         eager = torch.compiler.set_stance("force_eager") if self.compiled else nullcontext()
-        with sdpa_kernel(SDPBackend.MATH), eager:
+        defined = DefinedWeightNorm() if self.weight_normed else nullcontext()
+        with sdpa_kernel(SDPBackend.MATH), eager, defined:
             return call_model(self.model, self.params(w), x)
+
+    @cached_property
+    def weight_normed(self) -> bool:
+        """The model has weight normalisation (`stability.nets.weight_norm`)."""
+        return has_weight_norm(self.model)
 
     @cached_property
     def compiled(self) -> bool:
