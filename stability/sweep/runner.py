@@ -37,11 +37,11 @@ from stability.api.tables import SWEEP_MAX_WORKERS
 from stability.checks import Interrupted
 from stability.extras import require
 from stability.options import check_given
-from stability.result import Result, output
+from stability.result import output
 from stability.sweep.catalog import get_command
 from stability.sweep.outcome import error_line
 from stability.sweep.specfile import SweepSpec
-from stability.sweep.store import TEXT, Marker, SweepStore, variables
+from stability.sweep.store import TEXT, Marker, SweepDirectory, SweepStore, variables
 
 MAX_WORKERS = SWEEP_MAX_WORKERS
 """Most local worker processes."""
@@ -88,13 +88,9 @@ def compute_chunk(spec: SweepSpec, k: int) -> ChunkResult:
 
 
 @dataclass(frozen=True)
-class SweepSummary(Result):
+class SweepSummary(SweepDirectory):
     """What one run of a sweep did (``stability sweep ... --json``)."""
 
-    out: str = output("the sweep's directory")
-    command: str = output("the command swept")
-    points: int = output("grid points")
-    chunks: int = output("chunks (tasks) the grid is cut into")
     chunks_computed: int = output("chunks this run computed")
     chunks_skipped: int = output("chunks already finished by an earlier run (not recomputed)")
     chunks_failed: int = output("chunks whose task failed in this run (the next run retries)")
@@ -204,10 +200,7 @@ def _run(spec, store, scheduler, workers, report) -> SweepSummary:
         }
     )
     return SweepSummary(
-        out=str(store.out),
-        command=spec.command,
-        points=spec.size,
-        chunks=spec.chunks,
+        **SweepDirectory.of(store, spec),
         chunks_computed=computed,
         chunks_skipped=skipped,
         chunks_failed=failed_chunks,

@@ -238,13 +238,30 @@ def load(out: str | Path):
 
 
 @dataclass(frozen=True)
-class SweepStatus(Result):
-    """How far the sweep in a directory has got (``stability sweep --status DIR``)."""
+class SweepDirectory(Result):
+    """Which sweep a directory holds: the fields `SweepStatus` and
+    `stability.sweep.runner.SweepSummary` open with."""
 
     out: str = output("the sweep's directory")
     command: str = output("the command swept")
     points: int = output("grid points")
     chunks: int = output("chunks (tasks) the grid is cut into")
+
+    @staticmethod
+    def of(store: SweepStore, spec: SweepSpec) -> dict[str, Any]:
+        """These fields' values for the sweep ``spec`` stored in ``store``."""
+        return {
+            "out": str(store.out),
+            "command": spec.command,
+            "points": spec.size,
+            "chunks": spec.chunks,
+        }
+
+
+@dataclass(frozen=True)
+class SweepStatus(SweepDirectory):
+    """How far the sweep in a directory has got (``stability sweep --status DIR``)."""
+
     chunks_done: int = output("chunks finished and stored")
     chunks_failed: int = output("chunks whose task failed (retried by the next run)")
     points_done: int = output("points of the finished chunks")
@@ -262,10 +279,7 @@ def status(out: str | Path) -> SweepStatus:
     done = [m for m in finished.values() if m.status == "done"]
     attrs = store.attrs()
     return SweepStatus(
-        out=str(store.out),
-        command=spec.command,
-        points=spec.size,
-        chunks=spec.chunks,
+        **SweepDirectory.of(store, spec),
         chunks_done=len(done),
         chunks_failed=len(finished) - len(done),
         points_done=sum(_chunk_size(spec, m.chunk) for m in done),
