@@ -102,6 +102,26 @@ def test_preconditioner_is_torch_adams_denominator(files):
     assert d["max"] == pytest.approx(float(expected.max()))
 
 
+def test_a_general_checkpoint_gives_the_optimizer_state_it_holds(files, tmp_path):
+    """PyTorch's "general checkpoint" (model, optimizer and epoch in one dict) was refused as
+    "not an optimizer state_dict"; its one optimizer entry is read as if saved alone, and the
+    source says which; two optimizer entries are refused naming both."""
+    net = _net(files)
+    sd = torch.load(files / "state.pt")
+    model_sd = torch.load(files / "not_optimizer.pt")
+    general = tmp_path / "checkpoint.pt"
+    torch.save({"epoch": 3, "model_state_dict": model_sd, "optimizer_state_dict": sd}, general)
+    alone = load_preconditioner(net, str(files / "state.pt"))
+    inside = load_preconditioner(net, str(general))
+    assert torch.equal(inside.P, alone.P) and torch.equal(inside.exp_avg, alone.exp_avg)
+    assert inside.source == f"{general}['optimizer_state_dict']"
+    torch.save({"opt_a": sd, "opt_b": sd}, tmp_path / "two.pt")
+    with pytest.raises(
+        ValueError, match=r"^precond_from: .* holds 2 optimizer states \('opt_a', 'opt_b'\)"
+    ):
+        load_preconditioner(net, str(tmp_path / "two.pt"))
+
+
 def test_parameter_groups_in_the_models_order_are_laid_over_it_by_shape(files, tmp_path):
     """AdamW's usual split (weights decayed, biases not: two groups, each in the model's
     order) gives each parameter its own state, as the optimizer holds it (``opt.state[p]``);

@@ -10,10 +10,11 @@ written exactly as ``torch.optim.Adam`` evaluates its denominator (``exp_avg_sq.
 bias_correction2_sqrt + eps``; ``max_exp_avg_sq`` instead of ``exp_avg_sq`` with ``amsgrad``).
 A *source* (`load_preconditioner`) is either
 
-* a file written by ``torch.save(opt.state_dict())`` for a ``torch.optim.Adam`` or ``AdamW`` built
-  over ``model.parameters()`` (in that order; the i-th state entry belongs to the i-th
-  parameter; or over the trainable ones, those with ``requires_grad``), or over parameter
-  groups that each keep the model's order (AdamW's usual split of decayed weights and
+* a file written by ``torch.save(opt.state_dict())`` (or a checkpoint dict with one entry that
+  is such a state, as PyTorch's "general checkpoint" keeps it) for a ``torch.optim.Adam`` or
+  ``AdamW`` built over ``model.parameters()`` (in that order; the i-th state entry belongs to
+  the i-th parameter; or over the trainable ones, those with ``requires_grad``), or over
+  parameter groups that each keep the model's order (AdamW's usual split of decayed weights and
   undecayed biases and norms: the groups' interleaving is the one under which every entry has
   its parameter's shape, refused where none or several do): β2 and ε are read from each
   parameter's group, v and t from its state; or
@@ -310,6 +311,33 @@ def _groups_in_model_order(entries: dict, groups: list, params: list) -> list:
     return order
 
 
+def _is_optimizer_state(x: Any) -> bool:
+    return isinstance(x, dict) and {"state", "param_groups"} <= set(x)
+
+
+def _optimizer_state(loaded: Any, source: str) -> tuple[dict, str]:
+    """The optimizer state_dict a loaded file holds, and the source as reported: the file
+    itself, or the one entry of a checkpoint dict that is one (PyTorch's "general checkpoint",
+    ``{"model_state_dict": …, "optimizer_state_dict": …, "epoch": …}``), reported as
+    ``file['key']``."""
+    if _is_optimizer_state(loaded):
+        return loaded, source
+    found = (
+        [k for k, v in loaded.items() if _is_optimizer_state(v)] if isinstance(loaded, dict) else []
+    )
+    if len(found) == 1:
+        return loaded[found[0]], f"{source}[{found[0]!r}]"
+    if found:
+        raise ValueError(
+            f"precond_from: {source!r} holds {len(found)} optimizer states "
+            f"({', '.join(map(repr, found))}); save the one to use alone"
+        )
+    raise ValueError(
+        f"precond_from: {source!r} is not an optimizer state_dict (no 'state' and "
+        "'param_groups', nor an entry that has them; save opt.state_dict(), not the model's)"
+    )
+
+
 def _from_file(problem: NetProblem, source: str) -> Preconditioner:
     path = Path(source).expanduser()
     if not path.is_file():
@@ -322,11 +350,7 @@ def _from_file(problem: NetProblem, source: str) -> Preconditioner:
             f"precond_from: {source!r} is not a torch.save'd optimizer state_dict "
             f"({type(err).__name__}: {text[0] if text else ''})"
         ) from None
-    if not isinstance(state, dict) or not {"state", "param_groups"} <= set(state):
-        raise ValueError(
-            f"precond_from: {source!r} is not an optimizer state_dict (no 'state' and "
-            "'param_groups'; save opt.state_dict(), not the model's)"
-        )
+    state, source = _optimizer_state(state, source)
     groups = state["param_groups"]
     if not isinstance(groups, list) or not all(
         isinstance(g, dict) and {"betas", "eps", "amsgrad", "params"} <= set(g) for g in groups
