@@ -286,8 +286,25 @@ CHECKPOINTED = textwrap.dedent(
             return self.lin(self.bag((x.abs() * 3).long().clamp(max=9)))
 
 
+    class Running(torch.nn.Module):  # a buffer updated in every forward, eval mode too
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 1)
+            self.register_buffer("mean", torch.zeros(1))
+
+        def forward(self, x):
+            y = self.lin(x)
+            with torch.no_grad():
+                self.mean.mul_(0.9).add_(0.1 * y.mean())
+            return y
+
+
     def checkpointed():
         return _problem(Checkpointed())
+
+
+    def running():
+        return _problem(Running())
 
 
     def bag():
@@ -306,6 +323,7 @@ CHECKPOINTED = textwrap.dedent(
         ("checkpointed", "activation checkpointing"),
         ("custom", "custom torch.autograd.Function"),
         ("bag", "whose derivative torch does not implement (_embedding_bag_backward; curv"),
+        ("running", "an in-place change of a tensor it keeps (a buffer updated in forward"),
     ],
 )
 def test_what_torch_func_cannot_transform_is_refused_naming_the_problem(tmp_path, capsys, name,
@@ -313,8 +331,10 @@ def test_what_torch_func_cannot_transform_is_refused_naming_the_problem(tmp_path
     """Activation checkpointing and an autograd.Function without setup_context ended in
     "internal error: RuntimeError: torch.func... don't yet support saved tensor hooks", an
     EmbeddingBag in "internal error: NotImplementedError: the derivative for
-    '_embedding_bag_backward' is not implemented": a one-line refusal naming --problem; net
-    train with a stashed rule (first derivatives only) runs."""
+    '_embedding_bag_backward' is not implemented", a buffer updated in forward in "internal
+    error: RuntimeError: During a grad (vjp, jvp, grad, etc) transform, the function provided
+    attempted to call in-place operation": a one-line refusal naming --problem; net train with
+    a stashed rule (first derivatives only) runs."""
     path = tmp_path / "limits.py"
     path.write_text(CHECKPOINTED)
     spec = f"{path}:{name}"

@@ -590,6 +590,10 @@ TORCH_FUNC_LIMITS = {
     "analysis (it saves memory, it does not change the values)",
     "autograd.Function with functorch transforms": "a custom torch.autograd.Function that "
     "torch.func cannot transform (it needs setup_context, and vmap support)",
+    "mutate a captured Tensor": "an in-place change of a tensor it keeps (a buffer updated in "
+    "forward, such as a running statistic), which torch.func cannot transform and which makes "
+    "the loss depend on how often the model ran; update it only when self.training (the "
+    "analysis runs the model in eval mode)",
 }
 """What torch.func says when it cannot transform a model (its error's words) → what the model
 uses, as the refusal says it."""
