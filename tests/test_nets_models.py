@@ -307,6 +307,20 @@ CHECKPOINTED = textwrap.dedent(
         return _problem(Running())
 
 
+    class ToNumpy(torch.nn.Module):  # a statistic taken through NumPy in forward
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 1)
+
+        def forward(self, x):
+            y = self.lin(x)
+            return y * (1.0 + 0.0 * float(y.detach().numpy().mean()))
+
+
+    def to_numpy():
+        return _problem(ToNumpy())
+
+
     def bag():
         return _problem(Bag())
 
@@ -324,6 +338,7 @@ CHECKPOINTED = textwrap.dedent(
         ("custom", "custom torch.autograd.Function"),
         ("bag", "whose derivative torch does not implement (_embedding_bag_backward; curv"),
         ("running", "an in-place change of a tensor it keeps (a buffer updated in forward"),
+        ("to_numpy", "a conversion of a tensor to NumPy in its forward pass (.numpy())"),
     ],
 )
 def test_what_torch_func_cannot_transform_is_refused_naming_the_problem(tmp_path, capsys, name,
@@ -333,8 +348,9 @@ def test_what_torch_func_cannot_transform_is_refused_naming_the_problem(tmp_path
     EmbeddingBag in "internal error: NotImplementedError: the derivative for
     '_embedding_bag_backward' is not implemented", a buffer updated in forward in "internal
     error: RuntimeError: During a grad (vjp, jvp, grad, etc) transform, the function provided
-    attempted to call in-place operation": a one-line refusal naming --problem; net train with
-    a stashed rule (first derivatives only) runs."""
+    attempted to call in-place operation", a ``.numpy()`` in forward in "internal error:
+    RuntimeError: Cannot access data pointer of Tensor that doesn't have storage": a one-line
+    refusal naming --problem; net train with a stashed rule (first derivatives only) runs."""
     path = tmp_path / "limits.py"
     path.write_text(CHECKPOINTED)
     spec = f"{path}:{name}"

@@ -594,6 +594,9 @@ TORCH_FUNC_LIMITS = {
     "forward, such as a running statistic), which torch.func cannot transform and which makes "
     "the loss depend on how often the model ran; update it only when self.training (the "
     "analysis runs the model in eval mode)",
+    "Cannot access data pointer of Tensor that doesn't have storage": "a conversion of a "
+    "tensor to NumPy in its forward pass (.numpy()), which torch.func cannot transform; "
+    "compute that part with torch operations",
 }
 """What torch.func says when it cannot transform a model (its error's words) → what the model
 uses, as the refusal says it."""
