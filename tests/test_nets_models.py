@@ -365,6 +365,32 @@ def test_what_torch_func_cannot_transform_is_refused_naming_the_problem(tmp_path
     assert json.loads(capsys.readouterr().out)["diverged"] is False
 
 
+def test_a_model_that_draws_random_numbers_in_eval_mode_is_refused():
+    """Noise that ignores ``self.training`` made the loss a random function of w: curvature
+    and max lr came out of Lanczos on a noisy operator, silently, and ``net noise --measure``
+    ran past ten minutes.  Refused at loading; a shuffled DataLoader (it draws its seed when
+    iterated, not in the model) and dropout (off in eval mode) are not."""
+
+    class Noisy(torch.nn.Module):
+        def __init__(self, p_drop=0.0, noise=0.0):
+            super().__init__()
+            self.lin, self.drop, self.noise = torch.nn.Linear(3, 1), torch.nn.Dropout(p_drop), noise
+
+        def forward(self, x):
+            y = self.drop(self.lin(x))
+            return y + self.noise * torch.randn_like(y) if self.noise else y
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(20, 3, generator=g, dtype=torch.float64)
+    data = torch.utils.data.TensorDataset(x, x[:, :1])
+    shuffled = torch.utils.data.DataLoader(data, batch_size=8, shuffle=True)
+    loss = torch.nn.MSELoss()
+    with pytest.raises(ValueError, match=r"^the model or loss draws random numbers in eval mode"):
+        problem_from_dict({"model": Noisy(noise=1e-3).double(), "loss": loss, "data": shuffled})
+    net = problem_from_dict({"model": Noisy(p_drop=0.5).double(), "loss": loss, "data": shuffled})
+    assert net.data.samples == 20 and float(net.loss(net.w_star)) > 0
+
+
 def _sparse_padded_compiled(sparse=False, padding=True, compiled=False):
     """Token ids → Embedding (``padding_idx`` 0 if ``padding``) → mean → Linear, the same
     weights whatever the flags; optionally wrapped by ``torch.compile``."""

@@ -550,16 +550,32 @@ def problem_from_dict(
     return problem
 
 
+def _rng_state(device: torch.device) -> torch.Tensor:
+    """The state of the random generator the model would draw from on ``device``."""
+    if device.type == "cuda":
+        return torch.cuda.get_rng_state(device)
+    return torch.random.get_rng_state()
+
+
 def check_loss(problem: NetProblem) -> float:
-    """f(w*) as a float; a `ValueError` if the model or the loss fail or the loss is not a
-    finite scalar."""
+    """f(w*) as a float; a `ValueError` if the model or the loss fail, draw random numbers (the
+    loss would not be a function of w), or the loss is not a finite scalar."""
     try:
         with torch.no_grad():
             value = problem.loss(problem.w_star)
+            x, y, _ = next(iter(problem.data))  # a DataLoader draws its seed here, not below
+            before = _rng_state(problem.device)
+            problem.batch_loss(problem.w_star, x, y)
     except Exception as err:  # noqa: BLE001 - a user's model: report it on one line
         raise ValueError(
             f"the model or loss failed on the inputs: {_one_line(err)}{_spread_hint(problem, err)}"
         ) from None
+    if not torch.equal(before, _rng_state(problem.device)):
+        raise ValueError(
+            "the model or loss draws random numbers in eval mode (dropout or noise that does "
+            "not check self.training), so the loss is not a function of the weights; draw them "
+            "only when self.training (the analysis runs the model in eval mode)"
+        )
     if not isinstance(value, torch.Tensor) or value.numel() != 1:
         raise ValueError("loss must return a scalar tensor (the mean over samples)")
     f = float(value.detach())
