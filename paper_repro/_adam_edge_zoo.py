@@ -14,24 +14,28 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-# name → (data set, hidden width, activation)
-SPECS = {
-    "wine-tanh16": ("wine", 16, "tanh"),
-    "wine-relu32": ("wine", 32, "relu"),
-    "iris-tanh16": ("iris", 16, "tanh"),
-    "cancer-relu32": ("cancer", 32, "relu"),
-    "diabetes-tanh24": ("diabetes", 24, "tanh"),
-    "synthetic-tanh24": ("synthetic", 24, "tanh"),
-    "digits500-relu32": ("digits500", 32, "relu"),
-    # the step-size sweep's six, first run after the prediction, its tolerance and the seven
-    # above were fixed (`adam_edge_delay.LR_SWEEP`)
-    "wine-tanh48": ("wine", 48, "tanh"),
-    "iris-relu24": ("iris", 24, "relu"),
-    "cancer-gelu20": ("cancer", 20, "gelu"),
-    "diabetes-tanh40": ("diabetes", 40, "tanh"),
-    "digits400-tanh12": ("digits400", 12, "tanh"),
-    "friedman-silu32": ("friedman", 32, "silu"),
-}
+HELD_OUT = (  # (data set, hidden width, activation)
+    ("wine", 16, "tanh"),
+    ("wine", 32, "relu"),
+    ("iris", 16, "tanh"),
+    ("cancer", 32, "relu"),
+    ("diabetes", 24, "tanh"),
+    ("synthetic", 24, "tanh"),
+    ("digits500", 32, "relu"),
+)
+"""The seven held-out MLPs, chosen before any was run."""
+SWEEP = (
+    ("wine", 48, "tanh"),
+    ("iris", 24, "relu"),
+    ("cancer", 20, "gelu"),
+    ("diabetes", 40, "tanh"),
+    ("digits400", 12, "tanh"),
+    ("friedman", 32, "silu"),
+)
+"""The step-size sweep's six, first run after the prediction, its tolerance and the seven
+above were fixed (`adam_edge_delay.LR_SWEEP`)."""
+SPECS = {f"{data}-{act}{width}": (data, width, act) for data, width, act in HELD_OUT + SWEEP}
+"""name (``data-activationWIDTH``, e.g. ``wine-tanh16``) → (data set, hidden width, activation)."""
 ACTIVATIONS = {"tanh": "Tanh", "relu": "ReLU", "gelu": "GELU", "silu": "SiLU"}
 """The activations by name: the `torch.nn` module of each."""
 
