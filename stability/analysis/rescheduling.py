@@ -130,7 +130,9 @@ class UnsafeWindow(Result):
     tau: int = output("its forward delay τ_i", "steps")
     start: int = output("first unsafe step k", "steps")
     end: int = output("last unsafe step k of the run (inclusive)", "steps")
-    worst_ratio: float = output("largest α_{k,i} / max_lr_i in the window")
+    worst_ratio: float | None = output(
+        "largest α_{k,i} / max_lr_i in the window (null, ∞ in Python: the stage's max lr is 0)"
+    )
 
 
 @dataclass(frozen=True)
@@ -151,7 +153,10 @@ class Audit(Result):
     max_lr: tuple[float | None, ...] = output(
         "max stable lr of each stage's delay (null: stable for every lr)"
     )
-    margin: float = output("1 − max α_{k,i}/max_lr_i: > 0 safe, < 0 unsafe")
+    margin: float | None = output(
+        "1 − max α_{k,i}/max_lr_i: > 0 safe, < 0 unsafe (null, −∞ in Python: a stage is stable "
+        "for no lr > 0)"
+    )
     worst_step: int = output("step k of the largest ratio α_{k,i}/max_lr_i", "steps")
     worst_stage: int = output("stage i (0-based) of the largest ratio")
     windows: tuple[UnsafeWindow, ...] = output("unsafe windows (empty when safe)")

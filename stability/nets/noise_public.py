@@ -76,13 +76,15 @@ class NetNoise(MinibatchPrediction):
     subspace_change: float = output(
         "max relative change of ms_max_lr and floor from k to min(2k, p) eigenvectors"
     )
-    eigenvalues: list = output("top Hessian eigenvalues used, descending", "1/lr")
+    eigenvalues: list[float] = output("top Hessian eigenvalues used, descending", "1/lr")
     schedule: str = output("pipemare, pipedream, pb, gpipe or uniform")
-    stage_taus: list = output("forward delay per stage (weight stashing)")
-    stage_sizes: list = output("parameters per stage")
-    measured: dict | None = output("the simulator's seeded minibatch runs (null without measure)")
-    protocol: dict = output("start, perturbation, the runs' distance from w* and r₁₀")
-    notes: list = output("what the numbers assume")
+    stage_taus: list[int] = output("forward delay per stage (weight stashing)")
+    stage_sizes: list[int] = output("parameters per stage")
+    measured: dict[str, Any] | None = output(
+        "the simulator's seeded minibatch runs (null without measure)"
+    )
+    protocol: dict[str, Any] = output("start, perturbation, the runs' distance from w* and r₁₀")
+    notes: list[str] = output("what the numbers assume")
     seconds: float = output("wall time", "s")
 
 

@@ -175,12 +175,14 @@ def _rule_params(rule: str, params: dict[str, Any]) -> dict[str, Any]:
 class NetCurvature(Result):
     """The top of a network's Hessian spectrum at its weights, overall and per stage."""
 
-    eigenvalues: list = output("top-k eigenvalues of the loss Hessian, descending", "1/lr")
-    stage_eigenvalues: list = output("per stage: top eigenvalues of its diagonal block", "1/lr")
-    negative_eigenvalues: list = output(
+    eigenvalues: list[float] = output("top-k eigenvalues of the loss Hessian, descending", "1/lr")
+    stage_eigenvalues: list[list[float]] = output(
+        "per stage: top eigenvalues of its diagonal block", "1/lr"
+    )
+    negative_eigenvalues: list[float] = output(
         "eigenvalues < −1e-9·λ_max found at the bottom of the spectrum (saddle directions)", "1/lr"
     )
-    stage_sizes: list = output("parameters per stage, in pipeline order")
+    stage_sizes: list[int] = output("parameters per stage, in pipeline order")
     n_params: int = output("trainable parameters p")
     hvps: int = output("Hessian-vector products used")
     seconds: float = output("wall time of the eigen-solves", "s")
@@ -188,13 +190,13 @@ class NetCurvature(Result):
     gradient_norm: float | None = nearness_output("gradient_norm")
     gradient_scale: float | None = nearness_output("gradient_scale")
     negative_ratio: float | None = nearness_output("negative_ratio")
-    preconditioned_eigenvalues: list | None = output(
+    preconditioned_eigenvalues: list[float] | None = output(
         "--precond-from: top-k eigenvalues of P^1/2 ∇²f P^1/2 (descending)", "1/lr", default=None
     )
-    preconditioned_stage_eigenvalues: list | None = output(
+    preconditioned_stage_eigenvalues: list[list[float]] | None = output(
         "--precond-from: per stage, top eigenvalues of P_i^1/2 H_ii P_i^1/2", "1/lr", default=None
     )
-    preconditioner: dict | None = output(
+    preconditioner: dict[str, Any] | None = output(
         "--precond-from: source, step t, β2, ε, min/median/max of P", default=None
     )
 
@@ -312,8 +314,8 @@ class NetMaxLr(Result):
     scalar_bound: float | None = output("the rule's max lr at (λ_max, largest stage delay)", "lr")
     crossing_angle: float | None = output("θ of the critical root e^{iθ}", "rad")
     critical_stage: int | None = output("stage (1 … P) carrying most of the critical mode")
-    eigenvalues: list = output("top eigenvalues used (rank k), descending", "1/lr")
-    negative_eigenvalues: list = output(
+    eigenvalues: list[float] = output("top eigenvalues used (rank k), descending", "1/lr")
+    negative_eigenvalues: list[float] = output(
         "negative eigenvalues found (left out, see docs); searched only when the gradient does "
         "not already show the weights are not at a minimum",
         "1/lr",
@@ -322,12 +324,12 @@ class NetMaxLr(Result):
     truncation_change: float | None = output("relative change of max_lr from rank k/2 to k")
     schedule: str = output("pipemare, pipedream, pb, gpipe or uniform")
     backward: str = output("stashed (backward uses the forward weights) or current")
-    stage_taus: list = output("forward delay per stage")
-    stage_taus_bkwd: list = output("backward delay per stage (= stage_taus when stashed)")
+    stage_taus: list[int] = output("forward delay per stage")
+    stage_taus_bkwd: list[int] = output("backward delay per stage (= stage_taus when stashed)")
     delta: float | None = output(
         "effective Δ₁ = −v₁ᵀH_b v₁ along the top eigenvector (--backward current)", "1/lr"
     )
-    stage_sizes: list = output("parameters per stage")
+    stage_sizes: list[int] = output("parameters per stage")
     method: str = output("how max_lr was computed")
     rate_lr: float | None = output("the lr of the rates: 0.5 × max_lr", "lr")
     predicted_rate: float | None = output(
@@ -335,10 +337,10 @@ class NetMaxLr(Result):
         "pieces of the top k eigenvectors by the measurement's estimator (stability.nets.rates)"
     )
     measured_max_lr: float | None = output("simulator: midpoint of the bracket (--measure)", "lr")
-    measured_bracket: list | None = output("simulator: [stable, unstable] lr", "lr")
+    measured_bracket: list[float] | None = output("simulator: [stable, unstable] lr", "lr")
     measured_rate: float | None = output("simulator: measured ρ at rate_lr (per step)")
-    protocol: dict | None = output("the measurement protocol")
-    rate_mode: dict | None = output(
+    protocol: dict[str, Any] | None = output("the measurement protocol")
+    rate_mode: dict[str, Any] | None = output(
         "the mode carrying predicted_rate: root ω [re, im] per step, its modulus, the curvature "
         "its weights see (Rayleigh quotient) and the stage holding most of them",
         default=None,
@@ -357,13 +359,13 @@ class NetMaxLr(Result):
     gradient_norm: float | None = nearness_output("gradient_norm")
     gradient_scale: float | None = nearness_output("gradient_scale")
     negative_ratio: float | None = nearness_output("negative_ratio")
-    preconditioned_eigenvalues: list | None = output(
+    preconditioned_eigenvalues: list[float] | None = output(
         "adaptive rules: top eigenvalues of P^1/2 H P^1/2 (= eigenvalues)", "1/lr", default=None
     )
-    preconditioner: dict | None = output(
+    preconditioner: dict[str, Any] | None = output(
         "adaptive rules: source, step t, β2, ε, min/median/max of P", default=None
     )
-    measured_bracket_real: list | None = output(
+    measured_bracket_real: list[float] | None = output(
         "--measure, adaptive rules: [stable, unstable] lr of real Adam from the same weights and "
         "optimizer state",
         "lr",
@@ -561,14 +563,16 @@ class NetTrain(Result):
     diverged: bool = output("the loss became non-finite or exceeded divergence × initial loss")
     diverged_step: int | None = output("step at which divergence was detected")
     final_loss: float | None = output("loss at the last step (null if diverged)")
-    loss_curve: list = output("[step, loss] pairs, subsampled; null after divergence")
+    loss_curve: list[list[float]] = output("[step, loss] pairs, subsampled; null after divergence")
     measured_rate: float | None = output("ρ̂ of ‖w_t − w_(t−1)‖ over the last half (full batch)")
     schedule: str = output("pipemare, pipedream, pb, gpipe or uniform")
     backward: str = output("stashed (backward uses the forward weights) or current")
-    stage_taus: list = output("forward delay per stage")
-    stage_taus_bkwd: list = output("backward delay per stage (= stage_taus when stashed)")
-    stage_sizes: list = output("parameters per stage")
-    sharpness: list | None = output("[step, λ₁] every sharpness_every steps (Lanczos)", "1/lr")
+    stage_taus: list[int] = output("forward delay per stage")
+    stage_taus_bkwd: list[int] = output("backward delay per stage (= stage_taus when stashed)")
+    stage_sizes: list[int] = output("parameters per stage")
+    sharpness: list[list[float]] | None = output(
+        "[step, λ₁] every sharpness_every steps (Lanczos)", "1/lr"
+    )
     predicted_edge: float | None = output(
         "max_lr(rule, delays; λ = 1)/lr; per-stage delays: the coupled edge along v₁", "1/lr"
     )
@@ -579,12 +583,12 @@ class NetTrain(Result):
     )
     reached: bool | None = output("some λ₁ sample came within 10 % of predicted_edge (≥ 0.9×)")
     edge_ratio: float | None = output("plateau / predicted_edge")
-    protocol: dict = output("how the run was made and judged")
+    protocol: dict[str, Any] = output("how the run was made and judged")
     update: str = output("analysed (the rule as analysed) or real (real Adam/AdamW)", default="")
     sharpness_kind: str | None = output(
         "hessian: λ₁(∇²f); preconditioned: λ₁(P_t ∇²f) with the run's current P_t", default=None
     )
-    preconditioner: dict | None = output(
+    preconditioner: dict[str, Any] | None = output(
         "adaptive rules with --precond-from: source, step t, β2, ε, min/median/max of P",
         default=None,
     )

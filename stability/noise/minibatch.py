@@ -84,8 +84,8 @@ class MinibatchPrediction(Result):
     full_batch_max_lr: float | None = output("deterministic (B = n) max stable lr", "lr")
     ms_max_lr: float | None = output("mean-square max stable lr (ρ(𝒯) = 1)", "lr")
     as_max_lr: float | None = output("almost-sure max stable lr (Lyapunov exponent 0)", "lr")
-    as_bracket: list | None = output("confidence interval of as_max_lr (≈95 %)", "lr")
-    expected_loss: list = output(
+    as_bracket: list[float] | None = output("confidence interval of as_max_lr (≈95 %)", "lr")
+    expected_loss: list[list[float]] = output(
         "[[t, E f(w_t) − f*], ...] (exact recursion from the start the notes give)", "loss"
     )
     floor: float | None = output("lim E f − f* (null if not mean-square stable)", "loss")
@@ -119,9 +119,11 @@ class Noise(MinibatchPrediction):
     recursion, its floor and rate; with ``measure``, the trainer's independent runs."""
 
     parameters: int = output("parameters d")
-    stages: list | None = output("per-stage forward delays (schedule), null for uniform")
-    measured: dict | None = output("the trainer's independent runs (null without measure)")
-    notes: list = output("what the numbers assume")
+    stages: list[int] | None = output("per-stage forward delays (schedule), null for uniform")
+    measured: dict[str, Any] | None = output(
+        "the trainer's independent runs (null without measure)"
+    )
+    notes: list[str] = output("what the numbers assume")
 
 
 NOISE_PROBLEM_KEYS = ("problem", "standardize", "bias", "samples")

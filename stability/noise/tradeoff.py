@@ -43,11 +43,15 @@ class Tradeoff(Result):
 
     batch: int = output("minibatch size B")
     tau: int = output("delay τ", "steps")
-    rules: list = output("the rules compared")
-    fronts: dict = output("rule → [[half_life, floor, lr, momentum, horizon], ...] (front)")
-    points: dict = output("rule → every scanned point, same layout")
+    rules: list[str] = output("the rules compared")
+    fronts: dict[str, list[list[float | None]]] = output(
+        "rule → [[half_life, floor, lr, momentum, horizon], ...] (front; null: no such parameter)"
+    )
+    points: dict[str, list[list[float | None]]] = output("rule → every scanned point, same layout")
     target: float | None = output("the target excess loss (null: none)", "loss")
-    steps_to_target: dict | None = output("rule → est. steps to target (0: start within)", "steps")
+    steps_to_target: dict[str, float | None] | None = output(
+        "rule → est. steps to target (0: start within)", "steps"
+    )
     fastest: str | None = output("rule reaching target first (null: none; a tie: first listed)")
     figure: str | None = output("path of the figure written (null: none)")
 
