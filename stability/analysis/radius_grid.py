@@ -327,9 +327,9 @@ def _is_delay(spec: RuleSpec, name: str) -> bool:
 class _Block:
     """A sub-grid with equal delays: where it goes, and its parameter values (broadcastable)."""
 
-    index: tuple
-    x_values: Any
-    y_values: Any
+    index: tuple[slice, slice]
+    x_values: np.ndarray | int
+    y_values: np.ndarray | int
     shape: tuple[int, int]
 
 
