@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stability.dynamics.random_products import Renormalised
+from stability.noise.moments import Moments
 from stability.noise.state import StateSpace
 from stability.noise.threshold import Builder
 from stability.trainer.engine import BatchStreams
@@ -41,7 +42,7 @@ Z_SCORE = 2.0
 
 def lyapunov_exponents(
     states: list[StateSpace],
-    moments,
+    moments: Moments,
     batch: int,
     *,
     steps: int,
@@ -109,7 +110,7 @@ def _crossing(lrs: np.ndarray, values: np.ndarray) -> float:
 
 def almost_sure_max_lr(
     builder: Builder,
-    moments,
+    moments: Moments,
     batch: int,
     low: float,
     high: float,
