@@ -349,6 +349,8 @@ def test_net_train_reports_divergence_and_rates(tiny):
     assert ok.measured_rate is not None and ok.stage_taus == [1, 1, 1]
     bad = net_train(tiny, "sgd", lr=50.0, steps=200, tau=1)
     assert bad.diverged and bad.final_loss is None and bad.diverged_step > 0
+    losses = [loss for _, loss in bad.to_json()["loss_curve"]]
+    assert losses[0] is not None and losses[-1] is None  # null after divergence, as documented
     mini = net_train(tiny, "momentum", lr=0.01, steps=50, batch=8, momentum=0.5)
     assert mini.measured_rate is None and mini.to_json()["protocol"]["batch"] == 8
 

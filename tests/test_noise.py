@@ -308,6 +308,18 @@ def test_full_batch_is_the_deterministic_analysis():
     np.testing.assert_allclose([v for _, v in r.expected_loss], full, rtol=1e-9)
 
 
+def test_expected_loss_beyond_floating_point_is_null_in_json():
+    """Above the mean-square threshold E f − f* grows geometrically: where it leaves floating
+    point the value is None (JSON null), as documented."""
+    problem = tiny(n=12, d=3, seed=8)
+    r = noise("sgd", tau=1, batch=2, lr=1.0, data=problem, steps=20_000, at=[0, 10, 20_000],
+              lyapunov_steps=200, lyapunov_runs=4)  # fmt: skip
+    assert r.ms_max_lr < 1.0 and r.floor is None
+    (_, start), (_, early), (_, late) = r.to_json()["expected_loss"]
+    assert 0 < start < early and late is None
+    assert r.expected_loss[-1][1] is None
+
+
 def test_schedule_with_equal_delays_is_the_uniform_rule():
     problem = tiny(n=30, d=4, seed=9)
     mo = SampleMoments.of(problem, 3)

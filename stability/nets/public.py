@@ -563,7 +563,9 @@ class NetTrain(Result):
     diverged: bool = output("the loss became non-finite or exceeded divergence × initial loss")
     diverged_step: int | None = output("step at which divergence was detected")
     final_loss: float | None = output("loss at the last step (null if diverged)")
-    loss_curve: list[list[float]] = output("[step, loss] pairs, subsampled; null after divergence")
+    loss_curve: list[list[float | None]] = output(
+        "[step, loss] pairs, subsampled; null after divergence"
+    )
     measured_rate: float | None = output("ρ̂ of ‖w_t − w_(t−1)‖ over the last half (full batch)")
     schedule: str = output("pipemare, pipedream, pb, gpipe or uniform")
     backward: str = output("stashed (backward uses the forward weights) or current")

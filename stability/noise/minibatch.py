@@ -85,8 +85,10 @@ class MinibatchPrediction(Result):
     ms_max_lr: float | None = output("mean-square max stable lr (ρ(𝒯) = 1)", "lr")
     as_max_lr: float | None = output("almost-sure max stable lr (Lyapunov exponent 0)", "lr")
     as_bracket: list[float] | None = output("confidence interval of as_max_lr (≈95 %)", "lr")
-    expected_loss: list[list[float]] = output(
-        "[[t, E f(w_t) − f*], ...] (exact recursion from the start the notes give)", "loss"
+    expected_loss: list[list[float | None]] = output(
+        "[[t, E f(w_t) − f*], ...] (exact recursion from the start the notes give; null: "
+        "beyond floating point, above the mean-square threshold)",
+        "loss",
     )
     floor: float | None = output("lim E f − f* (null if not mean-square stable)", "loss")
     rate: float | None = output("per-step factor of E f − f* − floor (null if unstable)")
