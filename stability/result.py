@@ -93,14 +93,19 @@ _JSON_NAMES = {
 
 
 def json_type(hint: Any) -> str:
-    """The JSON type of a field's Python annotation, e.g. ``float | None`` → ``number or null``."""
+    """The JSON type of a field's Python annotation, e.g. ``float | None`` → ``number or null``;
+    a union of elements in parentheses: ``list[float] | None`` → ``array of number or null``,
+    ``list[float | None]`` → ``array of (number or null)``."""
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         return " or ".join(json_type(a) for a in typing.get_args(hint))
-    if origin in (tuple, list):
+    if origin in (tuple, list) or hint in (tuple, list):
         args = [a for a in typing.get_args(hint) if a is not Ellipsis]
-        inner = " or ".join(dict.fromkeys(json_type(a) for a in args)) if args else "any"
-        return f"array of {inner}"
+        kinds = list(dict.fromkeys(json_type(a) for a in args)) or ["any"]
+        union = len(kinds) > 1 or any(
+            typing.get_origin(a) in (typing.Union, types.UnionType) for a in args
+        )
+        return f"array of ({' or '.join(kinds)})" if union else f"array of {kinds[0]}"
     if origin is dict or hint is dict:
         return "object"
     if isinstance(hint, type) and issubclass(hint, Result):

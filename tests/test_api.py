@@ -16,7 +16,7 @@ import pytest
 
 import stability as st
 from stability.cli.main import main
-from stability.result import Result
+from stability.result import Result, json_type
 from stability.trainer.data import synthetic_regression
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,6 +119,19 @@ def test_every_command_has_its_function_with_the_json_keys_as_attributes(
         assert list(data) == ["schema_version", *fields], argv
         assert [e.name for e in type(result).schema()] == list(data)
         assert _drop_timings(data) == _drop_timings(result.to_json()), argv
+
+
+def test_the_schema_says_where_null_may_stand():
+    """The docs' type column (`json_type`): a null element is told from a null array."""
+    from typing import Any
+
+    assert json_type(list[float] | None) == "array of number or null"
+    assert json_type(list[float | None]) == "array of (number or null)"
+    assert json_type(list[list[float | None]]) == "array of array of (number or null)"
+    assert json_type(tuple[int, str]) == "array of (integer or string)"
+    assert json_type(tuple[str, ...]) == "array of string"
+    assert json_type(dict[str, Any] | None) == "object or null"
+    assert json_type(list) == "array of any"
 
 
 def test_public_names_are_lazy_listed_and_resolve():

@@ -181,7 +181,7 @@ class Heatmap(Result):
     half_life: np.ndarray = output(
         "half-life −ln 2/ln ρ (Kosson Sec. 3.4) per point, as radius; null where ρ ≥ 1",
         "steps",
-        kind="array of rows of number or null",
+        kind="array of rows of (number or null)",
         repr=False,
         init=False,
     )
