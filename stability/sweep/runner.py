@@ -94,8 +94,6 @@ class SweepSummary(SweepDirectory):
     chunks_computed: int = output("chunks this run computed")
     chunks_skipped: int = output("chunks already finished by an earlier run (not recomputed)")
     chunks_failed: int = output("chunks whose task failed in this run (the next run retries)")
-    points_failed: int = output("points of the whole sweep recorded with an error")
-    complete: bool = output("every chunk is finished")
     workers: int = output("worker processes (0: nothing to compute, no cluster started)")
     scheduler: str = output("the scheduler's address (a local cluster's own; \"\": none)")
     seconds: float = output("wall time of this run, cluster start included", "s")
@@ -200,12 +198,10 @@ def _run(spec, store, scheduler, workers, report) -> SweepSummary:
         }
     )
     return SweepSummary(
-        **SweepDirectory.of(store, spec),
+        **SweepDirectory.of(store, spec, finished),
         chunks_computed=computed,
         chunks_skipped=skipped,
         chunks_failed=failed_chunks,
-        points_failed=sum(m.failed for m in done),
-        complete=len(done) == spec.chunks,
         workers=n_workers,
         scheduler=address,
         seconds=round(seconds, 3),

@@ -246,15 +246,21 @@ class SweepDirectory(Result):
     command: str = output("the command swept")
     points: int = output("grid points")
     chunks: int = output("chunks (tasks) the grid is cut into")
+    points_failed: int = output("points of the finished chunks recorded with an error")
+    complete: bool = output("every chunk is finished")
 
     @staticmethod
-    def of(store: SweepStore, spec: SweepSpec) -> dict[str, Any]:
-        """These fields' values for the sweep ``spec`` stored in ``store``."""
+    def of(store: SweepStore, spec: SweepSpec, finished: dict[int, Marker]) -> dict[str, Any]:
+        """These fields' values for the sweep ``spec`` stored in ``store``, whose chunks
+        ``finished`` so far (`SweepStore.finished`)."""
+        done = [m for m in finished.values() if m.status == "done"]
         return {
             "out": str(store.out),
             "command": spec.command,
             "points": spec.size,
             "chunks": spec.chunks,
+            "points_failed": sum(m.failed for m in done),
+            "complete": len(done) == spec.chunks,
         }
 
 
@@ -265,8 +271,6 @@ class SweepStatus(SweepDirectory):
     chunks_done: int = output("chunks finished and stored")
     chunks_failed: int = output("chunks whose task failed (retried by the next run)")
     points_done: int = output("points of the finished chunks")
-    points_failed: int = output("points of finished chunks recorded with an error")
-    complete: bool = output("every chunk finished")
     compute_seconds: float = output("worker time of the finished chunks", "s")
     runs: int = output("runs so far: the first and every resume, killed ones included")
     stability_version: str = output("package version that created the sweep")
@@ -279,12 +283,10 @@ def status(out: str | Path) -> SweepStatus:
     done = [m for m in finished.values() if m.status == "done"]
     attrs = store.attrs()
     return SweepStatus(
-        **SweepDirectory.of(store, spec),
+        **SweepDirectory.of(store, spec, finished),
         chunks_done=len(done),
         chunks_failed=len(finished) - len(done),
         points_done=sum(_chunk_size(spec, m.chunk) for m in done),
-        points_failed=sum(m.failed for m in done),
-        complete=len(done) == spec.chunks,
         compute_seconds=round(sum(m.seconds for m in done), 3),
         runs=len(json.loads(attrs.get("runs", "[]"))),
         stability_version=attrs.get("stability_version", ""),
