@@ -460,6 +460,20 @@ def _weight_normed(form):
     return {"model": model, "loss": torch.nn.MSELoss(), "inputs": x, "targets": y}
 
 
+@pytest.mark.parametrize("dim", [0, 1, 2, -1, -2, -3])
+def test_weight_norm_has_the_values_of_torchs_kernel(dim):
+    """`weight_norm` against ``torch._weight_norm`` (whose values are right) for every ``dim``
+    torch takes: −1 normalises over everything, −2 and −3 count from the end (they normalised
+    over everything too before)."""
+    from stability.nets.weight_norm import weight_norm
+
+    seeded = torch.Generator().manual_seed(6)
+    v = torch.randn(3, 4, 5, generator=seeded, dtype=torch.float64)
+    shape = [1, 1, 1] if dim == -1 else [v.shape[i] if i == dim % 3 else 1 for i in range(3)]
+    g = torch.rand(shape, generator=seeded, dtype=torch.float64)
+    torch.testing.assert_close(weight_norm(v, g, dim), torch._weight_norm(v, g, dim))
+
+
 def test_weight_norm_has_the_hessian_of_its_definition():
     """Both of torch's weight-norm forms compute g·v/‖v‖ with ``torch._weight_norm``, whose
     second derivative is wrong in torch 2.13 (gradgradcheck fails): this MLP's top three came

@@ -26,10 +26,11 @@ from torch.overrides import TorchFunctionMode
 
 def weight_norm(v: torch.Tensor, g: torch.Tensor, dim: int = 0) -> torch.Tensor:
     """w = g · v/‖v‖ (Salimans & Kingma 2016, eq. 2): the norm over every dimension of ``v``
-    but ``dim``, over all of them for ``dim = −1`` (``torch._weight_norm``'s convention)."""
+    but ``dim``, over all of them for ``dim = −1`` (``torch._weight_norm``'s convention; any
+    other negative ``dim`` counts from the end)."""
     if dim == -1:
         return v * (g / torch.linalg.vector_norm(v))
-    others = tuple(d for d in range(v.dim()) if d != dim)
+    others = tuple(d for d in range(v.dim()) if d != dim % v.dim())
     return v * (g / torch.linalg.vector_norm(v, dim=others, keepdim=True))
 
 
