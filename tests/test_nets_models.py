@@ -23,6 +23,7 @@ from stability.analysis.boundary import max_lr  # noqa: E402
 from stability.cli.main import main  # noqa: E402
 from stability.nets.curvature import curvature, dense_hessian  # noqa: E402
 from stability.nets.inconsistent import inconsistent_gradient, units  # noqa: E402
+from stability.nets.noise_public import net_noise  # noqa: E402
 from stability.nets.problem import problem_from_dict  # noqa: E402
 from stability.nets.public import net_curvature, net_max_lr  # noqa: E402
 from stability.nets.simulator import simulate  # noqa: E402
@@ -321,6 +322,23 @@ CHECKPOINTED = textwrap.dedent(
         return _problem(ToNumpy())
 
 
+    class Packed(torch.nn.Module):  # an LSTM over a packed sequence: its kernel reads memory
+        def __init__(self):
+            super().__init__()
+            self.rnn = torch.nn.LSTM(1, 2, batch_first=True)
+            self.head = torch.nn.Linear(2, 1)
+
+        def forward(self, x):
+            lengths = torch.full((x.shape[0],), x.shape[1])
+            packed = torch.nn.utils.rnn.pack_padded_sequence(x[..., None], lengths,
+                                                             batch_first=True)
+            return self.head(self.rnn(packed)[1][0][-1])
+
+
+    def packed():
+        return _problem(Packed())
+
+
     def bag():
         return _problem(Bag())
 
@@ -338,7 +356,8 @@ CHECKPOINTED = textwrap.dedent(
         ("custom", "custom torch.autograd.Function"),
         ("bag", "whose derivative torch does not implement (_embedding_bag_backward; curv"),
         ("running", "an in-place change of a tensor it keeps (a buffer updated in forward"),
-        ("to_numpy", "a conversion of a tensor to NumPy in its forward pass (.numpy())"),
+        ("to_numpy", "reads a tensor's memory directly in its forward pass (.numpy(), or"),
+        ("packed", "or an RNN over a sequence packed by pack_padded_sequence), which torch.func"),
     ],
 )
 def test_what_torch_func_cannot_transform_is_refused_naming_the_problem(tmp_path, capsys, name,
@@ -349,8 +368,9 @@ def test_what_torch_func_cannot_transform_is_refused_naming_the_problem(tmp_path
     '_embedding_bag_backward' is not implemented", a buffer updated in forward in "internal
     error: RuntimeError: During a grad (vjp, jvp, grad, etc) transform, the function provided
     attempted to call in-place operation", a ``.numpy()`` in forward in "internal error:
-    RuntimeError: Cannot access data pointer of Tensor that doesn't have storage": a one-line
-    refusal naming --problem; net train with a stashed rule (first derivatives only) runs."""
+    RuntimeError: Cannot access data pointer of Tensor that doesn't have storage" (and so did
+    an LSTM over a packed sequence, whose refusal then spoke of NumPy only): a one-line refusal
+    naming --problem; net train with a stashed rule (first derivatives only) runs."""
     path = tmp_path / "limits.py"
     path.write_text(CHECKPOINTED)
     spec = f"{path}:{name}"
@@ -363,6 +383,100 @@ def test_what_torch_func_cannot_transform_is_refused_naming_the_problem(tmp_path
     argv = ["net", "train", "--rule", "sgd", "--tau", "1", "--lr", "0.01", "--steps", "5"]
     assert main([*argv, "--problem", spec, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["diverged"] is False
+
+
+def test_weights_renormalised_in_forward_are_refused_naming_the_problem(tmp_path, capsys):
+    """An embedding with ``max_norm`` renormalises the rows it looks up in place at every
+    forward: every ``net`` command ended in "internal error: RuntimeError: Output 0 of View is a
+    view and its base ... has been modified inplace".  The module is refused at loading, the
+    same through ``F.embedding`` in a model's own forward where it is met; without max_norm the
+    same weights run."""
+    path = tmp_path / "renorm.py"
+    path.write_text(
+        textwrap.dedent(
+            """
+            import torch
+
+
+            class Tokens(torch.nn.Module):
+                def __init__(self, max_norm=None, functional=False):
+                    super().__init__()
+                    torch.manual_seed(0)
+                    self.emb = torch.nn.Embedding(6, 3, max_norm=None if functional else max_norm)
+                    self.max_norm, self.functional = max_norm, functional
+                    self.head = torch.nn.Linear(3, 6)
+
+                def forward(self, t):
+                    if self.functional:
+                        w, most = self.emb.weight, self.max_norm
+                        h = torch.nn.functional.embedding(t, w, max_norm=most)
+                    else:
+                        h = self.emb(t)
+                    return self.head(h).sum(1)
+
+
+            def problem(max_norm=None, functional=False):
+                t = torch.arange(24).reshape(8, 3) % 6
+                return {"model": Tokens(max_norm, functional).double(),
+                        "loss": torch.nn.CrossEntropyLoss(), "inputs": t, "targets": t[:, 0]}
+
+
+            def module():
+                return problem(max_norm=0.5)
+
+
+            def functional():
+                return problem(max_norm=0.5, functional=True)
+            """
+        )
+    )
+    argv = ["net", "curvature", "--k", "2", "--json", "--problem"]
+    assert main([*argv, f"{path}:module"]) == 2
+    assert capsys.readouterr().err == (
+        f"stability: error: --problem {path}:module: Embedding 'emb' has max_norm=0.5: it "
+        "renormalises its weight's rows in place at every forward, so the loss is not a function "
+        "of the weights alone; set max_norm=None for the analysis (the same loss where every "
+        "row's norm is within it)\n"
+    )
+    assert main([*argv, f"{path}:functional"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stability: error: --problem: the model uses an in-place change of its")
+    assert "F.embedding's max_norm" in err and err.count("\n") == 1
+    assert main([*argv, f"{path}:problem"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["eigenvalues"]) == 2
+
+
+def test_a_loss_that_sums_over_the_samples_is_refused_where_it_is_not_f():
+    """f = Σ_b (n_b/N)·loss_b is the data set's loss only for a mean over samples: with
+    ``reduction="sum"`` over a DataLoader it was the loss of the loader's batch size, and a
+    minibatch of B estimated B/N of the full batch's sum, so ``net noise`` and ``--batch`` ran
+    on a biased gradient, silently.  Data in several batches is refused at loading, minibatches
+    naming ``--batch``; one full batch is full-batch gradient descent on the sum (its Hessian N
+    times the mean's); a mean plus a weight penalty is a mean."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(12, 3, generator=g, dtype=torch.float64)
+    y = torch.randint(0, 2, (12,), generator=g)
+    model = torch.nn.Linear(3, 2).double()
+    mean, summed = torch.nn.CrossEntropyLoss(), torch.nn.CrossEntropyLoss(reduction="sum")
+    whole = {"model": model, "loss": mean, "inputs": x, "targets": y}
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=4)
+    with pytest.raises(ValueError, match=r"^loss sums over the samples \(a batch given twice "
+                       r"has twice its loss: reduction='sum'\?\), and the data comes in 3 "
+                       r"batches"):  # fmt: skip
+        problem_from_dict({"model": model, "loss": summed, "data": loader})
+    assert problem_from_dict({"model": model, "loss": mean, "data": loader}).data.batches == 3
+    top = {}
+    for name, loss in (("mean", mean), ("sum", summed)):
+        top[name] = net_curvature({**whole, "loss": loss}, k=1).eigenvalues[0]
+    assert top["sum"] == pytest.approx(12 * top["mean"], rel=1e-9)
+    with pytest.raises(ValueError, match=r"^batch: minibatches \(and per-sample moments\) need"):
+        net_noise({**whole, "loss": summed}, rule="sgd", batch=4, lr=0.01)
+    assert net_noise(whole, rule="sgd", batch=4, lr=0.01).batch == 4
+
+    def penalised(out, t):
+        return mean(out, t) + 1e-2 * model.weight.pow(2).sum().detach()
+
+    assert problem_from_dict({**whole, "loss": penalised}).data.summed_loss is False
 
 
 def test_a_model_that_draws_random_numbers_in_eval_mode_is_refused():

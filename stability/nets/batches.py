@@ -135,6 +135,11 @@ def _check_rows(tree: Any, samples: int) -> None:
             )
 
 
+SUMMED_LOSS = "a batch given twice has twice its loss: reduction='sum'?"
+"""How a loss that sums over the samples is told (`stability.nets.problem.check_loss`), as the
+refusals say it."""
+
+
 class NetData:
     """The problem's data (module doc): ``source`` batches, ``dtype``/``device`` of evaluation.
 
@@ -174,6 +179,9 @@ class NetData:
             raise ValueError("data must hold at least one batch")
         self.samples, self.batches = int(sum(sizes)), len(sizes)
         self._rows: tuple[Any, Any] | None = None
+        self.summed_loss = False
+        """The problem's loss sums over the samples (`stability.nets.problem.check_loss`): a
+        minibatch's loss does not estimate the full batch's, so `concatenated` refuses."""
 
     def to(self, dtype: torch.dtype) -> NetData:
         """The same batches evaluated in ``dtype``."""
@@ -188,7 +196,16 @@ class NetData:
             yield x, y, batch_size(x, y) / self.samples
 
     def concatenated(self) -> tuple[Any, Any]:
-        """(inputs, targets) of the whole data set, each tensor leaf concatenated (cached)."""
+        """(inputs, targets) of the whole data set, each tensor leaf concatenated (cached), for
+        minibatches and per-sample moments: a `ValueError` naming batch where the loss sums over
+        the samples (``summed_loss``)."""
+        if self.summed_loss:
+            raise ValueError(
+                "batch: minibatches (and per-sample moments) need a loss that is the mean over "
+                f"the samples, so that a minibatch's loss estimates the full batch's; the loss "
+                f"sums over them ({SUMMED_LOSS}): use reduction='mean' (a sum-loss run at batch "
+                f"size B is the mean-loss run at lr·B)"
+            )
         if self._rows is None:
             parts = [(x, y) for x, y, _ in self]
             if len(parts) == 1:
@@ -211,4 +228,13 @@ class NetData:
         return rows(self.concatenated(), index if on_device else index.to(self.device))
 
 
-__all__ = ["NetData", "batch_size", "call_model", "convert", "floating_dtype", "rows", "sample"]
+__all__ = [
+    "SUMMED_LOSS",
+    "NetData",
+    "batch_size",
+    "call_model",
+    "convert",
+    "floating_dtype",
+    "rows",
+    "sample",
+]

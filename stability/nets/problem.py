@@ -78,9 +78,15 @@ import numpy as np
 import torch
 from torch.func import grad, jvp, vjp
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import tree_flatten, tree_map
 
-from stability.nets.batches import NetData, call_model, floating_dtype
+from stability.nets.batches import (
+    SUMMED_LOSS,
+    NetData,
+    batch_size,
+    call_model,
+    floating_dtype,
+)
 from stability.nets.weight_norm import DefinedWeightNorm, has_weight_norm
 
 REQUIRED = ("model", "loss", "inputs", "targets")
@@ -513,9 +519,16 @@ def problem_from_dict(
         loss_fn = _loss_like_model(found["loss"], dtype, device)
     except (RuntimeError, AssertionError) as err:
         raise ValueError(f"device {str(device)!r} is not available: {_one_line(err)}") from None
-    for module in model.modules():  # dense gradients of sparse embeddings (module doc)
+    for name, module in model.named_modules():  # dense gradients of sparse embeddings
         if isinstance(module, (torch.nn.Embedding, torch.nn.EmbeddingBag)):
             module.sparse = False
+            if module.max_norm is not None:
+                raise ValueError(
+                    f"{type(module).__name__} {name!r} has max_norm={module.max_norm}: it "
+                    f"renormalises its weight's rows in place at every forward, so the loss is "
+                    f"not a function of the weights alone; set max_norm=None for the analysis "
+                    f"(the same loss where every row's norm is within it)"
+                )
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     all_names = [n for n, _ in named]
     if found.get("stages") is not None:
@@ -559,7 +572,10 @@ def _rng_state(device: torch.device) -> torch.Tensor:
 
 def check_loss(problem: NetProblem) -> float:
     """f(w*) as a float; a `ValueError` if the model or the loss fail, draw random numbers (the
-    loss would not be a function of w), or the loss is not a finite scalar."""
+    loss would not be a function of w), or the loss is not a finite scalar, or it sums over the
+    samples (`_sums_over_samples`) of data in several batches.  One batch with a summed loss is
+    a function of w like any other (full-batch gradient descent on the sum); `NetData` then
+    refuses to draw minibatches from it (``summed_loss``)."""
     try:
         with torch.no_grad():
             value = problem.loss(problem.w_star)
@@ -581,7 +597,41 @@ def check_loss(problem: NetProblem) -> float:
     f = float(value.detach())
     if not math.isfinite(f):
         raise ValueError(f"the loss at the model's weights is not finite ({f})")
+    problem.data.summed_loss = _sums_over_samples(problem, x, y)
+    if problem.data.summed_loss and problem.data.batches > 1:
+        raise ValueError(
+            f"loss sums over the samples ({SUMMED_LOSS}), and the data comes in "
+            f"{problem.data.batches} batches: f = Σ_b (n_b/N)·loss_b would be the loss of the "
+            f"loader's batch size; give the mean over samples (reduction='mean'; a sum-loss run "
+            f"at batch size B is the mean-loss run at lr·B), or the data as one batch"
+        )
     return f
+
+
+def _sums_over_samples(problem: NetProblem, x: Any, y: Any) -> bool:
+    """The loss of the batch ``(x, y)`` given twice (every tensor with the batch's samples first
+    concatenated with itself) is twice its loss, to float32 rounding: a sum over samples, where a
+    mean gives the same loss.  False where the doubled batch does not run (a tensor all samples
+    share, a model that mixes samples)."""
+    n = batch_size(x, y)
+
+    def doubled(tree: Any) -> Any:
+        return tree_map(
+            lambda t: (
+                torch.cat([t, t])
+                if isinstance(t, torch.Tensor) and t.ndim >= 1 and t.shape[0] == n
+                else t
+            ),
+            tree,
+        )
+
+    try:
+        with torch.no_grad():
+            once = float(problem.batch_loss(problem.w_star, x, y))
+            twice = float(problem.batch_loss(problem.w_star, doubled(x), doubled(y)))
+    except Exception:  # noqa: BLE001 - a batch that cannot be doubled says nothing either way
+        return False
+    return once != 0.0 and math.isclose(twice, 2.0 * once, rel_tol=1e-5)
 
 
 def _spread_hint(problem: NetProblem, err: Exception) -> str:
@@ -610,9 +660,14 @@ TORCH_FUNC_LIMITS = {
     "forward, such as a running statistic), which torch.func cannot transform and which makes "
     "the loss depend on how often the model ran; update it only when self.training (the "
     "analysis runs the model in eval mode)",
-    "Cannot access data pointer of Tensor that doesn't have storage": "a conversion of a "
-    "tensor to NumPy in its forward pass (.numpy()), which torch.func cannot transform; "
-    "compute that part with torch operations",
+    "Cannot access data pointer of Tensor that doesn't have storage": "an operation that "
+    "reads a tensor's memory directly in its forward pass (.numpy(), or an RNN over a "
+    "sequence packed by pack_padded_sequence), which torch.func cannot transform; compute that "
+    "part with torch operations (an RNN: give it the padded batch and mask the padding in the "
+    "loss)",
+    "its base or another view of its base has been modified inplace": "an in-place change of "
+    "its weights in its forward pass (such as F.embedding's max_norm renormalising rows), so "
+    "the loss is not a function of the weights alone; drop it for the analysis",
 }
 """What torch.func says when it cannot transform a model (its error's words) → what the model
 uses, as the refusal says it."""
