@@ -479,6 +479,29 @@ def test_a_loss_that_sums_over_the_samples_is_refused_where_it_is_not_f():
     assert problem_from_dict({**whole, "loss": penalised}).data.summed_loss is False
 
 
+def test_numpy_arrays_serve_as_the_tensors_they_hold():
+    """NumPy inputs and targets were refused ("inputs must be a torch.Tensor … got ndarray"),
+    and a list of NumPy batches with "a batch must hold tensors with a batch dimension": they
+    now stand for tensors of their dtype (a float64 array widens a float32 model to float64,
+    as a float64 tensor does), with the tensors' curvature and loss to the bit.  A list is still
+    refused."""
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((24, 4)), rng.integers(0, 3, 24)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
+    loss = torch.nn.CrossEntropyLoss()
+    tensors = {"model": model, "loss": loss, "inputs": torch.tensor(x), "targets": torch.tensor(y)}
+    expected = net_curvature(tensors, k=2).eigenvalues
+    as_arrays = {"model": model, "loss": loss, "inputs": x, "targets": y}
+    as_batches = {"model": model, "loss": loss, "data": [(x[:12], y[:12]), (x[12:], y[12:])]}
+    assert net_curvature(as_arrays, k=2).eigenvalues == expected
+    assert net_curvature(as_batches, k=2).eigenvalues == pytest.approx(expected, rel=1e-12)
+    net = problem_from_dict(as_batches)
+    assert net.dtype == torch.float64 and net.targets.dtype == torch.int64
+    with pytest.raises(ValueError, match=r"^inputs must be a torch.Tensor or a NumPy array of "):
+        problem_from_dict({**as_arrays, "inputs": x.tolist()})
+
+
 def test_a_model_that_draws_random_numbers_in_eval_mode_is_refused():
     """Noise that ignores ``self.training`` made the loss a random function of w: curvature
     and max lr came out of Lanczos on a noisy operator, silently, and ``net noise --measure``

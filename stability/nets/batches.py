@@ -9,6 +9,8 @@ any *re-iterable* of ``(inputs, targets)`` batches — a list of pairs, a
   lists);
 * a dict ``{"ids": …, "mask": …}``: ``model(ids=…, mask=…)``.
 
+NumPy arrays of numbers stand for tensors of their dtype wherever a tensor may (`as_tensors`).
+
 **Full-batch sums.**  With batches of n_b samples (N = Σ n_b) and ``loss`` a mean over the
 samples of a batch, the full-batch loss and its derivatives are the weighted sums
 
@@ -34,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
@@ -77,10 +80,21 @@ def batch_size(x: Any, y: Any) -> int:
     raise ValueError("a batch must hold tensors with a batch dimension (inputs or targets)")
 
 
+def as_tensors(tree: Any) -> Any:
+    """``tree`` with every NumPy array of numbers a tensor (``torch.as_tensor``: its dtype, the
+    memory shared): arrays serve as inputs and targets as a DataLoader's default collate would
+    make them serve."""
+    return tree_map(
+        lambda t: torch.as_tensor(t) if isinstance(t, np.ndarray) and t.dtype.kind in "biuf" else t,
+        tree,
+    )
+
+
 def floating_dtype(obj: Any) -> torch.dtype | None:
-    """The widest floating dtype among the tensors of ``obj`` (None: no floating tensor)."""
+    """The widest floating dtype among the tensors (or NumPy arrays) of ``obj`` (None: no
+    floating tensor)."""
     found = None
-    for t in tree_flatten(obj)[0]:
+    for t in tree_flatten(as_tensors(obj))[0]:
         if isinstance(t, torch.Tensor) and t.is_floating_point():
             found = t.dtype if found is None else torch.promote_types(found, t.dtype)
     return found
@@ -106,7 +120,7 @@ def _pair(batch: Any, where: str) -> tuple[Any, Any]:
             kind += " (split it: a collate_fn returning (inputs, labels), e.g. ({k: b[k] for "
             kind += "k in b if k != 'labels'}, b['labels']))"
         raise ValueError(f"{where} must be an (inputs, targets) pair, got {kind}")
-    return batch[0], batch[1]
+    return as_tensors(batch[0]), as_tensors(batch[1])
 
 
 def _joined(column: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -231,6 +245,7 @@ class NetData:
 __all__ = [
     "SUMMED_LOSS",
     "NetData",
+    "as_tensors",
     "batch_size",
     "call_model",
     "convert",

@@ -83,6 +83,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from stability.nets.batches import (
     SUMMED_LOSS,
     NetData,
+    as_tensors,
     batch_size,
     call_model,
     floating_dtype,
@@ -428,13 +429,14 @@ def _data(found: dict, source: str) -> tuple[Any, bool]:
         return found["data"], False
     if not ("inputs" in found and "targets" in found):
         raise ValueError(f"{source} must return inputs and targets together")
-    inputs, targets = found["inputs"], found["targets"]
+    inputs, targets = as_tensors(found["inputs"]), as_tensors(found["targets"])
     samples = []
     for part, what in ((inputs, "inputs"), (targets, "targets")):
         leaves = [t for t in tree_flatten(part)[0] if isinstance(t, torch.Tensor)]
         if not leaves:
             raise ValueError(
-                f"{what} must be a torch.Tensor (or a tuple or dict of them), got "
+                f"{what} must be a torch.Tensor or a NumPy array of numbers (or a tuple or "
+                f"dict of them), got "
                 f"{type(part).__name__}"
             )
         if leaves[0].ndim == 0 or leaves[0].shape[0] == 0:
