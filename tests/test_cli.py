@@ -73,6 +73,8 @@ def test_radius_keys_and_values(capsys):
         (["max-lr", "momentum", "--momentum", "nan"], "momentum must be a finite real number"),
         (["max-lr", "sgd", "--lam", "inf"], "lam must be a finite real number"),
         (["max-lr", "nosuchrule"], "unknown rule 'nosuchrule'"),
+        (["max-lr", "adamw"], "unknown rule 'adamw' (AdamW is adam with --weight-decay: decou"),
+        (["net", "max-lr", "--rule", "AdamW"], "--rule: unknown rule 'AdamW' (AdamW is adam "),
         (["max-lr", "sgd", "--no-such-flag", "1"], "unrecognized arguments"),
         (["max-lr", "sgd", "--momentum", "0.5"], "rule 'sgd' has no parameter 'momentum'"),
         (["radius", "sgd"], "the following arguments are required: --lr"),

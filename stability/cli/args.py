@@ -160,12 +160,14 @@ def rule_names_arg(flag: str, *, several: bool = False) -> Callable[[str], Any]:
     """A registered rule name (``several``: comma-separated names), refused naming ``flag``."""
 
     def parse(text: str):
-        from stability.rules.registry import RULES
+        from stability.rules.registry import get_spec
 
         names = tuple(t.strip() for t in text.split(",") if t.strip()) if several else (text,)
         for name in names or ("",):
-            if name not in RULES:
-                raise UsageError(f"{flag}: unknown rule {name!r}; known rules: {', '.join(RULES)}")
+            try:
+                get_spec(name)
+            except ValueError as err:
+                raise UsageError(f"{flag}: {err}") from None
         return names if several else text
 
     return parse

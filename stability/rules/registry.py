@@ -36,12 +36,20 @@ RULES: dict[str, RuleSpec] = {
 }
 
 
+SPELLED_OTHERWISE = {"adamw": "AdamW is adam with --weight-decay: decoupled, c = 1 − lr·wd"}
+"""Names a user may try for a rule registered under another name → what to write instead."""
+
+
 def get_spec(name: str) -> RuleSpec:
-    """The registry entry for ``name``; unknown names raise `ValueError` listing the known ones."""
+    """The registry entry for ``name``; unknown names raise `ValueError` listing the known ones
+    (and, for a name in `SPELLED_OTHERWISE`, what to write)."""
     try:
         return RULES[name]
     except (KeyError, TypeError):  # TypeError: not a name (a list, a dict)
-        raise ValueError(f"unknown rule {name!r}; known rules: {', '.join(RULES)}") from None
+        hint = SPELLED_OTHERWISE.get(name.lower(), "") if isinstance(name, str) else ""
+        raise ValueError(
+            f"unknown rule {name!r}{f' ({hint})' if hint else ''}; known rules: {', '.join(RULES)}"
+        ) from None
 
 
 def build_rule(name: str, **params: Any) -> tuple[Rule, QuadraticModel]:
