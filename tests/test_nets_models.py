@@ -460,8 +460,8 @@ def test_a_loss_that_sums_over_the_samples_is_refused_where_it_is_not_f():
     mean, summed = torch.nn.CrossEntropyLoss(), torch.nn.CrossEntropyLoss(reduction="sum")
     whole = {"model": model, "loss": mean, "inputs": x, "targets": y}
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=4)
-    with pytest.raises(ValueError, match=r"^loss sums over the samples \(a batch given twice "
-                       r"has twice its loss: reduction='sum'\?\), and the data comes in 3 "
+    with pytest.raises(ValueError, match=r"^loss sums over the samples \(samples given twice "
+                       r"have twice their loss: reduction='sum'\?\), and the data comes in 3 "
                        r"batches"):  # fmt: skip
         problem_from_dict({"model": model, "loss": summed, "data": loader})
     assert problem_from_dict({"model": model, "loss": mean, "data": loader}).data.batches == 3

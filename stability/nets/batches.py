@@ -149,7 +149,7 @@ def _check_rows(tree: Any, samples: int) -> None:
             )
 
 
-SUMMED_LOSS = "a batch given twice has twice its loss: reduction='sum'?"
+SUMMED_LOSS = "samples given twice have twice their loss: reduction='sum'?"
 """How a loss that sums over the samples is told (`stability.nets.problem.check_loss`), as the
 refusals say it."""
 
