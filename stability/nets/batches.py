@@ -197,6 +197,12 @@ class NetData:
         """The problem's loss sums over the samples (`stability.nets.problem.check_loss`): a
         minibatch's loss does not estimate the full batch's, so `concatenated` refuses."""
 
+    @property
+    def passes_may_differ(self) -> bool:
+        """The source is not a list or tuple of batches (a DataLoader: a sampler or transform may
+        draw other samples on every pass; `stability.nets.problem.check_loss` compares two)."""
+        return not isinstance(self._source, (list, tuple))
+
     def to(self, dtype: torch.dtype) -> NetData:
         """The same batches evaluated in ``dtype``."""
         return NetData(self._source, dtype=dtype, device=self.device, full_batch=self.full_batch)

@@ -574,13 +574,15 @@ def _rng_state(device: torch.device) -> torch.Tensor:
 
 def check_loss(problem: NetProblem) -> float:
     """f(w*) as a float; a `ValueError` if the model or the loss fail, draw random numbers (the
-    loss would not be a function of w), or the loss is not a finite scalar, or it sums over the
+    loss would not be a function of w), or two passes over the data differ (it would not be one
+    either), or the loss is not a finite scalar, or it sums over the
     samples (`_sums_over_samples`) of data in several batches.  One batch with a summed loss is
     a function of w like any other (full-batch gradient descent on the sum); `NetData` then
     refuses to draw minibatches from it (``summed_loss``)."""
     try:
         with torch.no_grad():
             value = problem.loss(problem.w_star)
+            again = problem.loss(problem.w_star) if problem.data.passes_may_differ else value
             x, y, _ = next(iter(problem.data))  # a DataLoader draws its seed here, not below
             before = _rng_state(problem.device)
             problem.batch_loss(problem.w_star, x, y)
@@ -599,6 +601,15 @@ def check_loss(problem: NetProblem) -> float:
     f = float(value.detach())
     if not math.isfinite(f):
         raise ValueError(f"the loss at the model's weights is not finite ({f})")
+    f_again = float(again.detach())
+    if abs(f_again - f) > 1e3 * torch.finfo(problem.dtype).eps * abs(f):
+        raise ValueError(
+            f"data: two passes over it give the loss {f:.9g} and {f_again:.9g} at the model's "
+            f"weights, so its batches hold other samples on every pass (a sampler with "
+            f"replacement, drop_last with shuffle, a random augmentation) and the loss is not "
+            f"one function of the weights; give the analysis a loader whose every pass holds the "
+            f"same samples (shuffle=True is fine)"
+        )
     problem.data.summed_loss = _sums_over_samples(problem, x, y)
     if problem.data.summed_loss and problem.data.batches > 1:
         raise ValueError(
