@@ -436,8 +436,7 @@ def _data(found: dict, source: str) -> tuple[Any, bool]:
         if not leaves:
             raise ValueError(
                 f"{what} must be a torch.Tensor or a NumPy array of numbers (or a tuple or "
-                f"dict of them), got "
-                f"{type(part).__name__}"
+                f"dict of them), got {type(part).__name__}"
             )
         if leaves[0].ndim == 0 or leaves[0].shape[0] == 0:
             raise ValueError(f"{what} must have a batch dimension with at least one sample")
@@ -575,9 +574,9 @@ def _rng_state(device: torch.device) -> torch.Tensor:
 def check_loss(problem: NetProblem) -> float:
     """f(w*) as a float; a `ValueError` if the model or the loss fail, draw random numbers (the
     loss would not be a function of w), or two passes over the data differ (it would not be one
-    either), or the loss is not a finite scalar, or it sums over the
-    samples (`_sums_over_samples`) of data in several batches.  One batch with a summed loss is
-    a function of w like any other (full-batch gradient descent on the sum); `NetData` then
+    either), or the loss is not a finite scalar, or it sums over the samples
+    (`_sums_over_samples`) of data in several batches.  One batch with a summed loss is a
+    function of w like any other (full-batch gradient descent on the sum); `NetData` then
     refuses to draw minibatches from it (``summed_loss``)."""
     try:
         with torch.no_grad():
