@@ -572,6 +572,53 @@ def test_a_loaders_workers_are_not_restarted_on_every_pass():
         assert _in_process(other) is other
 
 
+class _Pinn(torch.nn.Module):
+    """u(x) and du/dx, the derivative in the input taken with torch.autograd (as a
+    physics-informed network's often is) or with torch.func."""
+
+    def __init__(self, with_func):
+        super().__init__()
+        torch.manual_seed(0)
+        self.u = torch.nn.Sequential(torch.nn.Linear(1, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+        self.with_func = with_func
+
+    def forward(self, x):
+        if self.with_func:
+            du = torch.func.vmap(torch.func.grad(lambda s: self.u(s[None])[0, 0]))(x)
+            return torch.cat([self.u(x), du], 1)
+        x = x.requires_grad_(True)
+        u = self.u(x)
+        return torch.cat([u, torch.autograd.grad(u.sum(), x, create_graph=True)[0]], 1)
+
+
+def test_a_derivative_in_the_inputs_by_torch_autograd_is_refused_and_by_torch_func_answered():
+    """A physics-informed network that takes du/dx with torch.autograd in its forward pass was
+    refused as "the model or loss failed on the inputs: element 0 of tensors does not require
+    grad" (the load check runs under no_grad; torch.func cannot transform it either).  The
+    refusal now says what it is and how to write it; written with torch.func it is answered,
+    its top eigenvalues equal to those of central differences of the eager gradient."""
+    x = torch.linspace(0, 1, 16, dtype=torch.float64)[:, None]
+
+    def residual(out, y):
+        return ((out[:, 1:] - torch.cos(y)) ** 2).mean() + 0.1 * (out[:, :1] ** 2).mean()
+
+    problem = {"loss": residual, "inputs": x, "targets": x}
+    with pytest.raises(ValueError, match=r"^the model or loss uses torch.autograd inside its fo"):
+        problem_from_dict({**problem, "model": _Pinn(with_func=False).double()})
+    net = problem_from_dict({**problem, "model": _Pinn(with_func=True).double()})
+    top = net_curvature(net, k=2).eigenvalues
+
+    def gradient(w):
+        w = w.clone().requires_grad_(True)
+        return torch.autograd.grad(net.loss(w), w)[0]
+
+    h, eye = 1e-5, torch.eye(net.dim, dtype=torch.float64)
+    H = torch.stack([(gradient(net.w_star + h * e) - gradient(net.w_star - h * e)) / (2 * h)
+                     for e in eye])  # fmt: skip
+    expected = torch.linalg.eigvalsh((H + H.T) / 2).flip(0)[:2].tolist()
+    assert top == pytest.approx(expected, rel=1e-8)
+
+
 def test_a_model_that_draws_random_numbers_in_eval_mode_is_refused():
     """Noise that ignores ``self.training`` made the loss a random function of w: curvature
     and max lr came out of Lanczos on a noisy operator, silently, and ``net noise --measure``

@@ -586,6 +586,8 @@ def check_loss(problem: NetProblem) -> float:
             before = _rng_state(problem.device)
             problem.batch_loss(problem.w_star, x, y)
     except Exception as err:  # noqa: BLE001 - a user's model: report it on one line
+        if "does not require grad and does not have a grad_fn" in str(err):  # under no_grad
+            raise ValueError(f"the model or loss uses {AUTOGRAD_IN_FORWARD}") from None
         raise ValueError(
             f"the model or loss failed on the inputs: {_one_line(err)}{_spread_hint(problem, err)}"
         ) from None
@@ -663,7 +665,16 @@ def _spread_hint(problem: NetProblem, err: Exception) -> str:
     return f" ({spread}; give (inputs,) to pass them whole as model(inputs))"
 
 
+AUTOGRAD_IN_FORWARD = (
+    "torch.autograd inside its forward pass (requires_grad_ and torch.autograd.grad: a "
+    "derivative in the inputs, as a physics-informed network's), which torch.func cannot "
+    "transform; write that derivative with torch.func (torch.func.grad or jacrev, vmapped over "
+    "the samples), which the analysis differentiates through"
+)
+"""A model that differentiates with torch.autograd in its forward pass, as the refusals say it."""
+
 TORCH_FUNC_LIMITS = {
+    "You are attempting to call Tensor.requires_grad_()": AUTOGRAD_IN_FORWARD,
     "saved tensor hooks": "activation checkpointing (torch.utils.checkpoint) or another "
     "saved-tensor hook, which torch.func cannot differentiate through; turn it off for the "
     "analysis (it saves memory, it does not change the values)",
