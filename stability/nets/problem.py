@@ -581,7 +581,7 @@ def check_loss(problem: NetProblem) -> float:
     try:
         with torch.no_grad():
             value = problem.loss(problem.w_star)
-            again = problem.loss(problem.w_star) if problem.data.passes_may_differ else value
+            again = _loss_and_scale(problem) if problem.data.passes_may_differ else None
             x, y, _ = next(iter(problem.data))  # a DataLoader draws its seed here, not below
             before = _rng_state(problem.device)
             problem.batch_loss(problem.w_star, x, y)
@@ -602,8 +602,9 @@ def check_loss(problem: NetProblem) -> float:
     f = float(value.detach())
     if not math.isfinite(f):
         raise ValueError(f"the loss at the model's weights is not finite ({f})")
-    f_again = float(again.detach())
-    if abs(f_again - f) > 1e3 * torch.finfo(problem.dtype).eps * abs(f):
+    f_again, scale = again if again is not None else (f, 0.0)
+    rounding = 10 * torch.finfo(problem.dtype).eps * scale * (problem.data.batches + 100)
+    if abs(f_again - f) > rounding:
         raise ValueError(
             f"data: two passes over it give the loss {f:.9g} and {f_again:.9g} at the model's "
             f"weights, so its batches hold other samples on every pass (a sampler with "
@@ -620,6 +621,20 @@ def check_loss(problem: NetProblem) -> float:
             f"at batch size B is the mean-loss run at lr·B), or the data as one batch"
         )
     return f
+
+
+def _loss_and_scale(problem: NetProblem) -> tuple[float, float]:
+    """f(w*) by another pass over the data, summed as `NetProblem.loss` sums it, and
+    Σ_b (n_b/N)·|loss_b|, the scale of its rounding: two passes over the same samples in another
+    order differ by ≲ ε·scale for each batch's mean and each addition, so `check_loss` allows
+    10·ε·scale·(batches + 100) before it calls them different samples (a difference smaller
+    than that would not move the analysis either)."""
+    total, scale = None, 0.0
+    for x, y, weight in problem.data:  # under check_loss's no_grad
+        part = problem.batch_loss(problem.w_star, x, y) * weight
+        total = part if total is None else total + part
+        scale += abs(float(part))
+    return float(total), scale
 
 
 def _sums_over_samples(problem: NetProblem, x: Any, y: Any) -> bool:
