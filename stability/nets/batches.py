@@ -154,10 +154,9 @@ def _check_rows(tree: Any, samples: int) -> None:
 def _in_process(source: Iterable) -> Iterable:
     """A DataLoader whose workers would start afresh on every pass (``num_workers`` > 0, not
     ``persistent_workers``) as a copy that reads in the main process: the analysis passes over
-    the data once a Hessian-vector product or a simulated step, and the restart cost 0.14 s a
-    pass with two workers (a 96-sample MLP: 200 steps of ``net train`` 33 s against 5 s).  The
-    same batches; left as it is where the workers could matter (a ``worker_init_fn``, an
-    iterable dataset that may shard by worker)."""
+    the data once a Hessian-vector product or a simulated step, and a restart of the workers
+    costs a fraction of a second each time.  The same batches; left as it is where the workers
+    could matter (a ``worker_init_fn``, an iterable dataset that may shard by worker)."""
     if (
         isinstance(source, DataLoader)
         and source.num_workers > 0
