@@ -629,6 +629,39 @@ def test_a_derivative_in_the_inputs_by_torch_autograd_is_refused_and_by_torch_fu
     assert top == pytest.approx(expected, rel=1e-8)
 
 
+class _Autocast(torch.nn.Module):
+    """A tanh MLP whose first layer runs under ``torch.autocast`` (bfloat16 or float16), or
+    without it."""
+
+    def __init__(self, dtype=None):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b, self.dtype = torch.nn.Linear(3, 5), torch.nn.Linear(5, 1), dtype
+
+    def forward(self, x):
+        with torch.autocast("cpu", dtype=self.dtype or torch.bfloat16, enabled=bool(self.dtype)):
+            h = torch.tanh(self.a(x))
+        return self.b(h.to(x.dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_inside_the_forward_pass_is_refused(dtype):
+    """A model that runs part of its forward pass under ``torch.autocast`` ended in "internal
+    error: RuntimeError: expected scalar type Float but found BFloat16" where attention was
+    involved, and elsewhere gave curvature from products in 8 or 11 significant bits.  Refused
+    at loading, naming the dtype and the first operation; the same model without autocast runs
+    (a bfloat16 *model* is evaluated in float32, docs/your_model.md)."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(16, 3, generator=g)
+    problem = {"loss": torch.nn.MSELoss(), "inputs": x, "targets": x[:, :1]}
+    name = str(dtype).removeprefix("torch.")
+    with pytest.raises(ValueError, match=rf"^the model computes in {name} inside its forward pa"):
+        problem_from_dict({**problem, "model": _Autocast(dtype)})
+    assert problem_from_dict({**problem, "model": _Autocast()}).dtype == torch.float32
+    as_bf16 = {**problem, "model": _Autocast().to(torch.bfloat16)}
+    assert problem_from_dict(as_bf16).dtype == torch.float32
+
+
 def test_a_model_that_draws_random_numbers_in_eval_mode_is_refused():
     """Noise that ignores ``self.training`` made the loss a random function of w: curvature
     and max lr came out of Lanczos on a noisy operator, silently, and ``net noise --measure``

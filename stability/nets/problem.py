@@ -78,6 +78,7 @@ import numpy as np
 import torch
 from torch.func import grad, jvp, vjp
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from stability.nets.batches import (
@@ -574,7 +575,8 @@ def _rng_state(device: torch.device) -> torch.Tensor:
 def check_loss(problem: NetProblem) -> float:
     """f(w*) as a float; a `ValueError` if the model or the loss fail, draw random numbers (the
     loss would not be a function of w), or two passes over the data differ (it would not be one
-    either), or the loss is not a finite scalar, or it sums over the samples
+    either), or it computes in half precision (`_HalfPrecisionOps`: its curvature would be
+    noise), or the loss is not a finite scalar, or it sums over the samples
     (`_sums_over_samples`) of data in several batches.  One batch with a summed loss is a
     function of w like any other (full-batch gradient descent on the sum); `NetData` then
     refuses to draw minibatches from it (``summed_loss``)."""
@@ -584,7 +586,8 @@ def check_loss(problem: NetProblem) -> float:
             again = _loss_and_scale(problem) if problem.data.passes_may_differ else None
             x, y, _ = next(iter(problem.data))  # a DataLoader draws its seed here, not below
             before = _rng_state(problem.device)
-            problem.batch_loss(problem.w_star, x, y)
+            with _HalfPrecisionOps() as half:
+                problem.batch_loss(problem.w_star, x, y)
     except Exception as err:  # noqa: BLE001 - a user's model: report it on one line
         if "does not require grad and does not have a grad_fn" in str(err):  # under no_grad
             raise ValueError(f"the model or loss uses {AUTOGRAD_IN_FORWARD}") from None
@@ -596,6 +599,15 @@ def check_loss(problem: NetProblem) -> float:
             "the model or loss draws random numbers in eval mode (dropout or noise that does "
             "not check self.training), so the loss is not a function of the weights; draw them "
             "only when self.training (the analysis runs the model in eval mode)"
+        )
+    if half.found:
+        op, dtype = half.found
+        raise ValueError(
+            f"the model computes in {str(dtype).removeprefix('torch.')} inside its forward pass "
+            f"(first in {op}; torch.autocast, or a cast to half precision), where Hessian-vector "
+            f"products "
+            f"have 8 (bfloat16) or 11 (float16) significant bits, noise; turn autocast off for "
+            f"the analysis (it evaluates the model in float32 or float64)"
         )
     if not isinstance(value, torch.Tensor) or value.numel() != 1:
         raise ValueError("loss must return a scalar tensor (the mean over samples)")
@@ -621,6 +633,24 @@ def check_loss(problem: NetProblem) -> float:
             f"at batch size B is the mean-loss run at lr·B), or the data as one batch"
         )
     return f
+
+
+class _HalfPrecisionOps(TorchDispatchMode):
+    """Watches the operations run inside it: ``found`` is the first whose output is float16 or
+    bfloat16, (its name, that dtype), or None."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: tuple[str, torch.dtype] | None = None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if self.found is None:
+            for t in tree_flatten(out)[0]:
+                if isinstance(t, torch.Tensor) and t.dtype in (torch.float16, torch.bfloat16):
+                    self.found = (func.overloadpacket.__name__, t.dtype)
+                    break
+        return out
 
 
 def _loss_and_scale(problem: NetProblem) -> tuple[float, float]:
