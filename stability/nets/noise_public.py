@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from stability.nets.full_precision import full_float32
 from stability.nets.minibatch_moments import (
     nested_columns,
     projected_moments,
@@ -145,6 +146,7 @@ def _check_block_curvature(hessian: np.ndarray, lam_max: float) -> None:
         )
 
 
+@full_float32()
 @refusing_torch_func_limits
 def net_noise(
     problem: str | dict | NetProblem,

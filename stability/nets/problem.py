@@ -89,6 +89,7 @@ from stability.nets.batches import (
     call_model,
     floating_dtype,
 )
+from stability.nets.full_precision import full_float32
 from stability.nets.weight_norm import DefinedWeightNorm, has_weight_norm
 
 REQUIRED = ("model", "loss", "inputs", "targets")
@@ -470,6 +471,7 @@ def evaluation_dtype(model: torch.nn.Module, first_batch: Any) -> torch.dtype:
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
+@full_float32()
 def problem_from_dict(
     found: Any,
     *,

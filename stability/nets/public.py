@@ -23,6 +23,7 @@ import numpy as np
 from stability.checks import check_integer
 from stability.nets.bracket import NetProtocol, linear_start, measure_log_rate, measure_max_lr
 from stability.nets.curvature import HessianOperator, curvature, negative_end
+from stability.nets.full_precision import full_float32
 from stability.nets.minimum import (
     nearness,
     nearness_output,
@@ -201,6 +202,7 @@ class NetCurvature(Result):
     )
 
 
+@full_float32()
 @refusing_torch_func_limits
 def net_curvature(
     problem: str | dict | NetProblem,
@@ -377,6 +379,7 @@ class NetMaxLr(Result):
     )
 
 
+@full_float32()
 @refusing_torch_func_limits
 def net_max_lr(
     problem: str | dict | NetProblem,
@@ -615,6 +618,7 @@ class NetTrain(Result):
     oscillation_ratio: float | None = output("oscillation_curvature / predicted_edge", default=None)
 
 
+@full_float32()
 @refusing_torch_func_limits
 def net_train(
     problem: str | dict | NetProblem,
