@@ -39,8 +39,9 @@ def full_float32() -> Iterator[None]:
     global _depth
     with _lock:
         if _depth == 0:
-            _saved[:] = [b.fp32_precision for b in _backends()]
-            for b in _backends():
+            backends = _backends()
+            _saved[:] = [b.fp32_precision for b in backends]
+            for b in backends:
                 b.fp32_precision = "ieee"
         _depth += 1
     try:

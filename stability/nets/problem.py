@@ -607,9 +607,8 @@ def check_loss(problem: NetProblem) -> float:
         raise ValueError(
             f"the model computes in {str(dtype).removeprefix('torch.')} inside its forward pass "
             f"(first in {op}; torch.autocast, or a cast to half precision), where Hessian-vector "
-            f"products "
-            f"have 8 (bfloat16) or 11 (float16) significant bits, noise; turn autocast off for "
-            f"the analysis (it evaluates the model in float32 or float64)"
+            f"products have 8 (bfloat16) or 11 (float16) significant bits, noise; turn autocast "
+            f"off for the analysis (it evaluates the model in float32 or float64)"
         )
     if not isinstance(value, torch.Tensor) or value.numel() != 1:
         raise ValueError("loss must return a scalar tensor (the mean over samples)")
