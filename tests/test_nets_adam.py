@@ -182,6 +182,48 @@ def test_parameter_groups_in_the_models_order_are_laid_over_it_by_shape(files, t
         load_preconditioner(twin, str(tmp_path / "twins.pt"))
 
 
+def test_a_state_that_names_its_parameters_is_laid_over_the_model_by_name(files, tmp_path):
+    """An optimizer built over ``model.named_parameters()`` keeps each group's names (torch ≥
+    2.6): its groups may list the parameters in any order (here the weights reversed, which
+    order and shape cannot place), and each parameter still gets its own state, also under a
+    wrapper's prefix (``module.``); names of the user's own leave the order-and-shape
+    reading."""
+    net = _net(files)
+    model = net.model
+    named = list(model.named_parameters())
+    weights = [(n, p) for n, p in named if n.endswith("weight")][::-1]
+    biases = [(n, p) for n, p in named if n.endswith("bias")]
+    opt = torch.optim.AdamW(
+        [{"params": weights}, {"params": biases, "weight_decay": 0.0, "betas": (0.9, 0.99)}],
+        lr=0.01,
+    )
+    for _ in range(5):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(net.inputs), net.targets).backward()
+        opt.step()
+    torch.save(opt.state_dict(), tmp_path / "named.pt")
+    pre = load_preconditioner(net, str(tmp_path / "named.pt"))
+    by_name = dict(named)
+    expected = []
+    for name in net.names:
+        group = opt.param_groups[0 if name.endswith("weight") else 1]
+        beta2, v = group["betas"][1], opt.state[by_name[name]]["exp_avg_sq"].reshape(-1)
+        expected.append(1 / (torch.sqrt(v / (1 - beta2**5)) + group["eps"]))
+    assert torch.allclose(pre.P, torch.cat(expected), rtol=1e-14, atol=0)
+
+    def renamed(rename, file):
+        state = opt.state_dict()
+        for group in state["param_groups"]:
+            group["param_names"] = [rename(name) for name in group["param_names"]]
+        torch.save(state, tmp_path / file)
+        return str(tmp_path / file)
+
+    wrapped = load_preconditioner(net, renamed(lambda name: "module." + name, "wrapped.pt"))
+    assert torch.equal(wrapped.P, pre.P)
+    with pytest.raises(ValueError, match=r"^precond_from: .* 2 parameter groups fit .* in no way"):
+        load_preconditioner(net, renamed(lambda name: "p" + name.replace(".", "_"), "own.pt"))
+
+
 def test_a_state_over_the_trainable_parameters_of_a_partly_frozen_model(tmp_path):
     """Fine-tuning freezes some parameters and builds the optimizer over the rest: its state
     belongs to the trainable parameters in the model's order (it was refused as another

@@ -96,9 +96,9 @@ NET_GRANULARITY = option(
 NET_PRECOND_FROM = option(
     "precond_from",
     "Adam/AdamW's preconditioner P = 1/(√v̂ + ε): a torch.save(opt.state_dict()) file of "
-    "torch.optim.Adam/AdamW over model.parameters() (or a checkpoint dict holding one), or "
-    "warmup:N:LR (N full-batch AdamW steps at LR first; the weights are then those after it); "
-    "see docs/adam.md",
+    "torch.optim.Adam/AdamW over model.parameters() or named_parameters() (or a checkpoint "
+    "dict holding one), or warmup:N:LR (N full-batch AdamW steps at LR first; the weights are "
+    "then those after it); see docs/adam.md",
     "str",
     default=None,
     metavar="STATE|warmup:N:LR",

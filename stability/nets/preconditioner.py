@@ -12,8 +12,10 @@ A *source* (`load_preconditioner`) is either
 
 * a file written by ``torch.save(opt.state_dict())`` (or a checkpoint dict with one entry that
   is such a state, as PyTorch's "general checkpoint" keeps it) for a ``torch.optim.Adam`` or
-  ``AdamW`` built over ``model.parameters()`` (in that order; the i-th state entry belongs to
-  the i-th parameter; or over the trainable ones, those with ``requires_grad``), or over
+  ``AdamW`` built over ``model.named_parameters()`` (its state names each parameter, torch ≥
+  2.6, in any order and grouping), or over ``model.parameters()`` (in that order; the i-th
+  state entry belongs to the i-th parameter; or over the trainable ones, those with
+  ``requires_grad``), or over
   parameter groups that each keep the model's order (AdamW's usual split of decayed weights and
   undecayed biases and norms: the groups' interleaving is the one under which every entry has
   its parameter's shape, refused where none or several do): β2 and ε are read from each
@@ -311,6 +313,34 @@ def _groups_in_model_order(entries: dict, groups: list, params: list) -> list:
     return order
 
 
+def _by_param_names(groups: list, names: list[str]) -> list | None:
+    """The (state index, group) of each model parameter, in ``model.parameters()`` order, by the
+    names an optimizer built over ``model.named_parameters()`` keeps in its state (torch ≥ 2.6:
+    each group's ``param_names``), whatever order its groups list them in, and less one prefix
+    common to all (a wrapper's: ``module.`` of DistributedDataParallel, ``_orig_mod.`` of
+    ``torch.compile``); None where the state has no names or they are not the model's (names
+    of the user's own): the parameters are then laid over the model by order and shape."""
+    if not all(
+        isinstance(g.get("param_names"), list) and len(g["param_names"]) == len(g["params"])
+        for g in groups
+    ):
+        return None
+    named = {
+        name: (pid, g)
+        for g in groups
+        for name, pid in zip(g["param_names"], g["params"], strict=True)
+    }
+    if not named or len(named) != len(names):
+        return None
+    first = next(iter(named))
+    for prefix in {first[: len(first) - len(name)] for name in names if first.endswith(name)}:
+        if sorted(name[len(prefix) :] for name in named if name.startswith(prefix)) == sorted(
+            names
+        ):
+            return [named[prefix + name] for name in names]
+    return None
+
+
 def _is_optimizer_state(x: Any) -> bool:
     return isinstance(x, dict) and {"state", "param_groups"} <= set(x)
 
@@ -370,7 +400,10 @@ def _from_file(problem: NetProblem, source: str) -> Preconditioner:
             f"{len(model_params)} (model.parameters(); {len(trainable)} trainable); is it the "
             "state of another model?"
         )
-    if len(groups) > 1:
+    named_ids = _by_param_names(groups, [name for name, _ in model_params])
+    if named_ids is not None:
+        ids = named_ids
+    elif len(groups) > 1:
         ids = _groups_in_model_order(state["state"], groups, [p for _, p in model_params])
     by_name = {name: (pid, g) for (name, _), (pid, g) in zip(model_params, ids, strict=True)}
     shapes = dict(zip(problem.names, problem.shapes, strict=True))
