@@ -25,8 +25,9 @@ from stability.cli.main import main  # noqa: E402
 from stability.nets.curvature import curvature, dense_hessian  # noqa: E402
 from stability.nets.inconsistent import inconsistent_gradient, units  # noqa: E402
 from stability.nets.noise_public import net_noise  # noqa: E402
-from stability.nets.problem import problem_from_dict  # noqa: E402
+from stability.nets.problem import load_problem, problem_from_dict  # noqa: E402
 from stability.nets.public import net_curvature, net_max_lr  # noqa: E402
+from stability.nets.recomputation import REPLACED, without_recomputation  # noqa: E402
 from stability.nets.simulator import simulate  # noqa: E402
 from stability.rules.registry import build_rule, get_spec  # noqa: E402
 
@@ -235,20 +236,20 @@ def test_spread_inputs_that_do_not_fit_the_call_say_how_to_pass_them_whole(model
         problem_from_dict({**spread, "inputs": [x["ids"], x["ids"]]})
 
 
-CHECKPOINTED = textwrap.dedent(
+LIMITS = textwrap.dedent(
     """
     import torch
-    from torch.utils.checkpoint import checkpoint
 
 
-    class Checkpointed(torch.nn.Module):
+    class OnCpu(torch.nn.Module):  # a saved-tensor hook of torch's own
         def __init__(self):
             super().__init__()
             self.body = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh())
             self.head = torch.nn.Linear(4, 1)
 
         def forward(self, x):
-            return self.head(checkpoint(self.body, x, use_reentrant=False))
+            with torch.autograd.graph.save_on_cpu():
+                return self.head(self.body(x))
 
 
     class Twice(torch.autograd.Function):  # no setup_context: torch.func cannot transform it
@@ -301,8 +302,8 @@ CHECKPOINTED = textwrap.dedent(
             return y
 
 
-    def checkpointed():
-        return _problem(Checkpointed())
+    def on_cpu():
+        return _problem(OnCpu())
 
 
     def running():
@@ -353,7 +354,7 @@ CHECKPOINTED = textwrap.dedent(
 @pytest.mark.parametrize(
     "name, words",
     [
-        ("checkpointed", "activation checkpointing"),
+        ("on_cpu", "a saved-tensor hook (torch.autograd.graph.save_on_cpu, or one of its own"),
         ("custom", "custom torch.autograd.Function"),
         ("bag", "whose derivative torch does not implement (_embedding_bag_backward; curv"),
         ("running", "an in-place change of a tensor it keeps (a buffer updated in forward"),
@@ -363,7 +364,7 @@ CHECKPOINTED = textwrap.dedent(
 )
 def test_what_torch_func_cannot_transform_is_refused_naming_the_problem(tmp_path, capsys, name,
                                                                         words):  # fmt: skip
-    """Activation checkpointing and an autograd.Function without setup_context ended in
+    """A saved-tensor hook and an autograd.Function without setup_context ended in
     "internal error: RuntimeError: torch.func... don't yet support saved tensor hooks", an
     EmbeddingBag in "internal error: NotImplementedError: the derivative for
     '_embedding_bag_backward' is not implemented", a buffer updated in forward in "internal
@@ -373,7 +374,7 @@ def test_what_torch_func_cannot_transform_is_refused_naming_the_problem(tmp_path
     an LSTM over a packed sequence, whose refusal then spoke of NumPy only): a one-line refusal
     naming --problem; net train with a stashed rule (first derivatives only) runs."""
     path = tmp_path / "limits.py"
-    path.write_text(CHECKPOINTED)
+    path.write_text(LIMITS)
     spec = f"{path}:{name}"
     for argv in (["net", "curvature", "--k", "2"], ["net", "max-lr", "--rule", "sgd", "--tau",
                  "1", "--k", "2"]):  # fmt: skip
@@ -384,6 +385,82 @@ def test_what_torch_func_cannot_transform_is_refused_naming_the_problem(tmp_path
     argv = ["net", "train", "--rule", "sgd", "--tau", "1", "--lr", "0.01", "--steps", "5"]
     assert main([*argv, "--problem", spec, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["diverged"] is False
+
+
+CHECKPOINTED = textwrap.dedent(
+    """
+    import torch
+    from torch.utils.checkpoint import checkpoint, checkpoint_sequential
+
+    class Blocks(torch.nn.Module):
+        def __init__(self, how):
+            super().__init__()
+            torch.manual_seed(0)
+            self.how = how
+            self.body = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.Tanh(),
+                                            torch.nn.Linear(5, 5), torch.nn.Tanh())
+            self.head = torch.nn.Linear(5, 1)
+
+        def forward(self, x):
+            if self.how == "plain":
+                h = self.body(x)
+            elif self.how == "sequential":
+                h = checkpoint_sequential(self.body, 2, x, use_reentrant=False)
+            else:
+                h = checkpoint(self.body, x, use_reentrant=self.how == "reentrant")
+            return self.head(h)
+
+    def problem(how="plain"):
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(20, 3, generator=g, dtype=torch.float64)
+        return {"model": Blocks(how).double(), "loss": torch.nn.MSELoss(), "inputs": x,
+                "targets": torch.sin(x[:, :1])}
+
+    def reentrant():
+        return problem("reentrant")
+
+    def nonreentrant():
+        return problem("nonreentrant")
+
+    def sequential():
+        return problem("sequential")
+    """
+)
+
+
+@pytest.mark.parametrize("how", ["reentrant", "nonreentrant", "sequential"])
+def test_activation_checkpointing_is_run_plainly_by_the_analysis(tmp_path, capsys, how):
+    """``torch.utils.checkpoint`` (either kind, and ``checkpoint_sequential``) was refused: its
+    hooks defeat torch.func.  The analysis runs the checkpointed segments as they are: the top
+    eigenvalues are the plain model's dense Hessian's, and the commands that step the model
+    run; torch.utils.checkpoint is itself again afterwards."""
+    import torch.utils.checkpoint as checkpointing
+
+    path = tmp_path / "blocks.py"
+    path.write_text(CHECKPOINTED)
+    before = {name: getattr(checkpointing, name) for name in REPLACED}
+    plain = load_problem(f"{path}:problem")
+    dense = np.linalg.eigvalsh(dense_hessian(plain))[::-1][:3]
+    argv = ["net", "curvature", "--k", "3", "--problem", f"{path}:{how}"]
+    assert main([*argv, "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)["eigenvalues"]
+    assert found == pytest.approx(dense.tolist(), rel=1e-10)
+    argv = ["net", "train", "--rule", "sgd", "--tau", "1", "--lr", "0.05", "--steps", "20",
+            "--batch", "8", "--problem", f"{path}:{how}", "--json"]  # fmt: skip
+    assert main(argv) == 0 and json.loads(capsys.readouterr().out)["diverged"] is False
+    assert {name: getattr(checkpointing, name) for name in REPLACED} == before
+
+
+def test_checkpointing_is_restored_when_the_last_analysis_leaves():
+    """Entries nest and come from threads: the first replaces, the last restores."""
+    import torch.utils.checkpoint as checkpointing
+
+    original = checkpointing.CheckpointFunction
+    with without_recomputation():
+        with without_recomputation():
+            assert checkpointing.CheckpointFunction is REPLACED["CheckpointFunction"]
+        assert checkpointing.CheckpointFunction is REPLACED["CheckpointFunction"]
+    assert checkpointing.CheckpointFunction is original
 
 
 def test_weights_renormalised_in_forward_are_refused_naming_the_problem(tmp_path, capsys):

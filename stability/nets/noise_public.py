@@ -38,7 +38,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from stability.nets.full_precision import full_float32
 from stability.nets.minibatch_moments import (
     nested_columns,
     projected_moments,
@@ -46,6 +45,7 @@ from stability.nets.minibatch_moments import (
     subspace_basis,
 )
 from stability.nets.problem import NetProblem, refusing_torch_func_limits
+from stability.nets.torch_settings import analysis_settings
 from stability.noise.minibatch import MinibatchPrediction
 from stability.pipeline import Pipeline
 from stability.result import output
@@ -146,7 +146,7 @@ def _check_block_curvature(hessian: np.ndarray, lam_max: float) -> None:
         )
 
 
-@full_float32()
+@analysis_settings()
 @refusing_torch_func_limits
 def net_noise(
     problem: str | dict | NetProblem,

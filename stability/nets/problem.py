@@ -89,7 +89,7 @@ from stability.nets.batches import (
     call_model,
     floating_dtype,
 )
-from stability.nets.full_precision import full_float32
+from stability.nets.torch_settings import analysis_settings
 from stability.nets.weight_norm import DefinedWeightNorm, has_weight_norm
 
 REQUIRED = ("model", "loss", "inputs", "targets")
@@ -471,7 +471,7 @@ def evaluation_dtype(model: torch.nn.Module, first_batch: Any) -> torch.dtype:
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
-@full_float32()
+@analysis_settings()
 def problem_from_dict(
     found: Any,
     *,
@@ -721,9 +721,10 @@ AUTOGRAD_IN_FORWARD = (
 
 TORCH_FUNC_LIMITS = {
     "You are attempting to call Tensor.requires_grad_()": AUTOGRAD_IN_FORWARD,
-    "saved tensor hooks": "activation checkpointing (torch.utils.checkpoint) or another "
-    "saved-tensor hook, which torch.func cannot differentiate through; turn it off for the "
-    "analysis (it saves memory, it does not change the values)",
+    "saved tensor hooks": "a saved-tensor hook (torch.autograd.graph.save_on_cpu, or one of "
+    "its own; torch.utils.checkpoint the analysis runs plainly), which torch.func cannot "
+    "differentiate through; turn it off for the analysis (it saves memory, it does not change "
+    "the values)",
     "autograd.Function with functorch transforms": "a custom torch.autograd.Function that "
     "torch.func cannot transform (it needs setup_context, and vmap support)",
     "mutate a captured Tensor": "an in-place change of a tensor it keeps (a buffer updated in "

@@ -23,7 +23,6 @@ import numpy as np
 from stability.checks import check_integer
 from stability.nets.bracket import NetProtocol, linear_start, measure_log_rate, measure_max_lr
 from stability.nets.curvature import HessianOperator, curvature, negative_end
-from stability.nets.full_precision import full_float32
 from stability.nets.minimum import (
     nearness,
     nearness_output,
@@ -47,6 +46,7 @@ from stability.nets.rates import predict_rate
 from stability.nets.saddle_flip import saddle_flip
 from stability.nets.simulator import simulate
 from stability.nets.step_counter import chained, counter
+from stability.nets.torch_settings import analysis_settings
 from stability.options import check_given
 from stability.pipeline import Pipeline
 from stability.result import Result, output
@@ -202,7 +202,7 @@ class NetCurvature(Result):
     )
 
 
-@full_float32()
+@analysis_settings()
 @refusing_torch_func_limits
 def net_curvature(
     problem: str | dict | NetProblem,
@@ -379,7 +379,7 @@ class NetMaxLr(Result):
     )
 
 
-@full_float32()
+@analysis_settings()
 @refusing_torch_func_limits
 def net_max_lr(
     problem: str | dict | NetProblem,
@@ -618,7 +618,7 @@ class NetTrain(Result):
     oscillation_ratio: float | None = output("oscillation_curvature / predicted_edge", default=None)
 
 
-@full_float32()
+@analysis_settings()
 @refusing_torch_func_limits
 def net_train(
     problem: str | dict | NetProblem,
