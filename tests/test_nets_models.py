@@ -27,8 +27,8 @@ from stability.nets.inconsistent import inconsistent_gradient, units  # noqa: E4
 from stability.nets.noise_public import net_noise  # noqa: E402
 from stability.nets.problem import load_problem, problem_from_dict  # noqa: E402
 from stability.nets.public import net_curvature, net_max_lr  # noqa: E402
-from stability.nets.recomputation import REPLACED, without_recomputation  # noqa: E402
 from stability.nets.simulator import simulate  # noqa: E402
+from stability.nets.torch_settings import REPLACED  # noqa: E402
 from stability.rules.registry import build_rule, get_spec  # noqa: E402
 
 MODELS = textwrap.dedent(
@@ -449,18 +449,6 @@ def test_activation_checkpointing_is_run_plainly_by_the_analysis(tmp_path, capsy
             "--batch", "8", "--problem", f"{path}:{how}", "--json"]  # fmt: skip
     assert main(argv) == 0 and json.loads(capsys.readouterr().out)["diverged"] is False
     assert {name: getattr(checkpointing, name) for name in REPLACED} == before
-
-
-def test_checkpointing_is_restored_when_the_last_analysis_leaves():
-    """Entries nest and come from threads: the first replaces, the last restores."""
-    import torch.utils.checkpoint as checkpointing
-
-    original = checkpointing.CheckpointFunction
-    with without_recomputation():
-        with without_recomputation():
-            assert checkpointing.CheckpointFunction is REPLACED["CheckpointFunction"]
-        assert checkpointing.CheckpointFunction is REPLACED["CheckpointFunction"]
-    assert checkpointing.CheckpointFunction is original
 
 
 def test_weights_renormalised_in_forward_are_refused_naming_the_problem(tmp_path, capsys):

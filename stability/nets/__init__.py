@@ -4,8 +4,7 @@
   loss, the full batch or a DataLoader, and optionally the pipeline stages; the flat parameter
   vector; the model's dtype and device.
 * `stability.nets.torch_settings` — what the analysis sets in torch while it runs a model:
-  float32 as IEEE float32 (`stability.nets.full_precision`), checkpointed segments run as they
-  are (`stability.nets.recomputation`).
+  float32 as IEEE float32, checkpointed segments run as they are.
 * `stability.nets.batches` — the data: batches of any input structure, weighted full-batch
   sums, minibatch rows.
 * `stability.nets.inconsistent` — backpropagation with forward, backward and recompute weights

@@ -1,4 +1,6 @@
-"""float32 as IEEE float32 while the analysis runs a model (`stability.nets.full_precision`).
+"""What the analysis sets in torch while it runs a model (`stability.nets.torch_settings`):
+float32 as IEEE float32, and checkpointed segments run plainly (their numbers are tested in
+tests/test_nets_models.py).
 
 This machine has no GPU and no bfloat16 units, so lower precision would not change a number
 here: the tests read the backends' settings from inside the model's forward pass and after.
@@ -12,9 +14,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from stability.nets.full_precision import BACKENDS, _backends, full_float32  # noqa: E402
 from stability.nets.noise_public import net_noise  # noqa: E402
 from stability.nets.public import net_curvature, net_max_lr, net_train  # noqa: E402
+from stability.nets.torch_settings import (  # noqa: E402
+    BACKENDS,
+    REPLACED,
+    _backends,
+    full_float32,
+    without_recomputation,
+)
 
 SEEN: list[tuple[str, ...]] = []
 """Every backend's fp32_precision each time a `_Watching` model ran (the analysis runs a copy
@@ -89,3 +97,16 @@ def test_threads_that_overlap_restore_the_settings_once_the_last_leaves(medium_p
     late.join()
     assert seen == [("ieee",) * len(BACKENDS)] * 2
     assert tuple(b.fp32_precision for b in _backends()) == medium_precision
+
+
+def test_checkpointing_is_restored_when_the_last_analysis_leaves():
+    """Entries nest: the first replaces, the last restores (from threads too: the counter is
+    full_float32's, tested above)."""
+    import torch.utils.checkpoint as checkpointing
+
+    original = checkpointing.CheckpointFunction
+    with without_recomputation():
+        with without_recomputation():
+            assert checkpointing.CheckpointFunction is REPLACED["CheckpointFunction"]
+        assert checkpointing.CheckpointFunction is REPLACED["CheckpointFunction"]
+    assert checkpointing.CheckpointFunction is original
