@@ -122,6 +122,27 @@ def test_a_general_checkpoint_gives_the_optimizer_state_it_holds(files, tmp_path
         load_preconditioner(net, str(tmp_path / "two.pt"))
 
 
+def _split_adamw(net, weights, biases, steps):
+    """AdamW's usual split over ``net``'s model (weights decayed; biases not, and with their own
+    β2), stepped ``steps`` times on the full batch, and the P it holds for each of the
+    problem's parameters (``opt.state[p]``, read by name), flat in the problem's order."""
+    opt = torch.optim.AdamW(
+        [{"params": weights}, {"params": biases, "weight_decay": 0.0, "betas": (0.9, 0.99)}],
+        lr=0.01,
+    )
+    for _ in range(steps):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(net.model(net.inputs), net.targets).backward()
+        opt.step()
+    named = dict(net.model.named_parameters())
+    expected = []
+    for name in net.names:
+        group = opt.param_groups[0 if name.endswith("weight") else 1]
+        beta2, v = group["betas"][1], opt.state[named[name]]["exp_avg_sq"].reshape(-1)
+        expected.append(1 / (torch.sqrt(v / (1 - beta2**steps)) + group["eps"]))
+    return opt, torch.cat(expected)
+
+
 def test_parameter_groups_in_the_models_order_are_laid_over_it_by_shape(files, tmp_path):
     """AdamW's usual split (weights decayed, biases not: two groups, each in the model's
     order) gives each parameter its own state, as the optimizer holds it (``opt.state[p]``);
@@ -130,23 +151,10 @@ def test_parameter_groups_in_the_models_order_are_laid_over_it_by_shape(files, t
     model = net.model
     weights = [p for n, p in model.named_parameters() if n.endswith("weight")]
     biases = [p for n, p in model.named_parameters() if n.endswith("bias")]
-    opt = torch.optim.AdamW(
-        [{"params": weights}, {"params": biases, "weight_decay": 0.0, "betas": (0.9, 0.99)}],
-        lr=0.01,
-    )
-    for _ in range(7):
-        opt.zero_grad()
-        torch.nn.functional.mse_loss(model(net.inputs), net.targets).backward()
-        opt.step()
+    opt, expected = _split_adamw(net, weights, biases, 7)
     torch.save(opt.state_dict(), tmp_path / "groups.pt")
     pre = load_preconditioner(net, str(tmp_path / "groups.pt"))
-    named = dict(model.named_parameters())
-    expected = []
-    for name in net.names:
-        group = opt.param_groups[0 if name.endswith("weight") else 1]
-        beta2, v = group["betas"][1], opt.state[named[name]]["exp_avg_sq"].reshape(-1)
-        expected.append(1 / (torch.sqrt(v / (1 - beta2**7)) + group["eps"]))
-    assert torch.allclose(pre.P, torch.cat(expected), rtol=1e-14, atol=0)
+    assert torch.allclose(pre.P, expected, rtol=1e-14, atol=0)
 
     reversed_weights = torch.optim.AdamW([{"params": weights[::-1]}, {"params": biases}])
     reversed_weights.zero_grad()
@@ -189,27 +197,13 @@ def test_a_state_that_names_its_parameters_is_laid_over_the_model_by_name(files,
     wrapper's prefix (``module.``); names of the user's own leave the order-and-shape
     reading."""
     net = _net(files)
-    model = net.model
-    named = list(model.named_parameters())
+    named = list(net.model.named_parameters())
     weights = [(n, p) for n, p in named if n.endswith("weight")][::-1]
     biases = [(n, p) for n, p in named if n.endswith("bias")]
-    opt = torch.optim.AdamW(
-        [{"params": weights}, {"params": biases, "weight_decay": 0.0, "betas": (0.9, 0.99)}],
-        lr=0.01,
-    )
-    for _ in range(5):
-        opt.zero_grad()
-        torch.nn.functional.mse_loss(model(net.inputs), net.targets).backward()
-        opt.step()
+    opt, expected = _split_adamw(net, weights, biases, 5)
     torch.save(opt.state_dict(), tmp_path / "named.pt")
     pre = load_preconditioner(net, str(tmp_path / "named.pt"))
-    by_name = dict(named)
-    expected = []
-    for name in net.names:
-        group = opt.param_groups[0 if name.endswith("weight") else 1]
-        beta2, v = group["betas"][1], opt.state[by_name[name]]["exp_avg_sq"].reshape(-1)
-        expected.append(1 / (torch.sqrt(v / (1 - beta2**5)) + group["eps"]))
-    assert torch.allclose(pre.P, torch.cat(expected), rtol=1e-14, atol=0)
+    assert torch.allclose(pre.P, expected, rtol=1e-14, atol=0)
 
     def renamed(rename, file):
         state = opt.state_dict()
