@@ -77,11 +77,13 @@ def register(sub) -> None:
         sub,
         "net",
         usage="curvature|max-lr|train|noise --problem FILE.py:FUNC [options] [--json]",
-        help="a PyTorch model: curvature per stage, predicted max lr, delayed-pipeline simulator",
+        help="a PyTorch model: curvature per stage, predicted max lr, delayed-pipeline "
+        "simulator, minibatch theory",
         description="A user's PyTorch model split into pipeline stages: its top Hessian "
         "eigenvalues (curvature), the max stable lr of a rule with per-stage delays on that "
-        "curvature (max-lr, --measure: bracketed by simulation), or a delayed training run "
-        "(train).  `stability net SUBCOMMAND --help` lists each one's flags.",
+        "curvature (max-lr, --measure: bracketed by simulation), a delayed training run "
+        "(train), or the minibatch theory near a minimum (noise).  `stability net SUBCOMMAND "
+        "--help` lists each one's flags.",
         examples=EXAMPLES,
     )
     net = p.add_subparsers(dest="net_command", metavar="SUBCOMMAND", parser_class=Parser)
