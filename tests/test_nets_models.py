@@ -252,25 +252,6 @@ LIMITS = textwrap.dedent(
                 return self.head(self.body(x))
 
 
-    class Twice(torch.autograd.Function):  # no setup_context: torch.func cannot transform it
-        @staticmethod
-        def forward(ctx, x):
-            return 2 * x
-
-        @staticmethod
-        def backward(ctx, g):
-            return 2 * g
-
-
-    class Custom(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.lin = torch.nn.Linear(3, 1)
-
-        def forward(self, x):
-            return Twice.apply(self.lin(x))
-
-
     def _problem(model):
         g = torch.Generator().manual_seed(0)
         x = torch.randn(20, 3, generator=g, dtype=torch.float64)
@@ -344,47 +325,63 @@ LIMITS = textwrap.dedent(
     def bag():
         return _problem(Bag())
 
-
-    def custom():
-        return _problem(Custom())
     """
 )
 
 
 @pytest.mark.parametrize(
-    "name, words",
+    "name, words, curvature",
     [
-        ("on_cpu", "a saved-tensor hook (torch.autograd.graph.save_on_cpu, or one of its own"),
-        ("custom", "custom torch.autograd.Function"),
-        ("bag", "whose derivative torch does not implement (_embedding_bag_backward; curv"),
-        ("running", "an in-place change of a tensor it keeps (a buffer updated in forward"),
-        ("to_numpy", "reads a tensor's memory directly in its forward pass (.numpy(), or"),
-        ("packed", "or an RNN over a sequence packed by pack_padded_sequence), which torch.func"),
+        ("on_cpu", "a saved-tensor hook (torch.autograd.graph.save_on_cpu, or one of its own", 0),
+        ("bag", "whose derivative torch does not implement (_embedding_bag_backward; curv", 2),
+        ("to_numpy", "reads a tensor's memory directly in its forward pass (.numpy(), or", 0),
+        (
+            "packed",
+            "or an RNN over a sequence packed by pack_padded_sequence), which torch.func",
+            0,
+        ),
     ],
 )
-def test_what_torch_func_cannot_transform_is_refused_naming_the_problem(tmp_path, capsys, name,
-                                                                        words):  # fmt: skip
-    """A saved-tensor hook and an autograd.Function without setup_context ended in
-    "internal error: RuntimeError: torch.func... don't yet support saved tensor hooks", an
-    EmbeddingBag in "internal error: NotImplementedError: the derivative for
-    '_embedding_bag_backward' is not implemented", a buffer updated in forward in "internal
-    error: RuntimeError: During a grad (vjp, jvp, grad, etc) transform, the function provided
-    attempted to call in-place operation", a ``.numpy()`` in forward in "internal error:
-    RuntimeError: Cannot access data pointer of Tensor that doesn't have storage" (and so did
-    an LSTM over a packed sequence, whose refusal then spoke of NumPy only): a one-line refusal
-    naming --problem; net train with a stashed rule (first derivatives only) runs."""
+def test_what_torch_func_cannot_transform_is_refused_naming_the_problem(
+    tmp_path, capsys, name, words, curvature
+):
+    """A saved-tensor hook ended in "internal error: RuntimeError: torch.func... don't yet
+    support saved tensor hooks", an EmbeddingBag in "internal error: NotImplementedError: the
+    derivative for '_embedding_bag_backward' is not implemented", a ``.numpy()`` in forward in
+    "internal error: RuntimeError: Cannot access data pointer of Tensor that doesn't have
+    storage" (and so did an LSTM over a packed sequence, whose refusal then spoke of NumPy
+    only): a command that needs torch.func (net noise) refuses in one line naming --problem;
+    curvature and max lr, plain autograd, answer all but the EmbeddingBag (no second
+    derivative in torch); net train with a stashed rule (first derivatives only) runs."""
     path = tmp_path / "limits.py"
     path.write_text(LIMITS)
     spec = f"{path}:{name}"
-    for argv in (["net", "curvature", "--k", "2"], ["net", "max-lr", "--rule", "sgd", "--tau",
-                 "1", "--k", "2"]):  # fmt: skip
-        assert main([*argv, "--problem", spec]) == 2
+    noise = ["net", "noise", "--rule", "sgd", "--batch", "4", "--lr", "0.01", "--k", "2"]
+    max_lr = ["net", "max-lr", "--rule", "sgd", "--tau", "1", "--k", "2"]
+    for argv, code in ((noise, 2), (["net", "curvature", "--k", "2"], curvature),
+                       (max_lr, curvature)):  # fmt: skip
+        assert main([*argv, "--problem", spec]) == code
         err = capsys.readouterr().err
-        assert err.startswith("stability: error: --problem: the model uses ") and words in err
-        assert err.count("\n") == 1
+        if code == 2:
+            assert err.startswith("stability: error: --problem: the model uses ") and words in err
+            assert err.count("\n") == 1
     argv = ["net", "train", "--rule", "sgd", "--tau", "1", "--lr", "0.01", "--steps", "5"]
     assert main([*argv, "--problem", spec, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["diverged"] is False
+
+
+def test_a_model_that_changes_its_buffers_in_eval_mode_is_refused_at_loading(tmp_path, capsys):
+    """A buffer updated in every forward pass, eval mode too (a running statistic), makes the
+    loss depend on how often the model ran; torch.func refused it where it transformed the
+    model, plain autograd would not: it is refused at loading, by every command."""
+    path = tmp_path / "limits.py"
+    path.write_text(LIMITS)
+    for argv in (["net", "curvature", "--k", "2"], ["net", "train", "--rule", "sgd", "--tau",
+                 "1", "--lr", "0.01", "--steps", "5"]):  # fmt: skip
+        assert main([*argv, "--problem", f"{path}:running"]) == 2
+        err = capsys.readouterr().err
+        assert "the model uses an in-place change of a tensor it keeps (a buffer updated" in err
+        assert err.startswith("stability: error: --problem ") and err.count("\n") == 1
 
 
 CHECKPOINTED = textwrap.dedent(
@@ -449,6 +446,136 @@ def test_activation_checkpointing_is_run_plainly_by_the_analysis(tmp_path, capsy
             "--batch", "8", "--problem", f"{path}:{how}", "--json"]  # fmt: skip
     assert main(argv) == 0 and json.loads(capsys.readouterr().out)["diverged"] is False
     assert {name: getattr(checkpointing, name) for name in REPLACED} == before
+
+
+CUSTOM = textwrap.dedent(
+    """
+    import torch
+    from torch.autograd.function import once_differentiable
+
+
+    class Tanh(torch.autograd.Function):  # no setup_context: torch.func cannot transform it
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return torch.tanh(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * (1 - torch.tanh(x) ** 2)
+
+
+    class OnceTanh(Tanh):
+        backward = staticmethod(once_differentiable(Tanh.backward))
+
+
+    class KernelTanh(Tanh):  # a backward whose result has no history in x, as a kernel's
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * (1 - torch.tanh(x.detach()) ** 2)
+
+
+    class Relu(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x.clamp(min=0)
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * (x > 0).to(g.dtype)
+
+
+    class Net(torch.nn.Module):
+        def __init__(self, act):
+            super().__init__()
+            torch.manual_seed(0)
+            self.act = act
+            self.a = torch.nn.Linear(3, 12)
+            self.b = torch.nn.Linear(12, 1)
+
+        def forward(self, x):
+            return self.b(self.act(self.a(x)))
+
+
+    def _problem(act, dtype=torch.float64):
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(48, 3, generator=g, dtype=torch.float64).to(dtype)
+        return {"model": Net(act).to(dtype), "loss": torch.nn.MSELoss(), "inputs": x,
+                "targets": torch.sin(x[:, :1])}
+
+
+    def tanh(): return _problem(Tanh.apply)
+    def plain_tanh(): return _problem(torch.tanh)
+    def once(): return _problem(OnceTanh.apply)
+    def kernel(): return _problem(KernelTanh.apply)
+    def kernel32(): return _problem(KernelTanh.apply, torch.float32)
+    def relu(): return _problem(Relu.apply)
+    def relu32(): return _problem(Relu.apply, torch.float32)
+    def plain_relu(): return _problem(torch.relu)
+    """
+)
+
+
+def test_a_custom_autograd_function_is_answered_by_plain_autograd(tmp_path, capsys):
+    """A custom ``autograd.Function`` without ``setup_context`` (torch.func cannot transform
+    it) was refused by every command that needs curvature; the gradient and the products are
+    plain autograd outside vmap, so curvature and max lr (--measure too) answer it, equal to
+    the same model written with torch.tanh/relu (dense Hessian); a command that needs
+    torch.func (net noise) refuses it naming what would answer."""
+    path = tmp_path / "custom.py"
+    path.write_text(CUSTOM)
+    for custom, plain in (("tanh", "plain_tanh"), ("relu", "plain_relu")):
+        dense = np.linalg.eigvalsh(dense_hessian(load_problem(f"{path}:{plain}")))[::-1][:3]
+        assert main(["net", "curvature", "--k", "3", "--problem", f"{path}:{custom}",
+                     "--json"]) == 0  # fmt: skip
+        found = json.loads(capsys.readouterr().out)["eigenvalues"]
+        assert found == pytest.approx(dense.tolist(), rel=1e-10)
+    argv = ["net", "max-lr", "--rule", "sgd", "--tau", "1", "--k", "2", "--measure", "--problem"]
+    assert main([*argv, f"{path}:tanh", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    low, high = out["measured_bracket"]
+    assert 0.95 * low <= out["max_lr"] <= 1.05 * high
+    argv = ["net", "noise", "--rule", "sgd", "--batch", "4", "--lr", "0.01", "--k", "2"]
+    assert main([*argv, "--problem", f"{path}:tanh"]) == 2
+    err = capsys.readouterr().err
+    assert "custom torch.autograd.Function that torch.func cannot transform" in err
+    assert "net curvature, net max-lr (--measure too)" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "name, words",
+    [
+        ("once", "Function, OnceTanh, whose backward is @once_differentiable: torch's second"),
+        ("kernel", "Functions (KernelTanh) whose second derivative is not the derivative of"),
+        ("kernel32", "Functions (KernelTanh) whose second derivative is not the derivative of"),
+    ],
+)
+def test_a_custom_function_without_a_second_derivative_is_refused_where_one_is_needed(
+    tmp_path, capsys, name, words
+):
+    """torch differentiates a custom Function's backward as written: marked
+    ``@once_differentiable``, or through a result without history (a kernel's), its second
+    derivative is silently missing (zero for tanh), and curvature came out wrong without a word
+    (λ₁ 3.15 for 3.65 on a small tanh MLP).  Such a model is refused by the commands that need
+    curvature, naming the Function; net train with a stashed rule (first derivatives) runs it.
+    A custom ReLU whose second derivative is right (zero, kinks between) is answered, float32
+    included."""
+    path = tmp_path / "custom.py"
+    path.write_text(CUSTOM)
+    for argv in (["net", "curvature", "--k", "2"], ["net", "max-lr", "--rule", "sgd", "--tau",
+                 "1", "--k", "2"]):  # fmt: skip
+        assert main([*argv, "--problem", f"{path}:{name}"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("stability: error: --problem: the model uses ") and words in err
+        assert err.count("\n") == 1
+    argv = ["net", "train", "--rule", "sgd", "--tau", "1", "--lr", "0.01", "--steps", "5"]
+    assert main([*argv, "--problem", f"{path}:{name}", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["diverged"] is False
+    assert main(["net", "curvature", "--k", "2", "--problem", f"{path}:relu32"]) == 0
 
 
 def test_weights_renormalised_in_forward_are_refused_naming_the_problem(tmp_path, capsys):

@@ -5,6 +5,8 @@
   vector; the model's dtype and device.
 * `stability.nets.torch_settings` — what the analysis sets in torch while it runs a model:
   float32 as IEEE float32, checkpointed segments run as they are.
+* `stability.nets.second_derivative` — whether torch's second derivative of the model is the
+  derivative of its gradient (custom autograd.Functions, values taken out of the graph).
 * `stability.nets.batches` — the data: batches of any input structure, weighted full-batch
   sums, minibatch rows.
 * `stability.nets.inconsistent` — backpropagation with forward, backward and recompute weights

@@ -61,6 +61,19 @@ def rows(tree: Any, index: Any) -> Any:
     return tree_map(lambda t: t[index] if isinstance(t, torch.Tensor) and t.ndim >= 1 else t, tree)
 
 
+def first_rows(tree: Any, n: int, few: int, copies: int = 1) -> Any:
+    """The first ``few`` samples of a batch of ``n`` (every tensor leaf whose first dimension
+    is the batch's; a tensor all samples share stays whole), given ``copies`` times in a row."""
+    return tree_map(
+        lambda t: (
+            torch.cat([t[:few]] * copies)
+            if isinstance(t, torch.Tensor) and t.ndim >= 1 and t.shape[0] == n
+            else t
+        ),
+        tree,
+    )
+
+
 def sample(tree: Any) -> Any:
     """One sample of per-sample tensors as a batch of one: every tensor leaf of ``tree``
     unsqueezed at dimension 0 (inside ``torch.func.vmap`` over the samples)."""

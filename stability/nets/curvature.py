@@ -282,6 +282,7 @@ def dense_hessian(problem: NetProblem) -> np.ndarray:
         raise ValueError(
             f"the dense Hessian needs p ≤ {DENSE_HESSIAN_MAX} parameters, got {problem.dim}"
         )
+    problem.needs_second_derivative()
     H = torch.autograd.functional.hessian(problem.loss, problem.w_star.detach()).detach()
     H = H.to(device="cpu", dtype=torch.float64).numpy()
     return 0.5 * (H + H.T)

@@ -336,29 +336,25 @@ def _host(t: torch.Tensor) -> np.ndarray:
     return t.detach().to(device="cpu", dtype=torch.float64).numpy()
 
 
-def _batched(problem: NetProblem, fn, *args: torch.Tensor) -> torch.Tensor:
-    """``fn`` on each run's rows of ``args`` (`stability.nets.vectorize.vectorized`; the
-    same randomness for every run: a DataLoader draws its base seed on every pass, and the
-    model is in eval mode, nothing else random)."""
-    return vectorized(problem, fn, *args, randomness="same").detach()
+def _batched(problem: NetProblem, fn, *args: torch.Tensor, looped=None) -> torch.Tensor:
+    """``fn`` on each run's rows of ``args`` (`stability.nets.vectorize.vectorized`, ``looped``
+    in its loop; the same randomness for every run: a DataLoader draws its base seed on every
+    pass, and the model is in eval mode, nothing else random)."""
+    return vectorized(problem, fn, *args, randomness="same", looped=looped).detach()
 
 
 def _oracle(problem: NetProblem, blocks, passes: Sequence[Passes], index) -> torch.Tensor:
     """∇f at the forward weights the stages' passes assembled (weight stashing: the backward
     pass uses the same weights), one gradient per run."""
     u = _assemble(problem, blocks, passes, "forward")
-    if u.shape[0] == 1:
-        return _eager_gradient(problem, u[0], index)[None]
-    return _batched(problem, lambda w: problem.gradient(w, index), u)
-
-
-def _eager_gradient(problem: NetProblem, w: torch.Tensor, index) -> torch.Tensor:
-    """∇f(w) of one run by plain ``torch.autograd``: the operations of `NetProblem.gradient`
-    without torch.func's per-call wrapping and vmap over a single run (0.3 ms instead of
-    1.0 ms a step on the diabetes example, the same numbers)."""
-    w = w.detach().requires_grad_(True)
-    with torch.enable_grad():
-        return torch.autograd.grad(problem.loss(w, index), w)[0].detach()
+    if u.shape[0] == 1:  # plain autograd: no vmap over a single run
+        return problem.gradient(u[0], index)[None]
+    return _batched(
+        problem,
+        lambda w: problem.transformable_gradient(w, index),
+        u,
+        looped=lambda w: problem.gradient(w, index),
+    )
 
 
 def _inconsistent_oracle(

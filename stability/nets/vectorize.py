@@ -33,10 +33,17 @@ def _length(args: tuple, dims: tuple) -> int:
 
 
 def vectorized(
-    owner: object, fn: Callable, *args: Any, in_dims: int | tuple = 0, randomness: str = "error"
+    owner: object,
+    fn: Callable,
+    *args: Any,
+    in_dims: int | tuple = 0,
+    randomness: str = "error",
+    looped: Callable | None = None,
 ) -> torch.Tensor:
     """``fn`` over the axis ``in_dims`` of ``args`` (as `torch.func.vmap`), outputs stacked on
-    a new first axis; a loop where vmap fails for ``owner`` (module doc)."""
+    a new first axis; a loop where vmap fails for ``owner`` (module doc), calling ``looped``
+    where given: the same function by plain autograd, for a model no torch.func transform
+    takes (a custom ``autograd.Function`` without ``setup_context``)."""
     dims = in_dims if isinstance(in_dims, tuple) else (in_dims,) * len(args)
     if id(owner) not in _NO_VMAP:
         try:
@@ -49,9 +56,10 @@ def vectorized(
             return arg
         return tree_map(lambda t: t.select(dim, i) if isinstance(t, torch.Tensor) else t, arg)
 
+    one = fn if looped is None else looped
     count = _length(args, dims)
     return torch.stack(
-        [fn(*(take(a, d, i) for a, d in zip(args, dims, strict=True))) for i in range(count)]
+        [one(*(take(a, d, i) for a, d in zip(args, dims, strict=True))) for i in range(count)]
     )
 
 

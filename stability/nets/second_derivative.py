@@ -1,0 +1,149 @@
+"""Whether torch's second derivative of a model is the derivative of its gradient: custom
+``torch.autograd.Function`` backwards and values taken out of the graph.
+
+The curvature the analysis reads is the derivative of the gradient, ∇²f·v = d/dh ∇f(w + hv).
+Torch computes it by differentiating each operation's backward as written, and a custom
+Function's backward is differentiated only as far as it is made of differentiable torch
+operations: one marked ``@once_differentiable`` runs under ``no_grad``, and one that calls a
+kernel of its own (a C++/CUDA extension) returns tensors without history.  Either way torch
+2.13 returns Hessian-vector products that lack every term through the Function, without a
+word — in ``torch.func`` and plain autograd alike, and ``torch.autograd.functional.hessian``
+agrees with them (measured: tanh written as such a Function has a zero second derivative).
+
+The same happens, without a custom Function, where the forward pass takes a value out of the
+graph that depends on the weights (``.detach()``, ``.item()``, ``.numpy()``, a stop-gradient):
+the gradient treats it as a constant, but a step moves it, and the derivative of the gradient
+— the Jacobian of a step, what the analysis linearises — has the term the product lacks.
+
+`second_derivative_missing` looks at the graph of one batch's loss (its first few samples)
+for custom Functions and refuses a ``once_differentiable`` one by name.  Then the product
+along a random unit direction v is compared with central differences of the gradient,
+
+    D(h) = (∇f(w + hv) − ∇f(w − hv)) / 2h,      h = ε^{1/3}·max(1, ‖w‖),
+
+at h and h/2, on the coordinates whose gradient is not exactly zero (v leaves the others:
+torch never moves an embedding's padding row, whose column of the Jacobian of ∇f the
+product, v·J, and the differences, J·v, would otherwise read differently): the model is
+refused where the two differences agree with each other (to a tenth of their distance from
+the product: the differences are smooth there, no kink of a ReLU in between) and the product
+differs from D(h/2) by more than `MISMATCH` of the larger.
+(Central differences err by O(h²) + O(ε/h): ~10⁻¹⁰ relative in float64, ~10⁻⁴ in float32.)
+The refusal is made where a second derivative is first needed
+(`stability.nets.problem.NetProblem.hvp`), so that ``net train`` with a stashed rule, which
+needs first derivatives only, still runs the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch.autograd.function import once_differentiable
+
+MISMATCH = 0.01
+"""The relative distance between the product and the differences that refuses a model."""
+
+_ONCE_DIFFERENTIABLE = once_differentiable(lambda ctx: None).__code__
+"""The code of every backward ``@once_differentiable`` wraps (one wrapper function)."""
+
+
+def custom_functions(loss: torch.Tensor) -> list[type]:
+    """The custom ``autograd.Function`` classes on the graph of ``loss``, in the order met."""
+    found: list[type] = []
+    seen: set = set()
+    stack = [loss.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        cls = getattr(node, "_forward_cls", None)
+        if cls is not None and cls not in found:
+            found.append(cls)
+        stack.extend(fn for fn, _ in node.next_functions)
+    return found
+
+
+def _product_and_differences(
+    loss_of: Callable[[torch.Tensor], torch.Tensor], w: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(∇²f·v, D(h), D(h/2)) along a seeded random unit v that leaves the coordinates whose
+    gradient is exactly zero (an embedding's padding row, which torch never moves; a dead
+    unit's weights) where they are, on the other coordinates (module doc)."""
+
+    def gradient(u: torch.Tensor) -> torch.Tensor:
+        u = u.detach().requires_grad_(True)
+        out = torch.autograd.grad(loss_of(u), u, allow_unused=True)[0]
+        return torch.zeros_like(u) if out is None else out.detach()
+
+    with torch.enable_grad():
+        u = w.detach().requires_grad_(True)
+        first = torch.autograd.grad(loss_of(u), u, create_graph=True, allow_unused=True)[0]
+        if first is None or not first.requires_grad:
+            zero = torch.zeros(0, dtype=w.dtype, device=w.device)
+            return zero, zero, zero
+        moving = first.detach() != 0
+        g = torch.Generator().manual_seed(0)
+        v = torch.randn(w.shape, generator=g, dtype=torch.float64).to(w) * moving
+        v = v / torch.linalg.vector_norm(v)
+        product = torch.autograd.grad(first, u, v, allow_unused=True)[0]
+        product = torch.zeros_like(w) if product is None else product.detach()
+        h = float(torch.finfo(w.dtype).eps) ** (1 / 3) * max(1.0, float(w.norm()))
+        wide, narrow = (
+            (gradient(w + step * v) - gradient(w - step * v)) / (2 * step) for step in (h, h / 2)
+        )
+    return product[moving], wide[moving], narrow[moving]
+
+
+def second_derivative_missing(
+    loss_of: Callable[[torch.Tensor], torch.Tensor], w: torch.Tensor
+) -> str | None:
+    """Why torch's second derivative of ``loss_of`` at ``w`` (one batch's first samples) is
+    not the derivative of its gradient — a custom Function on its graph (module doc) — as the
+    refusal says it; None where there is no custom Function or it is."""
+    try:
+        with torch.enable_grad():
+            functions = custom_functions(loss_of(w.detach().requires_grad_(True)))
+    except Exception:  # noqa: BLE001 - rows that do not run alone: the commands will say
+        return None
+    remedy = "; write the backward with differentiable torch operations (net train with a "
+    remedy += "stashed rule runs the model as it is: it needs first derivatives only)"
+    for cls in functions:
+        if getattr(cls.backward, "__code__", None) is _ONCE_DIFFERENTIABLE:
+            return (
+                f"the model uses a custom torch.autograd.Function, {cls.__name__}, whose "
+                "backward is @once_differentiable: torch's second derivative through it is "
+                f"silently zero, so curvature would miss every term through it{remedy}"
+            )
+    try:
+        product, wide, narrow = _product_and_differences(loss_of, w)
+    except Exception:  # noqa: BLE001 - no second derivative at all: the commands will say
+        return None
+    if not product.numel():  # a loss at most linear in w
+        return None
+    distance = float(torch.linalg.vector_norm(product - narrow))
+    scale = max(float(torch.linalg.vector_norm(product)), float(torch.linalg.vector_norm(narrow)))
+    smooth = float(torch.linalg.vector_norm(wide - narrow)) < 0.1 * distance
+    if not (distance > MISMATCH * scale and smooth):
+        return None
+    differs = (
+        "a Hessian-vector product differs from central differences of the gradient by "
+        f"{distance / scale:.2g} of its size"
+    )
+    if functions:
+        names = ", ".join(cls.__name__ for cls in functions)
+        return (
+            f"the model uses custom torch.autograd.Functions ({names}) whose second derivative "
+            f"is not the derivative of their gradient ({differs}): a backward that calls a "
+            f"kernel of its own, or other operations torch cannot differentiate, drops every "
+            f"term through it{remedy}"
+        )
+    return (
+        f"the model's second derivative is not the derivative of its gradient ({differs}): "
+        f"a value its forward pass takes out of torch's graph (.detach(), .item(), .numpy(), a "
+        f"stop-gradient) depends on the weights, and the derivative of the gradient drops that "
+        f"dependence, which a step follows; keep that value in the graph{remedy}"
+    )
+
+
+__all__ = ["MISMATCH", "custom_functions", "second_derivative_missing"]
