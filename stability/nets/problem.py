@@ -765,22 +765,26 @@ CHANGED_BUFFER = (
 )
 """A model that changes its buffers in its forward pass in eval mode, as the refusals say it."""
 
+PLAIN_AUTOGRAD = (
+    ", which this command needs; net curvature, net max-lr (--measure too) and net train with a "
+    "stashed rule run such a model by plain autograd"
+)
+"""What answers a model torch.func cannot transform, as the refusals say it."""
+
 TORCH_FUNC_LIMITS = {
     "You are attempting to call Tensor.requires_grad_()": AUTOGRAD_IN_FORWARD,
     "saved tensor hooks": "a saved-tensor hook (torch.autograd.graph.save_on_cpu, or one of "
     "its own; torch.utils.checkpoint the analysis runs plainly), which torch.func cannot "
-    "differentiate through; turn it off for the analysis (it saves memory, it does not change "
-    "the values)",
+    f"differentiate through{PLAIN_AUTOGRAD}; or turn it off for the analysis (it saves memory, "
+    "it does not change the values)",
     "autograd.Function with functorch transforms": "a custom torch.autograd.Function that "
-    "torch.func cannot transform (it needs setup_context, and vmap support), which this "
-    "command needs; net curvature, net max-lr (--measure too) and net train with a stashed "
-    "rule run such a model by plain autograd",
+    f"torch.func cannot transform (it needs setup_context, and vmap support){PLAIN_AUTOGRAD}",
     "mutate a captured Tensor": CHANGED_BUFFER,
     "Cannot access data pointer of Tensor that doesn't have storage": "an operation that "
     "reads a tensor's memory directly in its forward pass (.numpy(), or an RNN over a "
-    "sequence packed by pack_padded_sequence), which torch.func cannot transform; compute that "
-    "part with torch operations (an RNN: give it the padded batch and mask the padding in the "
-    "loss)",
+    f"sequence packed by pack_padded_sequence), which torch.func cannot transform"
+    f"{PLAIN_AUTOGRAD}; or compute that part with torch operations (an RNN: give it the padded "
+    "batch and mask the padding in the loss)",
     "its base or another view of its base has been modified inplace": "an in-place change of "
     "its weights in its forward pass (such as F.embedding's max_norm renormalising rows), so "
     "the loss is not a function of the weights alone; drop it for the analysis",
@@ -795,8 +799,9 @@ NO_DERIVATIVE = re.compile(r"derivative for '?([\w.:]+?)'? is not implemented")
 def refusing_torch_func_limits(function: Callable) -> Callable:
     """Decorate a ``net`` function: a model torch.func cannot transform (`TORCH_FUNC_LIMITS`) is
     refused with a one-line `ValueError` naming the problem, not an internal error.  Plain
-    autograd runs such a model (`net train` with a stashed SGD-type rule or real Adam), so the
-    limit is met where a torch.func transform is first applied, not at loading."""
+    autograd runs such a model (`net curvature`, `net max-lr`, `net train` with a stashed
+    SGD-type rule or real Adam), so the limit is met where a torch.func transform is first
+    applied, not at loading."""
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
