@@ -373,7 +373,8 @@ def test_what_torch_func_cannot_transform_is_refused_naming_the_problem(
 def test_a_model_that_changes_its_buffers_in_eval_mode_is_refused_at_loading(tmp_path, capsys):
     """A buffer updated in every forward pass, eval mode too (a running statistic), makes the
     loss depend on how often the model ran; torch.func refused it where it transformed the
-    model, plain autograd would not: it is refused at loading, by every command."""
+    model, plain autograd would not: it is refused at loading, by every command.  Buffers the
+    forward pass leaves as they are load, NaN ones too."""
     path = tmp_path / "limits.py"
     path.write_text(LIMITS)
     for argv in (["net", "curvature", "--k", "2"], ["net", "train", "--rule", "sgd", "--tau",
@@ -382,6 +383,21 @@ def test_a_model_that_changes_its_buffers_in_eval_mode_is_refused_at_loading(tmp
         err = capsys.readouterr().err
         assert "the model uses an in-place change of a tensor it keeps (a buffer updated" in err
         assert err.startswith("stability: error: --problem ") and err.count("\n") == 1
+
+    class Kept(torch.nn.Module):  # buffers left as they are: NaN (uninitialised) and an int
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 1).double()
+            self.register_buffer("junk", torch.full((4,), float("nan")))
+            self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+
+        def forward(self, x):
+            return self.lin(x)
+
+    x = torch.randn(16, 3, dtype=torch.float64)
+    net = problem_from_dict({"model": Kept(), "loss": torch.nn.MSELoss(), "inputs": x,
+                             "targets": x[:, :1]})  # fmt: skip
+    assert net.dim == 4
 
 
 CHECKPOINTED = textwrap.dedent(

@@ -611,6 +611,21 @@ def problem_from_dict(
     return replace(problem, second_derivative_missing=missing) if missing else problem
 
 
+def _buffers_changed(model: torch.nn.Module, before: dict[str, torch.Tensor]) -> bool:
+    """The model's buffers are not those of ``before`` (names, or values: NaN equal to NaN,
+    as in a buffer left uninitialised)."""
+    after = dict(model.named_buffers())
+    if after.keys() != before.keys():
+        return True
+    return not all(
+        torch.equal(torch.nan_to_num(after[k]), torch.nan_to_num(before[k]))
+        and torch.equal(after[k].isnan(), before[k].isnan())
+        if after[k].is_floating_point()
+        else torch.equal(after[k], before[k])
+        for k in after
+    )
+
+
 def _rng_state(device: torch.device) -> torch.Tensor:
     """The state of the random generator the model would draw from on ``device``."""
     if device.type == "cuda":
@@ -632,7 +647,7 @@ def check_loss(problem: NetProblem) -> float:
             again = _loss_and_scale(problem) if problem.data.passes_may_differ else None
             x, y, _ = next(iter(problem.data))  # a DataLoader draws its seed here, not below
             before = _rng_state(problem.device)
-            buffers = [b.clone() for b in problem.model.buffers()]
+            buffers = {name: b.clone() for name, b in problem.model.named_buffers()}
             with _HalfPrecisionOps() as half:
                 problem.batch_loss(problem.w_star, x, y)
     except Exception as err:  # noqa: BLE001 - a user's model: report it on one line
@@ -647,9 +662,7 @@ def check_loss(problem: NetProblem) -> float:
             "not check self.training), so the loss is not a function of the weights; draw them "
             "only when self.training (the analysis runs the model in eval mode)"
         )
-    if not all(
-        torch.equal(b, kept) for b, kept in zip(problem.model.buffers(), buffers, strict=True)
-    ):
+    if _buffers_changed(problem.model, buffers):
         raise ValueError(f"the model uses {CHANGED_BUFFER}")
     if half.found:
         op, dtype = half.found
