@@ -43,6 +43,11 @@ from torch.autograd.function import once_differentiable
 MISMATCH = 0.01
 """The relative distance between the product and the differences that refuses a model."""
 
+FIRST_ORDER = (
+    " (net train with a stashed rule runs the model as it is: it needs first derivatives only)"
+)
+"""What still runs a model refused here, as the refusals say it."""
+
 _ONCE_DIFFERENTIABLE = once_differentiable(lambda ctx: None).__code__
 """The code of every backward ``@once_differentiable`` wraps (one wrapper function)."""
 
@@ -99,21 +104,22 @@ def second_derivative_missing(
     loss_of: Callable[[torch.Tensor], torch.Tensor], w: torch.Tensor
 ) -> str | None:
     """Why torch's second derivative of ``loss_of`` at ``w`` (one batch's first samples) is
-    not the derivative of its gradient — a custom Function on its graph (module doc) — as the
-    refusal says it; None where there is no custom Function or it is."""
+    not the derivative of its gradient (module doc: a custom Function's backward, a value taken
+    out of the graph), as the refusal says it; None where it is, or where the check cannot tell
+    (rows that do not run alone, no second derivative at all, a kink between the steps)."""
     try:
         with torch.enable_grad():
             functions = custom_functions(loss_of(w.detach().requires_grad_(True)))
     except Exception:  # noqa: BLE001 - rows that do not run alone: the commands will say
         return None
-    remedy = "; write the backward with differentiable torch operations (net train with a "
-    remedy += "stashed rule runs the model as it is: it needs first derivatives only)"
+    remedy = "; write the backward with differentiable torch operations"
     for cls in functions:
         if getattr(cls.backward, "__code__", None) is _ONCE_DIFFERENTIABLE:
             return (
                 f"the model uses a custom torch.autograd.Function, {cls.__name__}, whose "
                 "backward is @once_differentiable: torch's second derivative through it is "
                 f"silently zero, so curvature would miss every term through it{remedy}"
+                f"{FIRST_ORDER}"
             )
     try:
         product, wide, narrow = _product_and_differences(loss_of, w)
@@ -136,14 +142,14 @@ def second_derivative_missing(
             f"the model uses custom torch.autograd.Functions ({names}) whose second derivative "
             f"is not the derivative of their gradient ({differs}): a backward that calls a "
             f"kernel of its own, or other operations torch cannot differentiate, drops every "
-            f"term through it{remedy}"
+            f"term through it{remedy}{FIRST_ORDER}"
         )
     return (
         f"the model's second derivative is not the derivative of its gradient ({differs}): "
         f"a value its forward pass takes out of torch's graph (.detach(), .item(), .numpy(), a "
         f"stop-gradient) depends on the weights, and the derivative of the gradient drops that "
-        f"dependence, which a step follows; keep that value in the graph{remedy}"
+        f"dependence, which a step follows; keep that value in the graph{FIRST_ORDER}"
     )
 
 
-__all__ = ["MISMATCH", "custom_functions", "second_derivative_missing"]
+__all__ = ["FIRST_ORDER", "MISMATCH", "custom_functions", "second_derivative_missing"]
