@@ -31,8 +31,9 @@ statistics), so the loss is a deterministic function of w:
     f(w) = Σ_b (n_b/N)·loss(model(x_b; w), y_b),     ∇f(w) and ∇²f(w)·v by automatic differentiation
 
 (`NetProblem.loss`, `NetProblem.gradient`, `NetProblem.hvp`: reverse mode for the gradient
-(``torch.func.grad``), reverse-over-reverse for Hessian-vector products — the gradient of
-⟨∇f, v⟩, by plain ``torch.autograd`` (`_eager_hvp`) — summed over the batches; one batch for
+(plain ``torch.autograd``; ``torch.func.grad`` inside ``vmap``, `transformable_gradient`),
+reverse-over-reverse for Hessian-vector products — the gradient of ⟨∇f, v⟩, by plain
+``torch.autograd`` (`_eager_hvp`) — summed over the batches; one batch for
 ``inputs``/``targets``).  Reverse-over-reverse is the default because it
 is faster here than forward-over-reverse (``torch.func.jvp`` of ``grad``) and works for every
 loss (torch 2.13 has no forward-mode derivative of ``mse_loss``'s backward): CPU seconds per
