@@ -50,7 +50,9 @@ the same function: dynamo's graphs have no double backward), and a sparse embedd
 layout).  Weight normalisation is evaluated by its definition g·v/‖v‖
 (`stability.nets.weight_norm`: torch's kernel for it has a wrong second derivative).  An
 operation whose derivative torch does not implement (the second of ``nn.EmbeddingBag``) is
-refused where it is needed (`refusing_torch_func_limits`).
+refused where it is needed (`refusing_torch_func_limits`), and so is a second derivative torch
+gives wrong without a word (a custom Function's ``@once_differentiable`` backward, a detached
+value that depends on the weights: `stability.nets.second_derivative`, checked at loading).
 
 **Precision and device.**  By default the model's own dtype and device, promoted to the data's
 floating dtype where that is wider (a float32 model given float64 tensors runs in float64, as the
