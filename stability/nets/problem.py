@@ -610,7 +610,11 @@ def problem_from_dict(
     x, y, _ = next(iter(problem.data))
     n = batch_size(x, y)
     xs, ys = first_rows((x, y), n, min(n, FEW_SAMPLES))
-    missing = second_derivative_missing(lambda w: problem.batch_loss(w, xs, ys), problem.w_star)
+    missing = second_derivative_missing(
+        lambda w: problem.batch_loss(w, xs, ys),
+        lambda w: _eager_gradient(problem.batch_loss, w.detach().requires_grad_(True), xs, ys),
+        problem.w_star,
+    )
     return replace(problem, second_derivative_missing=missing) if missing else problem
 
 

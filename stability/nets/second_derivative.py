@@ -70,17 +70,13 @@ def custom_functions(loss: torch.Tensor) -> list[type]:
 
 
 def _product_and_differences(
-    loss_of: Callable[[torch.Tensor], torch.Tensor], w: torch.Tensor
+    loss_of: Callable[[torch.Tensor], torch.Tensor],
+    gradient: Callable[[torch.Tensor], torch.Tensor],
+    w: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(∇²f·v, D(h), D(h/2)) along a seeded random unit v that leaves the coordinates whose
     gradient is exactly zero (an embedding's padding row, which torch never moves; a dead
     unit's weights) where they are, on the other coordinates (module doc)."""
-
-    def gradient(u: torch.Tensor) -> torch.Tensor:
-        u = u.detach().requires_grad_(True)
-        out = torch.autograd.grad(loss_of(u), u, allow_unused=True)[0]
-        return torch.zeros_like(u) if out is None else out.detach()
-
     with torch.enable_grad():
         u = w.detach().requires_grad_(True)
         first = torch.autograd.grad(loss_of(u), u, create_graph=True, allow_unused=True)[0]
@@ -101,9 +97,12 @@ def _product_and_differences(
 
 
 def second_derivative_missing(
-    loss_of: Callable[[torch.Tensor], torch.Tensor], w: torch.Tensor
+    loss_of: Callable[[torch.Tensor], torch.Tensor],
+    gradient: Callable[[torch.Tensor], torch.Tensor],
+    w: torch.Tensor,
 ) -> str | None:
-    """Why torch's second derivative of ``loss_of`` at ``w`` (one batch's first samples) is
+    """Why torch's second derivative of ``loss_of`` (one batch's first samples; ``gradient``:
+    its gradient by plain autograd, `stability.nets.problem.NetProblem.gradient`'s) at ``w`` is
     not the derivative of its gradient (module doc: a custom Function's backward, a value taken
     out of the graph), as the refusal says it; None where it is, or where the check cannot tell
     (rows that do not run alone, no second derivative at all, a kink between the steps)."""
@@ -122,7 +121,7 @@ def second_derivative_missing(
                 f"{FIRST_ORDER}"
             )
     try:
-        product, wide, narrow = _product_and_differences(loss_of, w)
+        product, wide, narrow = _product_and_differences(loss_of, gradient, w)
     except Exception:  # noqa: BLE001 - no second derivative at all: the commands will say
         return None
     if not product.numel():  # a loss at most linear in w
