@@ -157,8 +157,8 @@ def test_stages_may_name_modules_for_their_parameters():
 
 def test_hvp_by_autograd_equals_the_torch_func_product_and_is_zero_for_a_linear_loss():
     """`NetProblem.hvp` (plain autograd, reverse-over-reverse) gives the same numbers as
-    `batch_hvp` (torch.func's vjp of grad, the form vmap batches), and a zero product where the
-    loss is linear in w (no second-order graph: autograd would raise)."""
+    `transformable_batch_hvp` (torch.func's vjp of grad, the form vmap batches), and a zero
+    product where the loss is linear in w (no second-order graph: autograd would raise)."""
     torch.manual_seed(1)
     X, Y = torch.randn(30, 4, dtype=torch.float64), torch.randint(0, 3, (30,))
     model = torch.nn.Sequential(
@@ -170,7 +170,7 @@ def test_hvp_by_autograd_equals_the_torch_func_product_and_is_zero_for_a_linear_
     v = torch.randn(net.dim, dtype=torch.float64)
     w = net.w_star + 0.1 * torch.randn(net.dim, dtype=torch.float64)
     eager = net.hvp(w, v)
-    functional = net.batch_hvp(w, v, X, Y)
+    functional = net.transformable_batch_hvp(w, v, X, Y)
     assert torch.allclose(eager, functional, rtol=0, atol=1e-14 * float(functional.abs().max()))
     linear = problem_from_dict(
         {

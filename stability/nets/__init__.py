@@ -11,7 +11,7 @@
   sums, minibatch rows.
 * `stability.nets.inconsistent` — backpropagation with forward, backward and recompute weights
   for any module (``--backward current``).
-* `stability.nets.curvature` — Hessian-vector products (``torch.func``, reverse-over-reverse)
+* `stability.nets.curvature` — Hessian-vector products (reverse-over-reverse, plain autograd)
   and Lanczos: top eigenpairs overall and per stage, the negative end of the spectrum.
 * `stability.nets.lowrank` — the network's curvature as a small `CoupledSystem` (top-k
   eigenpairs projected onto the stages), for the coupled per-stage analysis.
@@ -26,7 +26,8 @@
 * `stability.nets.public` — ``net_curvature``, ``net_max_lr``, ``net_train`` (the
   ``stability net`` commands; results whose attributes are the JSON keys).
 * `stability.nets.minibatch_moments` — per-sample Hessians (or Gauss–Newton parts) and gradients
-  projected onto the top-k eigenvectors (``torch.func.vmap``).
+  projected onto the top-k eigenvectors (``torch.func.vmap``; plain autograd, one sample at a
+  time, for a model torch.func cannot transform).
 * `stability.nets.minibatch_runs` — seeded minibatch runs of the simulator in lockstep: measured
   expected loss, floor, almost-sure bracket, the quadratic region.
 * `stability.nets.noise_public` — ``net_noise`` (``stability net noise``): minibatch theory of a

@@ -3,7 +3,7 @@ r"""The Hessian of a network's loss from Hessian-vector products: Lanczos, overa
 At the model's weights w* (`stability.nets.problem.NetProblem.w_star`) the Hessian ∇²f is
 never formed: `HessianOperator` applies it to a vector by reverse-over-reverse differentiation,
 
-    ∇²f(w*)·v = ∇_w ⟨∇f(w), v⟩ |_{w=w*}     (``torch.func.vjp`` of ``torch.func.grad``),
+    ∇²f(w*)·v = ∇_w ⟨∇f(w), v⟩ |_{w=w*}     (plain ``torch.autograd``, twice),
 
 one Hessian-vector product (HVP) costing about three gradient evaluations (forward-over-reverse,
 d/dε ∇f(w* + εv), gives the same product and is slower here: `stability.nets.problem`), and

@@ -70,15 +70,15 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
-from torch.func import functional_call, grad
+from torch.func import functional_call
 from torch.utils._pytree import tree_map
 
-from stability.nets.problem import NetProblem
+from stability.nets.problem import NetProblem, plain_grad
 
 BILINEAR = (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
 """Layers with the cheaper bilinear expression (module doc)."""
@@ -268,13 +268,15 @@ def inconsistent_gradient(
     index: torch.Tensor | None = None,
     construction: str = "auto",
     granularity: str | None = None,
+    differentiate: Callable = plain_grad,
 ) -> torch.Tensor:
     """∇f(u_fwd, u_bkwd[, u_recomp]): backpropagation with forward weights ``u_fwd``,
     backward weights ``u_bkwd`` and (``u_recomp`` given) activations recomputed with
     ``u_recomp`` (module doc); flat (p,) vectors, over the data (batch by batch, weighted as
     `stability.nets.problem.NetProblem.loss`) or on the samples ``index``.
     ``construction``: `CONSTRUCTIONS`; ``granularity``: `GRANULARITIES` (module doc; default
-    the problem's, `stability.nets.problem.NetProblem.granularity`)."""
+    the problem's, `stability.nets.problem.NetProblem.granularity`).  ``differentiate``: plain
+    autograd (`stability.nets.problem.plain_grad`), or ``torch.func.grad`` inside ``vmap``."""
     granularity = problem.granularity if granularity is None else granularity
     if construction not in CONSTRUCTIONS:
         raise ValueError(f"construction must be auto or general, got {construction!r}")
@@ -304,7 +306,7 @@ def inconsistent_gradient(
                 out = tree_map(lambda o, f: o + (f - o).detach(), out, out_f)
             return problem.loss_fn(out, y)
 
-        return grad(loss)(u_fwd if u_recomp is None else u_recomp)
+        return differentiate(loss)(u_fwd if u_recomp is None else u_recomp)
 
     total = None
     for x, y, weight in batches:

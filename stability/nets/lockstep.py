@@ -88,7 +88,8 @@ class LockstepRuns:
         passes = [rule.passes(x, self.lr) for rule, x in zip(self.rules, self.taps, strict=True)]
         u = _assemble(p, p.blocks, passes, "forward")
         inputs, targets = p.data.rows(index)
-        g = vectorized(p, grad(p.batch_loss), u, inputs, targets).detach() - self.tilt(index)
+        gradients = vectorized(p, grad(p.batch_loss), u, inputs, targets, looped=p.batch_gradient)
+        g = gradients.detach() - self.tilt(index)
         news = [
             rule.update(x, g[:, b], self.lr)
             for rule, x, b in zip(self.rules, self.taps, p.blocks, strict=True)

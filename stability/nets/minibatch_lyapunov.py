@@ -137,7 +137,11 @@ def exponents(
     w_star = problem.w_star.detach()
     X, Y = problem.inputs, problem.targets
     per_sample = vectorized(
-        problem, lambda x, y: grad(problem.batch_loss)(w_star, sample(x), sample(y)), X, Y
+        problem,
+        lambda x, y: grad(problem.batch_loss)(w_star, sample(x), sample(y)),
+        X,
+        Y,
+        looped=lambda x, y: problem.batch_gradient(w_star, sample(x), sample(y)),
     ).detach()  # ∇ℓ_i(w*), (n, p)
     z = problem.vector(np.random.default_rng([seed, 2]).standard_normal((runs, p)))
     d0 = torch.stack([problem.hvp(w_star, r) for r in z]).detach()  # ∝ ∇²f(w*)·z

@@ -8,9 +8,10 @@ uses the **Galerkin projection**
 
     Ĥ_i = Qᵀ H_i Q   (m × m),       ĝ_i = Qᵀ ∇ℓ_i(w*)   (m),
 
-each column of H_i Q a per-sample Hessian-vector product (forward-over-reverse,
-``torch.func.jvp`` of ``grad``), all samples at once with ``torch.func.vmap`` (one at a time
-for a model vmap cannot batch, `stability.nets.vectorize`).  With
+each column of H_i Q a per-sample Hessian-vector product
+(`stability.nets.problem.NetProblem.transformable_batch_hvp`), all samples at once with
+``torch.func.vmap`` (one at a time for a model vmap cannot batch, by plain ``torch.autograd``
+for a model torch.func cannot transform: `stability.nets.vectorize`).  With
 ``curvature="ggn"`` the Gauss–Newton part J_iᵀ ∇²_o L J_i (J_i the Jacobian of the model's
 output on sample i, ∇²_o L the loss's Hessian in the output) replaces H_i: Ĥ_i = (J_iQ)ᵀ∇²_o L
 (J_iQ), positive semidefinite when the loss is convex in the output (Martens 2020, Sec. 8).
@@ -26,6 +27,8 @@ is then exact.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import torch
@@ -90,9 +93,12 @@ def per_sample_gradients(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
     def one(x, y):
         return grad(problem.batch_loss)(w, sample(x), sample(y))
 
+    def looped(x, y):
+        return problem.batch_gradient(w, sample(x), sample(y))
+
     return np.concatenate(
         [
-            (vectorized(problem, one, x, y) @ Q).detach().cpu().numpy()
+            (vectorized(problem, one, x, y, looped=looped) @ Q).detach().cpu().numpy()
             for x, y in _chunks(problem, 1)
         ]
     )
@@ -102,16 +108,32 @@ def _hessian_columns(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
     w = problem.w_star.detach()
 
     def hvp(x, y, v):
+        return problem.transformable_batch_hvp(w, v, sample(x), sample(y))
+
+    def looped(x, y, v):
         return problem.batch_hvp(w, v, sample(x), sample(y))
 
     out = []
     for x, y in _chunks(problem, 1):
         cols = [
-            vectorized(problem, hvp, x, y, Q[:, j], in_dims=(0, 0, None)) @ Q
+            vectorized(problem, hvp, x, y, Q[:, j], in_dims=(0, 0, None), looped=looped) @ Q
             for j in range(Q.shape[1])
         ]
         out.append(torch.stack(cols, dim=-1).detach().cpu().numpy())  # (chunk, m, m): [i, a, j]
     return np.concatenate(out)
+
+
+def _plain_jacobian_columns(function, w: torch.Tensor, Q: torch.Tensor) -> torch.Tensor:
+    """(J Q)ᵀ (m, C), J the Jacobian of ``function`` at ``w``, by plain ``torch.autograd``:
+    J·q = ∇_u ⟨Jᵀu, q⟩, the derivative of a vector-Jacobian product in its (dummy) vector u,
+    one backward pass per column of Q."""
+    u_w = w.detach().requires_grad_(True)
+    with torch.enable_grad():
+        out = function(u_w)
+        dummy = torch.zeros_like(out, requires_grad=True)
+        (transposed,) = torch.autograd.grad(out, u_w, dummy, create_graph=True)  # Jᵀu
+        columns = [torch.autograd.grad(transposed, dummy, q, retain_graph=True)[0] for q in Q.T]
+    return torch.stack(columns).detach()
 
 
 def _ggn_blocks(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
@@ -119,7 +141,7 @@ def _ggn_blocks(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
     the model's output (a tensor, a tuple, a dict of them) flattened into one vector."""
     w = problem.w_star.detach()
 
-    def one(x, y):
+    def one(x, y, plain=False):
         def output(u):
             return problem.output(u, sample(x))
 
@@ -139,13 +161,20 @@ def _ggn_blocks(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
                 filled[i] = part.reshape(leaves[i].shape)
             return problem.loss_fn(tree_unflatten(filled, structure), sample(y))
 
-        JQ = vectorized(problem, lambda v: jvp(flat_output, (w,), (v,))[1], Q, in_dims=1)  # (m, C)
-        H_out = hessian(loss_out)(flat(leaves))  # (C, C), reverse-over-reverse
-        return JQ @ H_out @ JQ.T
+        if plain:  # the loop for a model torch.func cannot transform
+            JQ = _plain_jacobian_columns(flat_output, w, Q)
+            H_out = torch.autograd.functional.hessian(loss_out, flat(leaves).detach())
+        else:
+            JQ = vectorized(problem, lambda v: jvp(flat_output, (w,), (v,))[1], Q, in_dims=1)
+            H_out = hessian(loss_out)(flat(leaves))  # (C, C), reverse-over-reverse
+        return JQ @ H_out @ JQ.T  # JQ: (m, C)
 
     return np.concatenate(
         [
-            vectorized(problem, one, x, y).detach().cpu().numpy()
+            vectorized(problem, one, x, y, looped=functools.partial(one, plain=True))
+            .detach()
+            .cpu()
+            .numpy()
             for x, y in _chunks(problem, Q.shape[1])
         ]
     )

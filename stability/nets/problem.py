@@ -31,16 +31,18 @@ statistics), so the loss is a deterministic function of w:
     f(w) = Σ_b (n_b/N)·loss(model(x_b; w), y_b),     ∇f(w) and ∇²f(w)·v by automatic differentiation
 
 (`NetProblem.loss`, `NetProblem.gradient`, `NetProblem.hvp`: reverse mode for the gradient
-(plain ``torch.autograd``; ``torch.func.grad`` inside ``vmap``, `transformable_gradient`),
-reverse-over-reverse for Hessian-vector products — the gradient of ⟨∇f, v⟩, by plain
-``torch.autograd`` (`_eager_hvp`) — summed over the batches; one batch for
-``inputs``/``targets``).  Reverse-over-reverse is the default because it
-is faster here than forward-over-reverse (``torch.func.jvp`` of ``grad``) and works for every
-loss (torch 2.13 has no forward-mode derivative of ``mse_loss``'s backward): CPU seconds per
-product, one thread, float32 (benchmarks/bench_curvature.py, table 1) — 0.24 against 0.30 on
-the 1.07·10⁶-parameter examples/tiny_transformer.py, 0.63 against 0.99 on the 1.4·10⁵
-benchmarks/curvature_transformer.py, 0.0174 against 0.0186 on the digits CNN (float64); the two
-agree to rounding.  ``hvp_mode=FORWARD_OVER_REVERSE`` selects the other.
+(plain ``torch.autograd``, `plain_grad`), reverse-over-reverse for Hessian-vector products —
+the gradient of ⟨∇f, v⟩, by plain ``torch.autograd`` (`_eager_hvp`) — summed over the batches;
+one batch for ``inputs``/``targets``). Inside ``vmap`` (runs or samples side by side) the same
+products go through ``torch.func`` (`NetProblem.transformable_gradient`,
+`NetProblem.transformable_batch_hvp`), and the loop that replaces a ``vmap`` torch.func cannot
+apply to the model takes the plain ones (`stability.nets.vectorize`). Reverse-over-reverse is
+the default because it is faster here than forward-over-reverse (``torch.func.jvp`` of
+``grad``) and works for every loss (torch 2.13 has no forward-mode derivative of ``mse_loss``'s
+backward): CPU seconds per product, one thread, float32 (benchmarks/bench_curvature.py, table
+1) — 0.24 against 0.30 on the 1.07·10⁶-parameter examples/tiny_transformer.py, 0.63 against
+0.99 on the 1.4·10⁵ benchmarks/curvature_transformer.py, 0.0174 against 0.0186 on the digits
+CNN (float64); the two agree to rounding. ``hvp_mode=FORWARD_OVER_REVERSE`` selects the other.
 Minibatches select samples of the data (`stability.nets.batches`).
 Attention runs on PyTorch's math kernel (``sdpa_kernel(SDPBackend.MATH)``): the fused
 scaled-dot-product kernels have no second derivatives.  For the same reason a model (or a part
@@ -331,10 +333,14 @@ class NetProblem:
         `transformable_gradient` without its per-call wrapping (0.3 ms instead of 1.0 ms on the
         diabetes example, the same numbers), and for a model torch.func cannot transform (a
         custom ``autograd.Function`` without ``setup_context``) too."""
-        w = w.detach().requires_grad_(True)
         if index is not None:
-            return _eager_gradient(self.batch_loss, w, *self.data.rows(index))
-        return self._sum(lambda x, y: _eager_gradient(self.batch_loss, w, x, y))
+            return self.batch_gradient(w, *self.data.rows(index))
+        return self._sum(lambda x, y: self.batch_gradient(w, x, y))
+
+    def batch_gradient(self, w: torch.Tensor, x: Any, y: Any) -> torch.Tensor:
+        """∇f_b(w) on one batch by plain ``torch.autograd`` (`plain_grad`; the loop of a
+        `stability.nets.vectorize.vectorized` call that maps ``torch.func.grad``)."""
+        return plain_grad(self.batch_loss)(w, x, y)
 
     def transformable_gradient(
         self, w: torch.Tensor, index: torch.Tensor | None = None
@@ -351,18 +357,24 @@ class NetProblem:
             raise ValueError(f"problem: {self.second_derivative_missing}")
 
     def hvp(self, w: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """∇²f(w)·v: reverse-over-reverse (the gradient of ⟨∇f, v⟩) by plain ``torch.autograd``,
-        or forward-over-reverse (the directional derivative of ∇f along v) where `hvp_mode`
-        says so (module doc); one batch at a time."""
+        """∇²f(w)·v, one batch at a time (`batch_hvp`)."""
         self.needs_second_derivative()
-        if self.hvp_mode == FORWARD_OVER_REVERSE:
-            return self._sum(lambda x, y: self.batch_hvp(w, v, x, y))
-        w = w.detach().requires_grad_(True)
-        return self._sum(lambda x, y: _eager_hvp(self.batch_loss, w, v, x, y))
+        return self._sum(lambda x, y: self.batch_hvp(w, v, x, y))
 
     def batch_hvp(self, w: torch.Tensor, v: torch.Tensor, x: Any, y: Any) -> torch.Tensor:
-        """∇²f_b(w)·v on one batch by ``torch.func`` (`hvp`'s products in a form ``vmap`` can
-        batch, e.g. over samples)."""
+        """∇²f_b(w)·v on one batch: reverse-over-reverse (the gradient of ⟨∇f_b, v⟩) by plain
+        ``torch.autograd`` (`_eager_hvp`), or forward-over-reverse (the directional derivative
+        of ∇f_b along v, `transformable_batch_hvp`) where `hvp_mode` says so (module doc)."""
+        self.needs_second_derivative()
+        if self.hvp_mode == FORWARD_OVER_REVERSE:
+            return self.transformable_batch_hvp(w, v, x, y)
+        return _eager_hvp(self.batch_loss, w.detach().requires_grad_(True), v, x, y)
+
+    def transformable_batch_hvp(
+        self, w: torch.Tensor, v: torch.Tensor, x: Any, y: Any
+    ) -> torch.Tensor:
+        """∇²f_b(w)·v on one batch by ``torch.func`` (`batch_hvp`'s products in a form ``vmap``
+        can batch, e.g. over samples)."""
         self.needs_second_derivative()
 
         def g(u):
@@ -390,23 +402,30 @@ class NetProblem:
         }
 
 
-def _eager_gradient(batch_loss, w: torch.Tensor, x: Any, y: Any) -> torch.Tensor:
-    """∇f_b(w) by plain ``torch.autograd`` (``w`` requires grad); zero for a loss that does not
-    depend on w."""
-    with torch.enable_grad():
-        loss = batch_loss(w, x, y)
-        if not loss.requires_grad:
-            return torch.zeros_like(w)
-        out = torch.autograd.grad(loss, w, allow_unused=True)[0]
-    return torch.zeros_like(w) if out is None else out.detach()
+def plain_grad(function: Callable) -> Callable:
+    """``torch.func.grad(function)`` by plain ``torch.autograd``: ∇_w function(w, *args), for a
+    ``w`` outside torch.func transforms and for a model no torch.func transform takes (a custom
+    ``autograd.Function`` without ``setup_context``); zero where ``function`` does not depend
+    on w."""
+
+    def gradient(w: torch.Tensor, *args: Any) -> torch.Tensor:
+        w = w.detach().requires_grad_(True)
+        with torch.enable_grad():
+            value = function(w, *args)
+            if not value.requires_grad:
+                return torch.zeros_like(w)
+            out = torch.autograd.grad(value, w, allow_unused=True)[0]
+        return torch.zeros_like(w) if out is None else out.detach()
+
+    return gradient
 
 
 def _eager_hvp(batch_loss, w: torch.Tensor, v: torch.Tensor, x: Any, y: Any) -> torch.Tensor:
     """∇²f_b(w)·v as the gradient of ⟨∇f_b(w), v⟩ by plain ``torch.autograd`` (``w`` requires
-    grad): the same operations as `NetProblem.batch_hvp` without torch.func's per-call wrapping,
-    bit-identical and faster (ms per product, one thread: 0.38 against 0.85 on the diabetes
-    example, 2.3 against 3.0 on the digits MLP, 183 against 196 on the tiny transformer).  A
-    loss at most linear in w has a zero product."""
+    grad): the same operations as `NetProblem.transformable_batch_hvp` without torch.func's
+    per-call wrapping, bit-identical and faster (ms per product, one thread: 0.38 against 0.85
+    on the diabetes example, 2.3 against 3.0 on the digits MLP, 183 against 196 on the tiny
+    transformer).  A loss at most linear in w has a zero product."""
     with torch.enable_grad():
         g = torch.autograd.grad(batch_loss(w, x, y), w, create_graph=True)[0]
         if not g.requires_grad:
@@ -612,7 +631,7 @@ def problem_from_dict(
     xs, ys = first_rows((x, y), n, min(n, FEW_SAMPLES))
     missing = second_derivative_missing(
         lambda w: problem.batch_loss(w, xs, ys),
-        lambda w: _eager_gradient(problem.batch_loss, w.detach().requires_grad_(True), xs, ys),
+        lambda w: problem.batch_gradient(w, xs, ys),
         problem.w_star,
     )
     return replace(problem, second_derivative_missing=missing) if missing else problem
@@ -786,8 +805,8 @@ CHANGED_BUFFER = (
 """A model that changes its buffers in its forward pass in eval mode, as the refusals say it."""
 
 PLAIN_AUTOGRAD = (
-    ", which this command needs; net curvature, net max-lr (--measure too) and net train with a "
-    "stashed rule run such a model by plain autograd"
+    ", which forward-over-reverse Hessian-vector products need (NetProblem.hvp_mode); the "
+    "default reverse-over-reverse ones, and every command, run such a model by plain autograd"
 )
 """What answers a model torch.func cannot transform, as the refusals say it."""
 
@@ -819,9 +838,10 @@ NO_DERIVATIVE = re.compile(r"derivative for '?([\w.:]+?)'? is not implemented")
 def refusing_torch_func_limits(function: Callable) -> Callable:
     """Decorate a ``net`` function: a model torch.func cannot transform (`TORCH_FUNC_LIMITS`) is
     refused with a one-line `ValueError` naming the problem, not an internal error.  Plain
-    autograd runs such a model (`net curvature`, `net max-lr`, `net train` with a stashed
-    SGD-type rule or real Adam), so the limit is met where a torch.func transform is first
-    applied, not at loading."""
+    autograd runs such a model wherever vmap fails (the loop of `stability.nets.vectorize`), so
+    the limit is met only where a torch.func transform is required (forward-over-reverse
+    products, `NetProblem.hvp_mode`), not at loading; so is an operation whose derivative
+    torch does not implement, where curvature needs it."""
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:

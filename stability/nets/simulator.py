@@ -48,6 +48,7 @@ from functools import partial
 
 import numpy as np
 import torch
+from torch.func import grad
 
 from stability.checks import check_step_sizes
 from stability.nets.problem import NetProblem
@@ -365,7 +366,12 @@ def _inconsistent_oracle(
 
     roles = ("forward", "backward", "recompute") if recompute else ("forward", "backward")
     us = [_assemble(problem, blocks, passes, role) for role in roles]
-    return _batched(problem, lambda *u: inconsistent_gradient(problem, *u, index=index), *us)
+    return _batched(
+        problem,
+        lambda *u: inconsistent_gradient(problem, *u, index=index, differentiate=grad),
+        *us,
+        looped=lambda *u: inconsistent_gradient(problem, *u, index=index),
+    )
 
 
 __all__ = [

@@ -3,10 +3,12 @@ one at a time.
 
 vmap cannot batch every module a user brings: ``nn.LSTM``/``nn.GRU`` write into their output
 in place inside an ATen kernel ("output with shape [1, 16] doesn't match the broadcast shape
-[32, 1, 16]"), and so does custom code with in-place updates.  Such a model is still
-differentiable by ``torch.func`` one sample or one run at a time, so `vectorized` falls back
-to a Python loop over the mapped axis (same numbers, slower by the batch size) and remembers
-the problem, so that the loop is taken at once the next time.  The mapped arguments may be any
+[32, 1, 16]"), and so does custom code with in-place updates; and ``torch.func`` cannot
+transform some at all (a custom ``autograd.Function`` without ``setup_context``, a saved-tensor
+hook, a tensor's memory read in forward).  `vectorized` then falls back to a Python loop over
+the mapped axis, calling the same function by plain ``torch.autograd`` where the caller gives
+one (same numbers, slower by the batch size), and remembers the problem, so that the loop is
+taken at once the next time.  The mapped arguments may be any
 structure the model takes (`stability.nets.batches`): every tensor of the pytree is indexed.
 """
 
