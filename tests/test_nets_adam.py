@@ -6,6 +6,7 @@ bracket, the adaptive edge reading, and the one-line refusals of ``stability net
 
 from __future__ import annotations
 
+import copy
 import json
 import textwrap
 
@@ -257,6 +258,104 @@ def test_a_state_over_the_trainable_parameters_of_a_partly_frozen_model(tmp_path
     pre = load_preconditioner(net, str(tmp_path / "groups.pt"))
     v = torch.cat([opt.state[named[n]]["exp_avg_sq"].reshape(-1) for n in net.names])
     assert torch.allclose(pre.P, 1 / (torch.sqrt(v / (1 - 0.999**3)) + 1e-8), rtol=1e-14, atol=0)
+
+    # a whole frozen layer: its weight and bias, one in each group, were two stateless entries
+    # that could stand for either, refused as fitting "in more than one way"; either reads
+    # the same (neither is analysed)
+    model[0].bias.requires_grad_(False)
+    net = problem_from_dict({"model": model, "loss": torch.nn.MSELoss(), "inputs": x,
+                             "targets": x[:, :1]})  # fmt: skip
+    opt = torch.optim.AdamW([{"params": weights}, {"params": biases, "weight_decay": 0.0}])
+    for _ in range(3):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), x[:, :1]).backward()
+        opt.step()
+    torch.save(opt.state_dict(), tmp_path / "layer.pt")
+    pre = load_preconditioner(net, str(tmp_path / "layer.pt"))
+    v = torch.cat([opt.state[named[n]]["exp_avg_sq"].reshape(-1) for n in net.names])
+    assert net.names == ("2.weight", "2.bias")
+    assert torch.allclose(pre.P, 1 / (torch.sqrt(v / (1 - 0.999**3)) + 1e-8), rtol=1e-14, atol=0)
+
+
+def test_a_parameter_the_loss_does_not_use_is_read_as_zero_gradients_left_it(tmp_path):
+    """A head the forward pass skips gets no gradient, and torch keeps no optimizer state for
+    it: the state was refused ("never stepped").  It is read as the state zero gradients leave
+    (m = v = 0 at the others' step, P = 1/ε) and named; the preconditioned eigenvalues are the
+    dense P^1/2 H P^1/2's, and real Adam continuing the state steps the used parameters as
+    torch.optim.AdamW does (1e-12).  A used parameter without state is still refused."""
+    from stability.nets.problem import problem_from_dict
+
+    class Skips(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = torch.nn.Linear(3, 4)
+            self.unused = torch.nn.Linear(2, 2)
+            self.head = torch.nn.Linear(4, 1)
+
+        def forward(self, x):
+            return self.head(torch.tanh(self.body(x)))
+
+    torch.manual_seed(0)
+    model = Skips().double()
+    x = torch.randn(16, 3, dtype=torch.float64)
+    y = torch.sin(x[:, :1])
+
+    def loss_of(m):
+        return torch.nn.functional.mse_loss(m(x), y)
+
+    def groups(m, split):  # one group, or AdamW's split: weights decayed, biases not
+        if not split:
+            return [{"params": list(m.parameters())}]
+        named = list(m.named_parameters())
+        weights = [p for n, p in named if n.endswith("weight")]
+        biases = [p for n, p in named if n.endswith("bias")]
+        return [{"params": weights}, {"params": biases, "weight_decay": 0.0}]
+
+    for split in (True, False):  # the one-group state is continued below
+        trained = copy.deepcopy(model)
+        params = dict(trained.named_parameters())
+        opt = torch.optim.AdamW(groups(trained, split), lr=0.01, weight_decay=WD)
+        for _ in range(4):
+            opt.zero_grad()
+            loss_of(trained).backward()
+            opt.step()
+        assert params["unused.weight"] not in opt.state
+        net = problem_from_dict({"model": trained, "loss": torch.nn.MSELoss(), "inputs": x,
+                                 "targets": y})  # fmt: skip
+        torch.save(opt.state_dict(), tmp_path / "state.pt")
+        pre = load_preconditioner(net, str(tmp_path / "state.pt"))
+        assert pre.describe()["without_state"]["parameters"] == ["unused.weight", "unused.bias"]
+        P = net.params(pre.P)
+        for n in net.names:
+            if n.startswith("unused"):
+                assert torch.all(P[n] == 1 / 1e-8)
+            else:
+                v = opt.state[params[n]]["exp_avg_sq"]
+                assert torch.allclose(P[n], 1 / (torch.sqrt(v / (1 - 0.999**4)) + 1e-8),
+                                      rtol=1e-14, atol=0)  # fmt: skip
+    r = net_curvature(net, k=3, precond_from=str(tmp_path / "state.pt"))
+    dense = np.linalg.eigvalsh(_dense_preconditioned(net, pre.P.numpy()))[::-1][:3]
+    assert r.preconditioned_eigenvalues == pytest.approx(dense.tolist(), rel=1e-9)
+
+    # real Adam continuing the state (one group, decay WD as the flag's): the used parameters
+    # step as torch's (which skips the unused ones)
+    setup = adaptive_setup(net, "adam", {"weight_decay": WD}, str(tmp_path / "state.pt"),
+                           update="real", command="train")  # fmt: skip
+    pipe = Pipeline.from_options(tau=0, stages=1, backward="stashed")
+    res = simulate(setup.net, setup.real(net_rules("adam", setup.params, pipe)), [0.01], steps=5)
+    for _ in range(5):
+        opt.zero_grad()
+        loss_of(trained).backward()
+        opt.step()
+    got = net.params(torch.as_tensor(res.final_weights[0]))
+    for n in net.names:
+        if not n.startswith("unused"):
+            assert torch.max(torch.abs(got[n] - params[n].detach())) < 1e-12
+
+    del opt.state[params["head.bias"]]  # a parameter the loss uses, without state
+    torch.save(opt.state_dict(), tmp_path / "lacking.pt")
+    with pytest.raises(ValueError, match="parameter 'head.bias' has no exp_avg_sq"):
+        load_preconditioner(net, str(tmp_path / "lacking.pt"))
 
 
 def test_preconditioned_eigenvalues_match_dense(files):

@@ -19,7 +19,10 @@ A *source* (`load_preconditioner`) is either
   parameter groups that each keep the model's order (AdamW's usual split of decayed weights and
   undecayed biases and norms: the groups' interleaving is the one under which every entry has
   its parameter's shape, refused where none or several do): β2 and ε are read from each
-  parameter's group, v and t from its state; or
+  parameter's group, v and t from its state.  A parameter the loss does not use (∇f(w*) = 0
+  on it: a head the forward pass skips) gets no gradient, so torch keeps no state for it; it
+  is read as the state zero gradients leave, m = v = 0 at the others' step (P = 1/ε, on
+  coordinates where the Hessian is zero), and named in the JSON (``without_state``); or
 * ``warmup:N:LR`` — N full-batch steps of ``torch.optim.AdamW`` itself (the rule's β1, β2, ε and
   weight decay) from the problem's weights at step size LR: P is then the optimizer's state
   after the warm-up, and so are the weights (`Preconditioner.weights`).
@@ -55,7 +58,8 @@ class Preconditioner:
 
     ``exp_avg``/``exp_avg_sq``: m and v (flat); ``step``: t per parameter entry (flat, int);
     ``beta2``/``eps``: per entry too (param groups may differ); ``weights``: the weights after
-    a warm-up (None for a file: the problem's own weights).
+    a warm-up (None for a file: the problem's own weights); ``without_state``: the parameters
+    the state has no entry for because the loss does not use them (module doc).
     """
 
     P: torch.Tensor  # float64 on the CPU, as the other per-entry fields
@@ -67,6 +71,7 @@ class Preconditioner:
     source: str
     weights: torch.Tensor | None = None
     warmup: dict | None = None
+    without_state: tuple[str, ...] = ()
 
     @property
     def scale(self) -> torch.Tensor:
@@ -102,6 +107,12 @@ class Preconditioner:
         }
         if self.warmup is not None:
             out["warmup"] = self.warmup
+        if self.without_state:
+            out["without_state"] = {
+                "parameters": list(self.without_state),
+                "reading": "unused by the loss (∇f = 0 there) and so never stepped: m = v = 0 "
+                "at the others' step t (torch's state after zero gradients), P = 1/ε",
+            }
         return out
 
 
@@ -259,42 +270,74 @@ def warmup(
     )
 
 
-def _groups_in_model_order(entries: dict, groups: list, params: list) -> list:
-    """The (state index, group) of each model parameter, in ``model.parameters()`` order, for
-    a state of several parameter groups (AdamW's usual split: weights decayed, biases and
-    norms not).  Each group is taken to list its parameters in the model's order; the
-    interleaving of the groups is the one under which every state entry has its parameter's
-    shape, and an entry without state (never stepped: torch keeps none for a parameter that
-    got no gradient) stands for a frozen one (``requires_grad=False``).  None or more than one
-    such interleaving: a `ValueError` naming precond_from."""
+def _groups_in_model_order(
+    entries: dict, groups: list, named: list[tuple[str, torch.Tensor]], unused: frozenset[str]
+) -> list:
+    """The (state index, group) of each model parameter (``named``, in
+    ``model.named_parameters()`` order), for a state of several parameter groups (AdamW's usual
+    split: weights decayed, biases and norms not).  Each group is taken to list its parameters
+    in the model's order; the interleaving of the groups is the one under which every state
+    entry has its parameter's shape, and an entry without state (never stepped: torch keeps none
+    for a parameter that got no gradient) stands for a frozen one (``requires_grad=False``) or
+    one the loss does not use (``unused``).  None or more than one such interleaving: a
+    `ValueError` naming precond_from."""
 
     def shape(pid: Any) -> tuple | None:
         entry = entries.get(pid)
         value = entry.get("exp_avg_sq") if isinstance(entry, dict) else None
         return tuple(value.shape) if isinstance(value, torch.Tensor) else None
 
-    def fits(pid: Any, param: torch.Tensor) -> bool:
+    def stateless(name: str, param: torch.Tensor) -> bool:
+        return not param.requires_grad or name in unused
+
+    def fits(pid: Any, name: str, param: torch.Tensor) -> bool:
         found = shape(pid)
-        return not param.requires_grad if found is None else found == tuple(param.shape)
+        return stateless(name, param) if found is None else found == tuple(param.shape)
 
     lists = [[(pid, g) for pid in g["params"]] for g in groups]
     missing = sum(shape(pid) is None for members in lists for pid, _ in members)
-    if missing > sum(not p.requires_grad for p in params):
+    if missing > sum(stateless(name, p) for name, p in named):
         raise ValueError(
             f"precond_from: {missing} parameters have no exp_avg_sq in the optimizer state "
             "(never stepped, or not an Adam/AdamW state)"
         )
+
     # paths[positions] = (interleavings so far, capped at 2; one of them as group choices)
+    def laid(choices: tuple) -> list:  # the (state index, group) of each parameter so far
+        taken = [0] * len(lists)
+        order = []
+        for g in choices:
+            order.append(lists[g][taken[g]])
+            taken[g] += 1
+        return order
+
+    def reading(choices: tuple) -> tuple:  # what the state says of each parameter so far
+        return tuple(
+            ("state", pid)
+            if shape(pid) is not None
+            else (None if not param.requires_grad else ("unused", *_hyper(group)))
+            for (_, param), (pid, group) in zip(named, laid(choices), strict=False)
+        )
+
+    # paths[positions] = (interleavings so far that read differently, capped at 2; one of
+    # them as group choices): two that differ only in which stateless entry stands for which
+    # stateless parameter read the same (a frozen one is not analysed; an unused one needs
+    # only its group's β2 and ε)
     paths: dict[tuple, tuple[int, tuple]] = {(0,) * len(lists): (1, ())}
-    for param in params:
+    for name, param in named:
         grown: dict[tuple, tuple[int, tuple]] = {}
         for positions, (count, choices) in paths.items():
             for g, members in enumerate(lists):
                 at = positions[g]
-                if at < len(members) and fits(members[at][0], param):
+                if at < len(members) and fits(members[at][0], name, param):
                     moved = (*positions[:g], at + 1, *positions[g + 1 :])
-                    before = grown.get(moved, (0, (*choices, g)))
-                    grown[moved] = (min(2, before[0] + count), before[1])
+                    path = (*choices, g)
+                    if moved not in grown:
+                        grown[moved] = (count, path)
+                        continue
+                    before, kept = grown[moved]
+                    same = reading(kept) == reading(path)
+                    grown[moved] = (max(before, count) if same else min(2, before + count), kept)
         paths = grown
     count, choices = paths.get(tuple(len(m) for m in lists), (0, ()))
     if count != 1:
@@ -305,12 +348,12 @@ def _groups_in_model_order(entries: dict, groups: list, params: list) -> list:
             "model's shapes; save the state of an optimizer built over model.parameters() (one "
             "group, or groups that each list their parameters in the model's order)"
         )
-    taken = [0] * len(lists)
-    order = []
-    for g in choices:
-        order.append(lists[g][taken[g]])
-        taken[g] += 1
-    return order
+    return laid(choices)
+
+
+def _hyper(group: dict) -> tuple:
+    """What a parameter group sets of P: β2, ε, amsgrad."""
+    return float(group["betas"][1]), float(group["eps"]), bool(group["amsgrad"])
 
 
 def _by_param_names(groups: list, names: list[str]) -> list | None:
@@ -400,18 +443,26 @@ def _from_file(problem: NetProblem, source: str) -> Preconditioner:
             f"{len(model_params)} (model.parameters(); {len(trainable)} trainable); is it the "
             "state of another model?"
         )
+    stateless = any(state["state"].get(pid) is None for g in groups for pid in g["params"])
+    unused = _unused(problem) if stateless else frozenset()
     named_ids = _by_param_names(groups, [name for name, _ in model_params])
     if named_ids is not None:
         ids = named_ids
     elif len(groups) > 1:
-        ids = _groups_in_model_order(state["state"], groups, [p for _, p in model_params])
+        ids = _groups_in_model_order(state["state"], groups, model_params, unused)
     by_name = {name: (pid, g) for (name, _), (pid, g) in zip(model_params, ids, strict=True)}
     shapes = dict(zip(problem.names, problem.shapes, strict=True))
+    entries = {name: state["state"].get(by_name[name][0]) for name in problem.names}
+    stepped = [float(e["step"]) for e in entries.values() if isinstance(e, dict) and "step" in e]
     parts: dict[str, list[torch.Tensor]] = {k: [] for k in ("m", "v", "t", "b2", "eps")}
+    without_state = []
     for name in problem.names:
-        pid, group = by_name[name]
-        entry = state["state"].get(pid)
+        group, entry = by_name[name][1], entries[name]
         key = "max_exp_avg_sq" if group["amsgrad"] else "exp_avg_sq"
+        if entry is None and name in unused and stepped:  # torch skipped it: no gradient
+            without_state.append(name)
+            zero = torch.zeros(shapes[name], dtype=torch.float64)
+            entry = {key: zero, "exp_avg": zero, "step": max(stepped)}
         if not isinstance(entry, dict) or key not in entry or "step" not in entry:
             raise ValueError(
                 f"precond_from: parameter {name!r} has no {key} in the optimizer state (never "
@@ -444,7 +495,16 @@ def _from_file(problem: NetProblem, source: str) -> Preconditioner:
         beta2=b2,
         eps=eps,
         source=str(source),
+        without_state=tuple(without_state),
     )
+
+
+def _unused(problem: NetProblem) -> frozenset[str]:
+    """The parameters whose block of ∇f(w*) is exactly zero: those the loss does not use (a
+    head the forward pass skips), for which torch's optimizer got no gradient and so keeps no
+    state."""
+    gradient = problem.params(problem.gradient(problem.w_star))
+    return frozenset(name for name, g in gradient.items() if not torch.any(g != 0))
 
 
 __all__ = [
