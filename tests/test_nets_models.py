@@ -394,6 +394,69 @@ def test_what_torch_func_cannot_transform_is_answered_by_plain_autograd(
     _answered_as(capsys, f"{path}:{name}", f"{path}:{name}_plain", commands)
 
 
+OUTPUTS = textwrap.dedent(
+    """
+    from dataclasses import dataclass
+
+    import torch
+
+
+    @dataclass
+    class Output:
+        logits: torch.Tensor
+        hidden: torch.Tensor
+
+
+    class Whole(torch.nn.Module):  # parameters held directly: the model is one unit
+        def __init__(self, as_dict):
+            super().__init__()
+            torch.manual_seed(0)
+            self.as_dict = as_dict
+            self.w1 = torch.nn.Parameter(0.5 * torch.randn(4, 8))
+            self.w2 = torch.nn.Parameter(0.5 * torch.randn(8, 3))
+
+        def forward(self, x):
+            h = torch.tanh(x @ self.w1)
+            if self.as_dict:
+                return {"logits": h @ self.w2, "hidden": h}
+            return Output(h @ self.w2, h)
+
+
+    def _problem(as_dict):
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(40, 4, generator=g, dtype=torch.float64)
+        y = torch.randint(0, 3, (40,), generator=g)
+        loss = lambda out, y: torch.nn.functional.cross_entropy(
+            out["logits"] if isinstance(out, dict) else out.logits, y)
+        return {"model": Whole(as_dict).double(), "loss": loss, "inputs": x, "targets": y}
+
+
+    def dataclass_output(): return _problem(False)
+    def dict_output(): return _problem(True)
+    """
+)
+
+
+def test_a_model_returning_a_dataclass_is_answered_as_one_returning_a_dict(tmp_path, capsys):
+    """torch's pytree takes a dataclass instance for one leaf: a model returning
+    ``Output(logits=…, hidden=…)`` was refused by net noise --curvature ggn ("torch.cat():
+    expected a non-empty list of Tensors"), crashed --backward current with a recompute delay
+    (internal error), and — silently — got its backward weights' values forward where it is
+    one unit (the discrepancy rule's max lr 3.85 for 2.12).  The dataclass's fields are opened
+    (`stability.nets.batches.map_leaves`): the numbers of the same model returning a dict."""
+    path = tmp_path / "outputs.py"
+    path.write_text(OUTPUTS)
+    one_unit = ["--backward", "current", "--stages", "1"]
+    commands = [
+        [*NOISE, "--curvature", "ggn"],
+        ["net", "train", "--rule", "sgd", *one_unit, "--tau", "1", "--lr", "0.05", "--steps", "10"],
+        ["net", "train", "--rule", "recompute", "--tau-recomp", "1", *one_unit, "--tau", "2",
+         "--lr", "0.05", "--steps", "10"],
+        ["net", "max-lr", "--rule", "discrepancy", *one_unit, "--tau", "1", "--k", "2"],
+    ]  # fmt: skip
+    _answered_as(capsys, f"{path}:dataclass_output", f"{path}:dict_output", commands)
+
+
 def test_an_operation_without_a_second_derivative_is_refused_where_curvature_is_needed(
     tmp_path, capsys
 ):

@@ -34,13 +34,31 @@ concatenated once, on first use, structure by structure (`torch.cat` on every te
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Iterator, Sequence
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 from torch.utils.data import DataLoader, IterableDataset
+
+
+def map_leaves(fn: Callable, *trees: Any) -> Any:
+    """``torch.utils._pytree.tree_map`` that also opens dataclass instances (a model's output
+    ``Output(logits=…, hidden=…)``, which torch's pytree takes for one leaf): ``fn`` on the
+    leaves of ``trees`` (of one structure), the same structure back."""
+
+    def one(*leaves: Any) -> Any:
+        first = leaves[0]
+        if dataclasses.is_dataclass(first) and not isinstance(first, type):
+            fields = [f.name for f in dataclasses.fields(first) if f.init]
+            return dataclasses.replace(
+                first, **{n: map_leaves(fn, *(getattr(x, n) for x in leaves)) for n in fields}
+            )
+        return fn(*leaves)
+
+    return tree_map(one, *trees)
 
 
 def call_model(model: torch.nn.Module, params: dict[str, torch.Tensor], x: Any):

@@ -76,8 +76,8 @@ from contextlib import contextmanager
 import torch
 import torch.nn.functional as F
 from torch.func import functional_call
-from torch.utils._pytree import tree_map
 
+from stability.nets.batches import map_leaves
 from stability.nets.problem import NetProblem, plain_grad
 
 BILINEAR = (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
@@ -204,7 +204,7 @@ def _general(module, w_b: dict[str, torch.Tensor], args, kwargs):
             return out - back.detach() + fwd.detach()
         return out
 
-    return tree_map(combine, y, y_b, y_f)
+    return map_leaves(combine, y, y_b, y_f)
 
 
 def _patch_run(run: _Run, w_b: dict[str, torch.Tensor]) -> list[torch.nn.Module]:
@@ -303,7 +303,7 @@ def inconsistent_gradient(
             with _backward_weights(found, weights, construction):
                 out = problem.output(theta, x)
             if out_f is not None:
-                out = tree_map(lambda o, f: o + (f - o).detach(), out, out_f)
+                out = map_leaves(lambda o, f: o + (f - o).detach(), out, out_f)
             return problem.loss_fn(out, y)
 
         return differentiate(loss)(u_fwd if u_recomp is None else u_recomp)

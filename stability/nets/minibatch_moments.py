@@ -29,13 +29,14 @@ is then exact.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
 from torch.func import grad, hessian, jvp
-from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from stability.nets.batches import rows, sample
+from stability.nets.batches import map_leaves, rows, sample
 from stability.nets.problem import NetProblem
 from stability.nets.vectorize import vectorized
 from stability.noise.persample import PerSampleMoments
@@ -123,6 +124,19 @@ def _hessian_columns(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
     return np.concatenate(out)
 
 
+def output_leaves(out: Any) -> tuple[list, Callable[[list], Any]]:
+    """The leaves of a model's output (`stability.nets.batches.map_leaves`: tensors, pytrees and
+    dataclasses of them) and the function that builds the same structure from new leaves."""
+    leaves: list = []
+    map_leaves(lambda leaf: leaves.append(leaf), out)
+
+    def rebuild(new: list) -> Any:
+        taken = iter(new)
+        return map_leaves(lambda _: next(taken), out)
+
+    return leaves, rebuild
+
+
 def _plain_jacobian_columns(function, w: torch.Tensor, Q: torch.Tensor) -> torch.Tensor:
     """(J Q)ᵀ (m, C), J the Jacobian of ``function`` at ``w``, by plain ``torch.autograd``:
     J·q = ∇_u ⟨Jᵀu, q⟩, the derivative of a vector-Jacobian product in its (dummy) vector u,
@@ -145,21 +159,21 @@ def _ggn_blocks(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
         def output(u):
             return problem.output(u, sample(x))
 
-        leaves, structure = tree_flatten(output(w))
+        leaves, rebuild = output_leaves(output(w))
         floating = [i for i, t in enumerate(leaves) if torch.is_tensor(t) and t.is_floating_point()]
 
         def flat(found):
             return torch.cat([found[i].reshape(-1) for i in floating])
 
         def flat_output(u):
-            return flat(tree_flatten(output(u))[0])
+            return flat(output_leaves(output(u))[0])
 
         def loss_out(o):
             parts = torch.split(o, [leaves[i].numel() for i in floating])
             filled = list(leaves)
             for i, part in zip(floating, parts, strict=True):
                 filled[i] = part.reshape(leaves[i].shape)
-            return problem.loss_fn(tree_unflatten(filled, structure), sample(y))
+            return problem.loss_fn(rebuild(filled), sample(y))
 
         if plain:  # the loop for a model torch.func cannot transform
             JQ = _plain_jacobian_columns(flat_output, w, Q)
