@@ -72,6 +72,59 @@ def _cnn():
 # -- the inconsistent gradient ----------------------------------------------------------------
 
 
+class _Tied(torch.nn.Module):
+    """A language-model head sharing the embedding's matrix (``tied``), or its own copy."""
+
+    def __init__(self, tied):
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb, self.mix, self.out = nn.Embedding(10, 6), nn.Linear(6, 6), nn.Linear(6, 10)
+        if tied:
+            self.out.weight = self.emb.weight
+        else:
+            self.out.weight = nn.Parameter(self.emb.weight.detach().clone())
+
+    def forward(self, ids):
+        return self.out(torch.tanh(self.mix(self.emb(ids).mean(1))))
+
+
+@pytest.mark.parametrize("granularity", ["layer", "stage"])
+def test_a_tied_weight_takes_its_backward_value_in_every_layer_that_uses_it(granularity):
+    """An output layer tying the embedding's matrix knows it under another name
+    (``out.weight``): it took the model's stored value for its backward weight (the gradient
+    with u_bkwd = u_fwd off by 0.17 of 0.55), and stage granularity crashed (KeyError).  The
+    tied model's gradient is the untied twin's, its two copies given the same values, summed
+    over the copies."""
+    g = torch.Generator().manual_seed(0)
+    ids, y = torch.randint(0, 10, (32, 5), generator=g), torch.randint(0, 10, (32,), generator=g)
+    head = ["mix.weight", "mix.bias", "out.bias"]
+    tied, untied = (
+        problem_from_dict({"model": _Tied(t).double(), "loss": nn.CrossEntropyLoss(),
+                           "inputs": ids, "targets": y,
+                           "stages": [["emb.weight"], head if t else [*head, "out.weight"]]})
+        for t in (True, False)
+    )  # fmt: skip
+    assert tied.names == ("emb.weight", "mix.weight", "mix.bias", "out.bias")
+
+    def as_untied(w):
+        named = tied.params(w)
+        return torch.cat([(named["emb.weight"] if n == "out.weight" else named[n]).reshape(-1)
+                          for n in untied.names])  # fmt: skip
+
+    w_f = tied.w_star + 0.3 * torch.randn(tied.dim, dtype=torch.float64, generator=g)
+    w_b = w_f + 0.3 * torch.randn(tied.dim, dtype=torch.float64, generator=g)
+    same = inconsistent_gradient(tied, w_f, w_f, granularity=granularity)
+    assert torch.allclose(same, tied.gradient(w_f), rtol=0, atol=1e-13)
+    got = tied.params(inconsistent_gradient(tied, w_f, w_b, granularity=granularity))
+    twin = untied.params(
+        inconsistent_gradient(untied, as_untied(w_f), as_untied(w_b), granularity=granularity)
+    )
+    assert torch.allclose(got["emb.weight"], twin["emb.weight"] + twin["out.weight"], atol=1e-13)
+    for n in head:
+        assert torch.allclose(got[n], twin[n], rtol=0, atol=1e-13)
+    assert float((got["emb.weight"] - twin["emb.weight"]).abs().max()) > 1e-3  # the head's part
+
+
 def test_consistent_weights_give_the_autograd_gradient():
     net = _cnn()
     w = net.w_star + 0.1 * torch.randn(net.dim, dtype=torch.float64)

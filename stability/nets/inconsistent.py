@@ -35,7 +35,9 @@ flows through):
 u_recomp with it.  The gradient is taken with respect to θ only; W_b (a different tensor)
 stays differentiable for an outer derivative, H_b = ∂g/∂u_bkwd (`stability.nets.sensitivity`).
 Parameter-free layers (activations, pooling, residual sums, attention masks) are
-differentiated as they are, at the activations the backward pass sees.
+differentiated as they are, at the activations the backward pass sees.  A tied weight (an
+output layer sharing the embedding's matrix) is one parameter under two names: every unit that
+uses it takes its backward value (`parameter_aliases`), and its gradient sums theirs.
 
 **Granularity.**  ``granularity="layer"`` (default): the units above; the stage's backward pass
 is the chain of its units', each at its forward input.  ``granularity="stage"``: the unit is
@@ -108,6 +110,17 @@ def units(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
     return found
 
 
+def parameter_aliases(model: torch.nn.Module) -> dict[str, str]:
+    """Every qualified name of each parameter → the name the problem knows it by (the first,
+    as ``named_parameters()`` lists it): a tied weight (an output layer sharing the embedding's
+    matrix) is one parameter under two names."""
+    first: dict[int, str] = {}
+    return {
+        name: first.setdefault(id(p), name)
+        for name, p in model.named_parameters(remove_duplicate=False)
+    }
+
+
 class _Run(torch.nn.Sequential):
     """Consecutive children of an ``nn.Sequential`` in one stage, keyed by their indices there
     (so ``name.index.param`` is still the parameter's name); the first carries the run."""
@@ -120,11 +133,12 @@ def stage_units(
     modules whose trainable parameters all lie in one of ``stages`` (parameter names), and
     runs (`_Run`) of an ``nn.Sequential``'s children in one stage."""
     stage_of = {n: i for i, group in enumerate(stages) for n in group}
+    aliases = parameter_aliases(model)
     found: list[tuple[str, torch.nn.Module]] = []
 
     def owners(prefix: str, module: torch.nn.Module) -> set[int]:
         named = module.named_parameters(prefix=prefix.rstrip("."))
-        return {stage_of[n] for n, p in named if p.requires_grad}
+        return {stage_of[aliases[n]] for n, p in named if p.requires_grad}
 
     def visit(name: str, module: torch.nn.Module) -> None:
         prefix = f"{name}." if name else ""
@@ -286,11 +300,12 @@ def inconsistent_gradient(
     if granularity == "stage":
         found = stage_units(problem.model, problem.stage_names)
     params_b = problem.params(u_bkwd)
+    aliases = parameter_aliases(problem.model)
     weights = []
     for name, module in found:
         prefix = f"{name}." if name else ""
         named = module.named_parameters()
-        weights.append({n: params_b.get(prefix + n, t.detach()) for n, t in named})
+        weights.append({n: params_b.get(aliases.get(prefix + n, ""), t.detach()) for n, t in named})
     batches = [(*problem.data.rows(index), 1.0)] if index is not None else problem.data
 
     def batch_gradient(x, y):
