@@ -125,6 +125,45 @@ def test_a_tied_weight_takes_its_backward_value_in_every_layer_that_uses_it(gran
     assert float((got["emb.weight"] - twin["emb.weight"]).abs().max()) > 1e-3  # the head's part
 
 
+class _Pinn(nn.Module):
+    """A physics-informed network: its output is u and du/dx (torch.func in forward)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.u = nn.Sequential(nn.Linear(1, 8), nn.Tanh(), nn.Linear(8, 1))
+
+    def forward(self, x):
+        du = torch.func.vmap(torch.func.grad(lambda s: self.u(s[None])[0, 0]))(x)
+        return torch.cat([self.u(x), du], 1)
+
+
+def test_a_forward_pass_that_differentiates_in_its_inputs_is_refused_backward_current(capsys):
+    """The rebuilt backward pass detaches each layer's activations, and a forward pass that
+    differentiates with respect to its inputs sees them: the PINN's du/dx lost its dependence
+    on the weights, its rebuilt gradient with the forward weights everywhere was off by the
+    size of the gradient (1.0 on a 25-parameter PINN), and --backward current answered from it
+    without a word (max lr 0.429 against 0.421 stashed).
+    The consistent case is checked before a run or a prediction uses the rebuild: refused in
+    one line naming --backward; weight stashing answers."""
+    x = torch.linspace(0, 1, 32, dtype=torch.float64)[:, None]
+    loss = lambda o, y: ((o[:, 1:] - y) ** 2).mean()  # noqa: E731
+    net = problem_from_dict({"model": _Pinn().double(), "inputs": x, "targets": torch.cos(x),
+                             "loss": loss}, stages=2)  # fmt: skip
+    w = net.w_star
+    exact = net.gradient(w)
+    off = float((inconsistent_gradient(net, w, w) - exact).abs().max() / exact.abs().max())
+    assert off > 0.5  # what the rebuild gives
+    with pytest.raises(ValueError, match=rf"^backward: .* off autograd's gradient by {off:.2g} "):
+        inconsistent.check_rebuild(net)
+    with pytest.raises(ValueError, match=r"^backward: "):
+        simulate(net, net_rules("sgd", {}, net_pipeline(2, tau=1, backward="current")), [0.01],
+                 steps=2, backward="current")  # fmt: skip
+    with pytest.raises(ValueError, match=r"^backward: "):
+        discrepancy_jacobian(net, w, np.eye(net.dim)[:, :1])
+    assert net_train(net, "sgd", lr=0.01, steps=3, tau=1).diverged is False
+
+
 def test_consistent_weights_give_the_autograd_gradient():
     net = _cnn()
     w = net.w_star + 0.1 * torch.randn(net.dim, dtype=torch.float64)

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from stability.nets.curvature import Curvature
-from stability.nets.inconsistent import inconsistent_gradient
+from stability.nets.inconsistent import check_rebuild, inconsistent_gradient
 from stability.nets.prediction import NetPrediction
 from stability.nets.problem import NetProblem
 
@@ -51,6 +51,7 @@ def discrepancy_jacobian(
     meant for the one reverse pass that computes g, and an outer derivative through them would
     drop terms of ∂g/∂u_recomp; the differences need none of that.
     """
+    check_rebuild(problem)
     w = w.detach()
 
     def g(u):

@@ -220,9 +220,9 @@ def simulate(
             check_stashed(rule)
         oracle = _oracle
     else:
-        from stability.nets.inconsistent import check_layers
+        from stability.nets.inconsistent import check_rebuild
 
-        check_layers(problem.model)
+        check_rebuild(problem)
         recompute = not all(consistent(r, "recompute") for r in rules)
         oracle = partial(_inconsistent_oracle, recompute=recompute)
     scales = tuple(lr_scales) or (1.0,) * len(rules)
