@@ -231,50 +231,36 @@ def test_a_state_over_the_trainable_parameters_of_a_partly_frozen_model(tmp_path
     ).double()
     model[0].weight.requires_grad_(False)
     x = torch.randn(16, 3, dtype=torch.float64)
-    net = problem_from_dict({"model": model, "loss": torch.nn.MSELoss(), "inputs": x,
-                             "targets": x[:, :1]})  # fmt: skip
-    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=0.01)
-    for _ in range(3):
-        opt.zero_grad()
-        torch.nn.functional.mse_loss(model(x), x[:, :1]).backward()
-        opt.step()
-    torch.save(opt.state_dict(), tmp_path / "trainable.pt")
-    pre = load_preconditioner(net, str(tmp_path / "trainable.pt"))
     named = dict(model.named_parameters())
-    v = torch.cat([opt.state[named[n]]["exp_avg_sq"].reshape(-1) for n in net.names])
-    assert net.names == ("0.bias", "2.weight", "2.bias")
-    assert torch.allclose(pre.P, 1 / (torch.sqrt(v / (1 - 0.999**3)) + 1e-8), rtol=1e-14, atol=0)
+
+    def read_back(opt):  # P of three steps' state, against torch's own state
+        for _ in range(3):
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x), x[:, :1]).backward()
+            opt.step()
+        torch.save(opt.state_dict(), tmp_path / "state.pt")
+        net = problem_from_dict({"model": model, "loss": torch.nn.MSELoss(), "inputs": x,
+                                 "targets": x[:, :1]})  # fmt: skip
+        pre = load_preconditioner(net, str(tmp_path / "state.pt"))
+        v = torch.cat([opt.state[named[n]]["exp_avg_sq"].reshape(-1) for n in net.names])
+        assert torch.allclose(pre.P, 1 / (torch.sqrt(v / (1 - 0.999**3)) + 1e-8), rtol=1e-14,
+                              atol=0)  # fmt: skip
+        return net.names
+
+    names = read_back(torch.optim.Adam([p for p in model.parameters() if p.requires_grad]))
+    assert names == ("0.bias", "2.weight", "2.bias")
 
     # or over model.parameters() in AdamW's two groups: torch keeps no state for the frozen one
     weights = [p for n, p in model.named_parameters() if n.endswith("weight")]
     biases = [p for n, p in model.named_parameters() if n.endswith("bias")]
-    opt = torch.optim.AdamW([{"params": weights}, {"params": biases, "weight_decay": 0.0}])
-    for _ in range(3):
-        opt.zero_grad()
-        torch.nn.functional.mse_loss(model(x), x[:, :1]).backward()
-        opt.step()
-    assert model[0].weight not in opt.state
-    torch.save(opt.state_dict(), tmp_path / "groups.pt")
-    pre = load_preconditioner(net, str(tmp_path / "groups.pt"))
-    v = torch.cat([opt.state[named[n]]["exp_avg_sq"].reshape(-1) for n in net.names])
-    assert torch.allclose(pre.P, 1 / (torch.sqrt(v / (1 - 0.999**3)) + 1e-8), rtol=1e-14, atol=0)
+    read_back(torch.optim.AdamW([{"params": weights}, {"params": biases, "weight_decay": 0.0}]))
 
     # a whole frozen layer: its weight and bias, one in each group, were two stateless entries
     # that could stand for either, refused as fitting "in more than one way"; either reads
     # the same (neither is analysed)
     model[0].bias.requires_grad_(False)
-    net = problem_from_dict({"model": model, "loss": torch.nn.MSELoss(), "inputs": x,
-                             "targets": x[:, :1]})  # fmt: skip
-    opt = torch.optim.AdamW([{"params": weights}, {"params": biases, "weight_decay": 0.0}])
-    for _ in range(3):
-        opt.zero_grad()
-        torch.nn.functional.mse_loss(model(x), x[:, :1]).backward()
-        opt.step()
-    torch.save(opt.state_dict(), tmp_path / "layer.pt")
-    pre = load_preconditioner(net, str(tmp_path / "layer.pt"))
-    v = torch.cat([opt.state[named[n]]["exp_avg_sq"].reshape(-1) for n in net.names])
-    assert net.names == ("2.weight", "2.bias")
-    assert torch.allclose(pre.P, 1 / (torch.sqrt(v / (1 - 0.999**3)) + 1e-8), rtol=1e-14, atol=0)
+    groups = [{"params": weights}, {"params": biases, "weight_decay": 0.0}]
+    assert read_back(torch.optim.AdamW(groups)) == ("2.weight", "2.bias")
 
 
 def test_a_parameter_the_loss_does_not_use_is_read_as_zero_gradients_left_it(tmp_path):
