@@ -189,6 +189,9 @@ REBUILD_TOL = 1e5
 (ε of the problem's dtype) relative to max |∇f|: measured on 40 models, float64 ≤ 3·10⁻¹⁶,
 float32 ≤ 3·10⁻⁷; a physics-informed network written with torch.func is off by 1."""
 
+REBUILD_STEP = 0.01
+"""`check_rebuild`'s point: w* + this × rms(w*) × a seeded standard normal direction."""
+
 _REBUILDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 """The problems `check_rebuild` has passed (a problem is checked once)."""
 
@@ -199,12 +202,16 @@ def check_rebuild(problem: NetProblem) -> None:
     as the module doc says it is for every model whose forward pass is an ordinary function of
     its activations: one whose forward pass differentiates with respect to its inputs (a
     physics-informed network's du/dx) sees the units' detached activations there and loses
-    that derivative's dependence on the weights (its gradient came out 0).  Checked once per
-    problem, on the whole data, at the problem's granularity."""
+    that derivative's dependence on the weights (off by the size of the gradient).  Checked
+    once per problem, on the whole data, at the problem's granularity, at a point
+    `REBUILD_STEP` (of the weights' root mean square) off w* along a seeded direction: at a
+    minimum the gradient is a cancellation far below the rounding of its terms."""
     check_layers(problem.model)
     if problem in _REBUILDS:
         return
     w = problem.w_star.detach()
+    z = torch.randn(problem.dim, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    w = w + problem.vector(REBUILD_STEP * (float(w.double().square().mean().sqrt()) or 1.0) * z)
     exact = problem.gradient(w)
     scale = float(exact.abs().max())
     if scale > 0:
@@ -376,6 +383,7 @@ __all__ = [
     "BILINEAR",
     "CONSTRUCTIONS",
     "GRANULARITIES",
+    "REBUILD_STEP",
     "REBUILD_TOL",
     "check_layers",
     "check_rebuild",
