@@ -302,44 +302,33 @@ def _groups_in_model_order(
             "(never stepped, or not an Adam/AdamW state)"
         )
 
-    # paths[positions] = (interleavings so far, capped at 2; one of them as group choices)
-    def laid(choices: tuple) -> list:  # the (state index, group) of each parameter so far
-        taken = [0] * len(lists)
-        order = []
-        for g in choices:
-            order.append(lists[g][taken[g]])
-            taken[g] += 1
-        return order
+    def reading(pid: Any, group: dict, param: torch.Tensor) -> tuple | None:
+        """What the state says of a parameter laid on the entry ``pid`` of ``group``."""
+        if shape(pid) is not None:
+            return ("state", pid)
+        return None if not param.requires_grad else ("unused", *_hyper(group))
 
-    def reading(choices: tuple) -> tuple:  # what the state says of each parameter so far
-        return tuple(
-            ("state", pid)
-            if shape(pid) is not None
-            else (None if not param.requires_grad else ("unused", *_hyper(group)))
-            for (_, param), (pid, group) in zip(named, laid(choices), strict=False)
-        )
-
-    # paths[positions] = (interleavings so far that read differently, capped at 2; one of
-    # them as group choices): two that differ only in which stateless entry stands for which
-    # stateless parameter read the same (a frozen one is not analysed; an unused one needs
-    # only its group's β2 and ε)
-    paths: dict[tuple, tuple[int, tuple]] = {(0,) * len(lists): (1, ())}
+    # paths[positions] = (interleavings so far that read differently, capped at 2; one of them
+    # as group choices, and what it reads): two that differ only in which stateless entry
+    # stands for which stateless parameter read the same (a frozen one is not analysed; an
+    # unused one needs only its group's β2, ε and amsgrad)
+    paths: dict[tuple, tuple[int, tuple, tuple]] = {(0,) * len(lists): (1, (), ())}
     for name, param in named:
-        grown: dict[tuple, tuple[int, tuple]] = {}
-        for positions, (count, choices) in paths.items():
+        grown: dict[tuple, tuple[int, tuple, tuple]] = {}
+        for positions, (count, choices, read) in paths.items():
             for g, members in enumerate(lists):
                 at = positions[g]
                 if at < len(members) and fits(members[at][0], name, param):
                     moved = (*positions[:g], at + 1, *positions[g + 1 :])
-                    path = (*choices, g)
+                    path = ((*choices, g), (*read, reading(*members[at], param)))
                     if moved not in grown:
-                        grown[moved] = (count, path)
+                        grown[moved] = (count, *path)
                         continue
-                    before, kept = grown[moved]
-                    same = reading(kept) == reading(path)
-                    grown[moved] = (max(before, count) if same else min(2, before + count), kept)
+                    before, *kept = grown[moved]
+                    same = kept[1] == path[1]
+                    grown[moved] = (max(before, count) if same else min(2, before + count), *kept)
         paths = grown
-    count, choices = paths.get(tuple(len(m) for m in lists), (0, ()))
+    count, choices, _ = paths.get(tuple(len(m) for m in lists), (0, (), ()))
     if count != 1:
         how = "in no way" if count == 0 else "in more than one way"
         raise ValueError(
@@ -348,7 +337,12 @@ def _groups_in_model_order(
             "model's shapes; save the state of an optimizer built over model.parameters() (one "
             "group, or groups that each list their parameters in the model's order)"
         )
-    return laid(choices)
+    taken = [0] * len(lists)
+    order = []
+    for g in choices:
+        order.append(lists[g][taken[g]])
+        taken[g] += 1
+    return order
 
 
 def _hyper(group: dict) -> tuple:
