@@ -632,6 +632,7 @@ def problem_from_dict(
     missing = second_derivative_missing(
         lambda w: problem.batch_loss(w, xs, ys),
         lambda w: problem.batch_gradient(w, xs, ys),
+        lambda w, v: problem.batch_hvp(w, v, xs, ys),
         problem.w_star,
     )
     return replace(problem, second_derivative_missing=missing) if missing else problem

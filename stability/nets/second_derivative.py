@@ -70,39 +70,37 @@ def custom_functions(loss: torch.Tensor) -> list[type]:
 
 
 def _product_and_differences(
-    loss_of: Callable[[torch.Tensor], torch.Tensor],
     gradient: Callable[[torch.Tensor], torch.Tensor],
+    hvp: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     w: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(∇²f·v, D(h), D(h/2)) along a seeded random unit v that leaves the coordinates whose
     gradient is exactly zero (an embedding's padding row, which torch never moves; a dead
-    unit's weights) where they are, on the other coordinates (module doc)."""
-    with torch.enable_grad():
-        u = w.detach().requires_grad_(True)
-        first = torch.autograd.grad(loss_of(u), u, create_graph=True, allow_unused=True)[0]
-        if first is None or not first.requires_grad:
-            zero = torch.zeros(0, dtype=w.dtype, device=w.device)
-            return zero, zero, zero
-        moving = first.detach() != 0
-        g = torch.Generator().manual_seed(0)
-        v = torch.randn(w.shape, generator=g, dtype=torch.float64).to(w) * moving
-        v = v / torch.linalg.vector_norm(v)
-        product = torch.autograd.grad(first, u, v, allow_unused=True)[0]
-        product = torch.zeros_like(w) if product is None else product.detach()
-        h = float(torch.finfo(w.dtype).eps) ** (1 / 3) * max(1.0, float(w.norm()))
-        wide, narrow = (
-            (gradient(w + step * v) - gradient(w - step * v)) / (2 * step) for step in (h, h / 2)
-        )
-    return product[moving], wide[moving], narrow[moving]
+    unit's weights) where they are, on the other coordinates (module doc); empty where the
+    gradient is zero everywhere."""
+    moving = gradient(w) != 0
+    if not torch.any(moving):
+        zero = torch.zeros(0, dtype=w.dtype, device=w.device)
+        return zero, zero, zero
+    g = torch.Generator().manual_seed(0)
+    v = torch.randn(w.shape, generator=g, dtype=torch.float64).to(w) * moving
+    v = v / torch.linalg.vector_norm(v)
+    h = float(torch.finfo(w.dtype).eps) ** (1 / 3) * max(1.0, float(w.norm()))
+    wide, narrow = (
+        (gradient(w + step * v) - gradient(w - step * v)) / (2 * step) for step in (h, h / 2)
+    )
+    return hvp(w, v)[moving], wide[moving], narrow[moving]
 
 
 def second_derivative_missing(
     loss_of: Callable[[torch.Tensor], torch.Tensor],
     gradient: Callable[[torch.Tensor], torch.Tensor],
+    hvp: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     w: torch.Tensor,
 ) -> str | None:
-    """Why torch's second derivative of ``loss_of`` (one batch's first samples; ``gradient``:
-    its gradient by plain autograd, `stability.nets.problem.NetProblem.gradient`'s) at ``w`` is
+    """Why torch's second derivative of ``loss_of`` (one batch's first samples; ``gradient``
+    and ``hvp``: its gradient and Hessian-vector product as the problem makes them,
+    `stability.nets.problem.NetProblem.batch_gradient` and ``batch_hvp``) at ``w`` is
     not the derivative of its gradient (module doc: a custom Function's backward, a value taken
     out of the graph), as the refusal says it; None where it is, or where the check cannot tell
     (rows that do not run alone, no second derivative at all, a kink between the steps)."""
@@ -121,10 +119,10 @@ def second_derivative_missing(
                 f"{FIRST_ORDER}"
             )
     try:
-        product, wide, narrow = _product_and_differences(loss_of, gradient, w)
+        product, wide, narrow = _product_and_differences(gradient, hvp, w)
     except Exception:  # noqa: BLE001 - no second derivative at all: the commands will say
         return None
-    if not product.numel():  # a loss at most linear in w
+    if not product.numel():  # a loss that does not depend on w
         return None
     distance = float(torch.linalg.vector_norm(product - narrow))
     scale = max(float(torch.linalg.vector_norm(product)), float(torch.linalg.vector_norm(narrow)))
