@@ -83,7 +83,7 @@ import numpy as np
 import torch
 from torch.func import grad, jvp, vjp
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
 from stability.nets.batches import (
@@ -725,20 +725,22 @@ def check_loss(problem: NetProblem) -> float:
     return f
 
 
-class _HalfPrecisionOps(TorchDispatchMode):
-    """Watches the operations run inside it: ``found`` is the first whose output is float16 or
-    bfloat16, (its name, that dtype), or None."""
+class _HalfPrecisionOps(TorchFunctionMode):
+    """Watches the torch functions and tensor methods run inside it: ``found`` is the first
+    whose output is float16 or bfloat16, (its name, that dtype), or None.  A function mode, not
+    a dispatch mode: entering the first ``TorchDispatchMode`` of a process imports
+    ``torch._dynamo`` (2.6 s), which `net curvature` and `net max-lr` need nowhere else."""
 
     def __init__(self) -> None:
         super().__init__()
         self.found: tuple[str, torch.dtype] | None = None
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         if self.found is None:
             for t in tree_flatten(out)[0]:
                 if isinstance(t, torch.Tensor) and t.dtype in (torch.float16, torch.bfloat16):
-                    self.found = (func.overloadpacket.__name__, t.dtype)
+                    self.found = (getattr(func, "__name__", str(func)), t.dtype)
                     break
         return out
 
