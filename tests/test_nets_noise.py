@@ -344,3 +344,111 @@ def test_net_train_draws_iid_minibatches():
     assert a.final_loss != b.final_loss
     with pytest.raises(ValueError, match="sampling"):
         st.net_train(LINEAR, "sgd", lr=0.1, steps=3, batch=8, sampling="poisson")
+
+
+# -- Adam/AdamW: the frozen-P rule in whitened coordinates -------------------------------------
+
+
+def _adamw_state(problem: dict, path, steps: int = 30, lr: float = 1e-3) -> np.ndarray:
+    """Save the state_dict of ``steps`` full-batch AdamW steps on a copy of ``problem``'s model
+    (the problem's own weights stay at w*) to ``path``; return its P = 1/(√(v/(1 − β2^t)) + ε)
+    in model.parameters() order, as torch.optim.AdamW divides."""
+    import copy
+
+    model = copy.deepcopy(problem["model"])
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    for _ in range(steps):
+        opt.zero_grad()
+        problem["loss"](model(problem["inputs"]), problem["targets"]).backward()
+        opt.step()
+    torch.save(opt.state_dict(), path)
+    group = opt.param_groups[0]
+    v = torch.cat([opt.state[q]["exp_avg_sq"].reshape(-1) for q in model.parameters()])
+    bias = 1 - group["betas"][1] ** steps
+    return (1 / (torch.sqrt(v / bias) + group["eps"])).numpy()
+
+
+def _adam(H, lr, beta1, tau, wd=0.0):
+    """Frozen-P Adam with P = 1 (whitened) at delay τ ∈ {0, 1}: m_{t+1} = β1·m_t +
+    (1 − β1)·H·w_{t−τ}, w_{t+1} = (1 − lr·wd)·w_t − lr·m_{t+1}; state (w_t[, w_{t−1}], m_t)."""
+    p = H.shape[0]
+    I, Z = np.eye(p), np.zeros((p, p))
+    c, g = (1 - lr * wd) * I, (1 - beta1) * H
+    if tau == 0:
+        return np.block([[c - lr * g, -lr * beta1 * I], [g, beta1 * I]])
+    return np.block(
+        [[c, -lr * g, -lr * beta1 * I], [I, Z, Z], [Z, g, beta1 * I]]
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tiny_adam(tmp_path_factory):
+    """The tiny network at its minimum with an AdamW state saved next to it, and that P."""
+    torch.set_num_threads(1)
+    d = _tiny()
+    path = tmp_path_factory.mktemp("noise_adam") / "state.pt"
+    P = _adamw_state(d, path)
+    return problem_from_dict(d, stages=2), str(path), P
+
+
+def test_adam_ms_max_lr_equals_the_dense_whitened_kronecker_operator(tiny_adam):
+    """With k = p: the mean-square threshold of frozen-P Adam/AdamW is that of the hand-written
+    recursion on the whitened per-sample Hessians P^{1/2}H_iP^{1/2}, P from the saved state."""
+    net, state, P = tiny_adam
+    s = np.sqrt(P)
+    Hs = s[None, :, None] * _per_sample(net) * s[None, None, :]
+    for tau, wd in ((0, 0.0), (1, 0.0), (1, 2.0)):
+        r = st.net_noise(net, "adam", batch=8, k=net.dim, tau=tau, beta1=0.9, weight_decay=wd,
+                         precond_from=state, **FAST)  # fmt: skip
+        assert r.subspace == net.dim and r.preconditioner["step"] == 30
+        dense = lambda lr, tau=tau, wd=wd: _ms_radius(  # noqa: E731
+            Hs, 8, lambda H: _adam(H, lr, 0.9, tau, wd)
+        )
+        assert _crosses_at(dense, r.ms_max_lr), (tau, wd)
+        whitened = np.linalg.eigvalsh(Hs.mean(0))[::-1]
+        assert r.eigenvalues == pytest.approx(whitened[: net.dim].tolist(), rel=1e-8)
+
+
+def test_adam_full_batch_max_lr_is_net_max_lrs(tiny_adam):
+    from stability.pipeline import pipeline
+
+    net, state, _ = tiny_adam
+    for stages in (dict(tau=2), dict(pipeline=pipeline("pipemare", 2))):
+        r = st.net_noise(net, "adam", batch=8, k=net.dim, beta1=0.9, precond_from=state,
+                         **stages, **FAST)  # fmt: skip
+        m = st.net_max_lr(net, "adam", k=net.dim, beta1=0.9, precond_from=state, **stages)
+        assert r.full_batch_max_lr == pytest.approx(m.max_lr, rel=1e-9), stages
+        assert 0 < r.ms_max_lr < r.full_batch_max_lr
+
+
+def test_adam_measured_runs_agree_with_the_prediction_on_a_linear_model(tmp_path):
+    """The frozen-P runs of the simulator (weight space) against the whitened theory."""
+    import runpy
+
+    state = tmp_path / "state.pt"
+    _adamw_state(runpy.run_path(LINEAR.split(":")[0])["problem"](), state)
+    r = st.net_noise(LINEAR, "adam", beta1=0.5, batch=16, k=11, tau=1, steps=100,
+                     at=[0, 10, 50, 100], measure=True, runs=64, pairs=4, pair_steps=400,
+                     lyapunov_steps=500, lyapunov_runs=8, precond_from=str(state))  # fmt: skip
+    m = r.measured
+    for (t, value), (t2, mean, se) in zip(r.expected_loss[1:], m["expected_loss"][1:], strict=True):
+        assert t == t2 and abs(mean - value) <= max(0.05 * value, 3 * se), t
+    assert abs(m["floor"][0] - r.floor) <= max(0.05 * r.floor, 3 * m["floor"][1])
+    lo, hi = m["as_bracket"]
+    assert 0.95 * lo <= r.as_max_lr <= 1.05 * hi
+    assert r.protocol["runs_max_distance_ratio"] < 1 and not r.warnings
+    assert "P^1/2" in r.protocol["start"] and any("frozen-P" in n for n in r.notes)
+
+
+def test_adam_without_its_preconditioner_and_a_preconditioner_without_adam_are_refused(capsys):
+    from stability.cli.main import main
+
+    base = ["net", "noise", "--problem", LINEAR, "--batch", "16"]
+    for extra, word in (
+        (["--rule", "adam"], "--precond-from"),
+        (["--rule", "pipeoptim", "--optimizer", "adam", "--tau", "1"], "net noise"),
+        (["--rule", "sgd", "--precond-from", "warmup:5:0.001"], "--precond-from"),
+    ):
+        assert main([*base, *extra]) == 2
+        text = capsys.readouterr().err.strip()
+        assert len(text.splitlines()) == 1 and word in text, text

@@ -249,6 +249,7 @@ NET_NOISE_OPTIONS: tuple[Option, ...] = (
         high=MAX_STEPS,
         group=NET_MEASURE,
     ),
+    NET_PRECOND_FROM,
 )
 """``net noise``'s options (`stability.nets.noise_public.net_noise`); its delays come from
 `NET_PIPELINE_OPTIONS` (without ``--backward``: weight stashing) and ``tau``."""

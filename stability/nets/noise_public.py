@@ -18,6 +18,19 @@ the same solvers as ``stability noise``:
 * ``subspace_change`` — max relative change of ``ms_max_lr`` and ``floor`` from k to
   min(2k, p) eigenvectors (0 when k = p).
 
+Adam/AdamW (``adam``, AdamW with ``weight_decay``) is analysed as its frozen-P linearisation, P
+from ``precond_from`` (`stability.nets.adaptive`; PipeOptim's current-weight backward pass is
+refused, as every rule that reads other backward weights): in the whitened coordinates
+x = P^{-1/2}w the rule runs with P = 1 on g̃_B = P^{1/2}g_B = H̃_B·(x − x*) + P^{1/2}ξ_B, with
+H̃_B the batch mean of P^{1/2}∇²ℓ_iP^{1/2} (Adam's frozen-P step m ← β1·m + (1 − β1)·g_B,
+w ← w − lr·(P·m + wd·(w − w*)) is that rule mapped back by P^{1/2}).  So the same theory runs
+on the top-k eigenvectors x̃ of H̃ = P^{1/2}HP^{1/2}: the per-sample moments are projected
+onto the weight-space directions P^{1/2}x̃ (their Hessian-vector products and gradients are
+the whitened ones), evaluated in float64 (`stability.nets.preconditioned.evaluation_problem`),
+the start is w* + perturbation·√p·d₁ with d₁ the unit P^{1/2}x̃₁, and the measured runs step
+the frozen-P rule in weight space, centred on w* (`stability.nets.adam_stages`).  f − f* is
+½(w − w*)ᵀH(w − w*) = ½(x − x*)ᵀH̃(x − x*) in either coordinates.
+
 ``measure=True`` adds ``measured``: ``runs`` seeded minibatch runs of the network simulator in
 lockstep from the same start (`stability.nets.minibatch_runs`), and the almost-sure bracket from
 ``pairs`` runs per step size of the simulator with the offsets ξ_B removed, their deviation from
@@ -77,10 +90,16 @@ class NetNoise(MinibatchPrediction):
     subspace_change: float = output(
         "max relative change of ms_max_lr and floor from k to min(2k, p) eigenvectors"
     )
-    eigenvalues: list[float] = output("top Hessian eigenvalues used, descending", "1/lr")
+    eigenvalues: list[float] = output(
+        "top eigenvalues used, descending: of the Hessian, or of P^1/2 H P^1/2 for Adam", "1/lr"
+    )
     schedule: str = output("pipemare, pipedream, pb, gpipe or uniform")
     stage_taus: list[int] = output("forward delay per stage (weight stashing)")
     stage_sizes: list[int] = output("parameters per stage")
+    preconditioner: dict[str, Any] | None = output(
+        "Adam's frozen P = 1/(√v̂ + ε): source, step t, min / median / max (null: a rule "
+        "without a preconditioner)"
+    )
     measured: dict[str, Any] | None = output(
         "the simulator's seeded minibatch runs (null without measure)"
     )
@@ -170,6 +189,7 @@ def net_noise(
     seed: int = 0,
     lyapunov_steps: int = 4000,
     lyapunov_runs: int = 32,
+    precond_from: str | None = None,
     progress: Callable[[int, int], None] | None = None,
     **params: Any,
 ) -> NetNoise:
@@ -184,19 +204,23 @@ def net_noise(
     the offset-free runs per step size of the measured almost-sure bracket and their length
     (`stability.nets.minibatch_lyapunov`; default: the predicted exponent's
     ``lyapunov_runs`` — at most `MAX_PAIRS` — and ``lyapunov_steps``, at most
-    `PAIR_STEPS_DEFAULT`: as many runs, and up to 1,000 steps, their cost); ``progress(done,
-    total)``: the measurement's lockstep steps (`stability.nets.step_counter`).  Implements the
-    recursion of `stability.noise.second_moment` with the per-sample moments of
-    `stability.noise.persample` (Mulayoff & Michaeli 2023's mixture form of E[H_B ⊗ H_B]) and
-    the thresholds of PipeMare Sec. 3.1 at B = n.
+    `PAIR_STEPS_DEFAULT`: as many runs, and up to 1,000 steps, their cost); ``precond_from``:
+    Adam's preconditioner (needed by adaptive rules, refused with others; module doc);
+    ``progress(done, total)``: the measurement's lockstep steps
+    (`stability.nets.step_counter`).  Implements the recursion of
+    `stability.noise.second_moment` with the per-sample moments of `stability.noise.persample`
+    (Mulayoff & Michaeli 2023's mixture form of E[H_B ⊗ H_B]) and the thresholds of PipeMare
+    Sec. 3.1 at B = n.
     """
     from stability.api.tables import MAX_LYAPUNOV_RUNS, MAX_PAIRS, PAIR_STEPS_DEFAULT
     from stability.checks import check_choice, check_integer, check_number, check_real
     from stability.limits import NET_NOISE_MAX_STAGED_WORK
+    from stability.nets.adaptive import adaptive_setup
     from stability.nets.curvature import curvature as top_curvature
     from stability.nets.lockstep import RunSetup
     from stability.nets.minibatch_lyapunov import EVERY, SEPARATION, Z_DECIDE
     from stability.nets.minibatch_runs import measure_runs, quadratic_radius, start_weights
+    from stability.nets.preconditioned import evaluation_problem, preconditioned_curvature
     from stability.nets.prediction import net_rules
     from stability.nets.public import _problem, _rule_params, measured_problem
     from stability.nets.simulator import INCONSISTENT_RULES
@@ -238,18 +262,23 @@ def net_noise(
             f"rule {rule!r} models backward weights that differ from the forward ones; net noise "
             "linearises the gradient at the forward weights (weight stashing)"
         )
-    if rule == "adam" or params.get("optimizer") in ("adam", "adamw"):
-        raise ValueError(
-            "Adam needs the optimizer's preconditioner (net max-lr --precond-from); "
-            "net noise analyses preconditioner-free rules"
-        )
+    params = _rule_params(rule, params)
+    adaptive = adaptive_setup(net, rule, params, precond_from, command="noise")
     pipe = _pipeline(net, pipeline, tau)
-    rules = net_rules(rule, _rule_params(rule, params), pipe)
     uniform = len(set(pipe.tau_fwd.tolist())) == 1
     p = net.dim
     k = min(k, p)
     k2 = min(2 * k, p)
-    curv = top_curvature(net, k2, stage_blocks=False, negative_k=0)
+    if adaptive is None:
+        rules = net_rules(rule, params, pipe)
+        curv = top_curvature(net, k2, stage_blocks=False, negative_k=0)
+        scale, evaluated, lam_h = np.ones(p), net, float(curv.eigenvalues[0])
+    else:  # the frozen-P rule in whitened coordinates (module doc)
+        net = adaptive.net
+        rules = adaptive.rules(rule, pipe)
+        curv = preconditioned_curvature(net, adaptive.scale, k2, stage_blocks=False)
+        scale, evaluated = adaptive.scale.numpy(), evaluation_problem(net)[0]
+        lam_h = top_curvature(net, 1, stage_blocks=False, negative_k=0).lam_max
     lam = curv.eigenvalues
     keep = lam > FLAT * max(float(lam[0]), 0.0)
     if not keep[0]:
@@ -263,7 +292,7 @@ def net_noise(
             f"k: the subspace at min(2k, p) has {Q.shape[1]} dimensions, at most {limit} "
             f"{'' if uniform else 'with per-stage delays '}are supported; lower k"
         )
-    moments2 = projected_moments(net, Q, batch, curvature)
+    moments2 = projected_moments(evaluated, scale[:, None] * Q, batch, curvature)
     if not uniform:  # the per-stage loop's cost (dense Gramians or matrix-free)
         check_staged_work(
             state_space(rules, 1.0, sizes2), moments2.hessian, "k", NET_NOISE_MAX_STAGED_WORK
@@ -273,8 +302,11 @@ def net_noise(
     if not uniform:
         _check_block_curvature(moments.hessian, float(lam[0]))
     sizes = sizes2 if k_kept == V.shape[1] else _sizes(sizes2, net.stage_sizes, k_kept)
-    w0 = start_weights(net, curv.eigenvectors[:, 0], perturbation)
-    e_full = Q.T @ (w0 - net.w_star).cpu().numpy().astype(float)
+    v1 = (
+        curv.eigenvectors[:, 0] if adaptive is None else adaptive.direction(curv.eigenvectors[:, 0])
+    )
+    w0 = start_weights(net, v1, perturbation)
+    e_full = Q.T @ ((w0 - net.w_star).cpu().numpy().astype(float) / scale)
     small = _subspace(moments, rules, sizes, e_full[cols], uniform)
     limits = thresholds(
         small.builder,
@@ -295,9 +327,14 @@ def net_noise(
     if len(cols) < Q.shape[1]:
         big = _subspace(moments2, rules, sizes2, e_full, uniform)
         change = _change(big, lr, ms, at_lr["floor"])
-    r10 = quadratic_radius(net, curv.eigenvectors[:, 0])
+    r10 = quadratic_radius(net, v1)
     protocol: dict[str, Any] = {
-        "start": "w* + perturbation·√p·v1 (v1: unit top Hessian eigenvector), constant history",
+        "start": (
+            "w* + perturbation·√p·v1 (v1: unit top Hessian eigenvector), constant history"
+            if adaptive is None
+            else "w* + perturbation·√p·v1 (v1: the unit weight-space direction P^1/2·x1 of the "
+            "top eigenvector x1 of P^1/2 H P^1/2), constant history"
+        ),
         "perturbation": perturbation,
         "gradient": "minibatch gradient tilted by the full-batch one at w*: ∇f_B(u) − ∇f(w*)",
         "quadratic_radius": r10,
@@ -306,16 +343,22 @@ def net_noise(
     }
     from stability.nets.minimum import nearness
 
-    near = nearness(net, float(lam[0]), np.sort(lam[lam < 0]))
-    warnings: list[str] = [] if near.warning is None else [near.warning]
+    negatives = np.sort(lam[lam < 0]) if adaptive is None else None  # H̃'s are not H's
+    near = nearness(net, lam_h, negatives)
+    warnings = [w for w in (near.warning, curv.warning) if w is not None]
     measured = None
     if measure:
         separation = min(SEPARATION * r10, perturbation * p**0.5)
         wide, protocol["precision"], precision_note = measured_problem(net)
         if precision_note is not None:
             warnings.append(precision_note)
+        stage_rules = (
+            rules
+            if adaptive is None
+            else dataclasses.replace(adaptive, net=wide).frozen(rules, centred=True)
+        )
         measured, wander, as_wander = measure_runs(
-            RunSetup(wide, rules, batch, sampling, seed), lr, times, wide.vector(w0), as_lr,
+            RunSetup(wide, stage_rules, batch, sampling, seed), lr, times, wide.vector(w0), as_lr,
             runs=runs, pairs=pairs, pair_steps=pair_steps, steps=steps, separation=separation,
             progress=progress,
         )  # fmt: skip
@@ -347,6 +390,14 @@ def net_noise(
         "expected_loss and floor are E f − f* over the sampling from w* + perturbation·√p·v1",
         bracket_note(lyapunov_runs, lyapunov_steps),
     ]
+    if adaptive is not None:
+        notes.insert(
+            1,
+            f"Adam: the frozen-P rule, P from {adaptive.precond.source}, in whitened coordinates "
+            "x = P^-1/2 w: per-sample curvatures P^1/2 ∇²ℓ_i P^1/2 and gradients P^1/2 ∇ℓ_i on "
+            "the top-k eigenvectors of P^1/2 H P^1/2 (evaluated in float64); the measured runs "
+            "step w ← w − lr·(P·m + wd·(w − w*)) in weight space",
+        )
     return NetNoise(
         **MinibatchPrediction.of(rule, batch, lr, sampling, net.samples, limits, at_lr),
         n_params=p,
@@ -359,6 +410,7 @@ def net_noise(
         schedule=pipe.schedule,
         stage_taus=pipe.tau_fwd.tolist(),
         stage_sizes=list(net.stage_sizes),
+        preconditioner=None if adaptive is None else adaptive.describe(),
         measured=measured,
         protocol=protocol,
         warnings=tuple(warnings),

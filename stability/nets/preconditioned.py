@@ -90,19 +90,24 @@ class PreconditionedOperator(LinearOperator):
 
 
 def preconditioned_curvature(
-    problem: NetProblem, scale: torch.Tensor, k: int = 10, *, stage_k: int | None = None
+    problem: NetProblem,
+    scale: torch.Tensor,
+    k: int = 10,
+    *,
+    stage_k: int | None = None,
+    stage_blocks: bool = True,
 ) -> Curvature:
     """Top-``k`` eigenpairs of H̃ = s∇²f(w*)s and the top ``stage_k`` (default k) of each
-    stage's block s_i H_ii s_i, as a `Curvature` (eigenvectors in the whitened coordinates);
-    the negative end is not searched.  A float32 problem is evaluated on its float64 copy
-    (`evaluation_problem`, module doc)."""
+    stage's block s_i H_ii s_i (``stage_blocks``; else ``stage_eigenvalues`` is empty), as a
+    `Curvature` (eigenvectors in the whitened coordinates); the negative end is not searched.
+    A float32 problem is evaluated on its float64 copy (`evaluation_problem`, module doc)."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"k must be an integer ≥ 1, got {k!r}")
     start = time.perf_counter()
     problem, how, warning = evaluation_problem(problem)
     top = lanczos(PreconditionedOperator(problem, scale), k)
     hvps, stage_vals = top.hvps, []
-    for block in problem.blocks:
+    for block in problem.blocks if stage_blocks else ():
         pairs = lanczos(PreconditionedOperator(problem, scale, block), stage_k or k)
         hvps += pairs.hvps
         stage_vals.append(pairs.values)

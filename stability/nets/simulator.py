@@ -131,7 +131,8 @@ def check_stashed(rule: Rule | None, name: str = "") -> None:
     if not consistent(rule):
         raise ValueError(
             f"rule {name or type(rule).__name__!r} reads different backward or recompute "
-            "weights; with weight stashing it needs --backward current"
+            "weights; with weight stashing it needs --backward current (net max-lr, net train; "
+            "net noise analyses weight stashing only)"
         )
 
 

@@ -27,7 +27,8 @@
 Adam/AdamW (``--rule adam``, ``pipeoptim --optimizer adam|adamw``): ``--precond-from
 STATE|warmup:N:LR`` gives the optimizer's preconditioner P (``curvature``: also
 ``preconditioned_eigenvalues``; ``max-lr``: the prediction on P^1/2 H P^1/2, with ``--measure``
-also ``measured_bracket_real``), ``train --update real`` runs real Adam (docs/adam.md).
+also ``measured_bracket_real``; ``noise``: the minibatch theory of the frozen-P rule, with
+``preconditioner``), ``train --update real`` runs real Adam (docs/adam.md).
 
 Every subcommand takes ``--dtype float32|float64`` and ``--device DEVICE`` (default: the
 model's own).  Needs PyTorch (``pip install -e '.[torch]'`` in the checkout); without it each
@@ -218,7 +219,8 @@ def report_noise(result) -> str:
         result,
         ["rule", "batch", "lr", "samples", "n_params", "k", "subspace", "curvature",
          "sampling_factor", "full_batch_max_lr", "ms_max_lr", "as_max_lr", "as_bracket", "floor",
-         "rate", "half_life", "subspace_change", "schedule", "stage_taus"],
+         "rate", "half_life", "subspace_change", "schedule", "stage_taus",
+         *(["preconditioner"] if result.preconditioner is not None else [])],
     )  # fmt: skip
     out.append("expected excess loss E f − f*:")
     out += [f"  t = {t:<8}{number(v, 6)}" for t, v in result.expected_loss]
