@@ -234,8 +234,15 @@ def test_measured_runs_agree_with_the_prediction_on_a_linear_model():
     r = st.net_noise(LINEAR, "sgd", batch=16, k=11, tau=1, steps=100, at=[0, 10, 50, 100],
                      measure=True, runs=64, pairs=6, pair_steps=800, lyapunov_steps=1000,
                      lyapunov_runs=8)  # fmt: skip
+    assert set(r.measured) >= {"runs", "expected_loss", "floor", "as_bracket", "pairs"}
+    _agrees_with_its_measurement(r)
+
+
+def _agrees_with_its_measurement(r) -> None:
+    """Loss at every time and floor within max(5 %, 3 se) of the measured means, the predicted
+    as_max_lr inside the measured bracket widened by 5 %, the runs inside the quadratic
+    region (issue 23's acceptance lines)."""
     m = r.measured
-    assert set(m) >= {"runs", "expected_loss", "floor", "as_bracket", "pairs"}
     for (t, value), (t2, mean, se) in zip(r.expected_loss[1:], m["expected_loss"][1:], strict=True):
         assert t == t2 and abs(mean - value) <= max(0.05 * value, 3 * se), t
     assert abs(m["floor"][0] - r.floor) <= max(0.05 * r.floor, 3 * m["floor"][1])
@@ -430,13 +437,7 @@ def test_adam_measured_runs_agree_with_the_prediction_on_a_linear_model(tmp_path
     r = st.net_noise(LINEAR, "adam", beta1=0.5, batch=16, k=11, tau=1, steps=100,
                      at=[0, 10, 50, 100], measure=True, runs=64, pairs=4, pair_steps=400,
                      lyapunov_steps=500, lyapunov_runs=8, precond_from=str(state))  # fmt: skip
-    m = r.measured
-    for (t, value), (t2, mean, se) in zip(r.expected_loss[1:], m["expected_loss"][1:], strict=True):
-        assert t == t2 and abs(mean - value) <= max(0.05 * value, 3 * se), t
-    assert abs(m["floor"][0] - r.floor) <= max(0.05 * r.floor, 3 * m["floor"][1])
-    lo, hi = m["as_bracket"]
-    assert 0.95 * lo <= r.as_max_lr <= 1.05 * hi
-    assert r.protocol["runs_max_distance_ratio"] < 1 and not r.warnings
+    _agrees_with_its_measurement(r)
     assert "P^1/2" in r.protocol["start"] and any("frozen-P" in n for n in r.notes)
 
 
