@@ -106,17 +106,15 @@ def _v_hat(entries, beta2: float) -> torch.Tensor:
     )
 
 
-def noise_variance(d: dict) -> torch.Tensor:
-    """p·Var_i(∇ℓ_i(w*)) per coordinate (module doc): the minibatch gradient's variance at w*."""
-    X, Y, loss, model = d["inputs"], d["targets"], d["loss"], d["model"]
-    rows = []
-    for i in range(X.shape[0]):
-        model.zero_grad()
-        loss(model(X[i : i + 1]), Y[i : i + 1]).backward()
-        rows.append(torch.cat([q.grad.reshape(-1) for q in model.parameters()]).clone())
-    model.zero_grad()
-    n = X.shape[0]
-    return (n - BATCH) / (BATCH * (n - 1)) * torch.stack(rows).var(dim=0)
+def noise_variance(net) -> torch.Tensor:
+    """p·Var_i(∇ℓ_i(w*)) per coordinate (module doc): the minibatch gradient's variance at w*,
+    from the per-sample gradients of `stability.nets.minibatch_moments` (flat, in the
+    model's parameter order)."""
+    from stability.nets.minibatch_moments import per_sample_gradients
+
+    n = net.samples
+    grads = per_sample_gradients(net, torch.eye(net.dim, dtype=net.dtype))
+    return (n - BATCH) / (BATCH * (n - 1)) * torch.from_numpy(grads).var(dim=0)
 
 
 def real_floor(d: dict, state: dict, lr: float) -> tuple[float, float, float]:
@@ -137,7 +135,8 @@ def real_floor(d: dict, state: dict, lr: float) -> tuple[float, float, float]:
         for q in model.parameters():  # m = 0: the first moment of a stationary point
             opt.state[q]["exp_avg"].zero_()
         entries = [opt.state[q] for q in model.parameters()]
-        v_start = _v_hat(entries, 0.999)
+        beta2 = opt.param_groups[0]["betas"][1]
+        v_start = _v_hat(entries, beta2)
         g = torch.Generator().manual_seed(1000 + r)
         tail = []
         for t in range(STEPS):
@@ -149,7 +148,7 @@ def real_floor(d: dict, state: dict, lr: float) -> tuple[float, float, float]:
                 with torch.no_grad():
                     tail.append(float(loss(model(X), Y)) - f_star)
         tails.append(np.mean(tail))
-        drift.append(float(torch.median(_v_hat(entries, 0.999) / v_start)))
+        drift.append(float(torch.median(_v_hat(entries, beta2) / v_start)))
     return (
         float(np.mean(tails)),
         float(np.std(tails, ddof=1) / np.sqrt(REAL_RUNS)),
@@ -164,7 +163,7 @@ def rows_of(name: str, folder: Path) -> list[dict]:
     net = problem_from_dict(d, stages=1)
     group = state["param_groups"][0]
     state_v = _v_hat([state["state"][i] for i in group["params"]], group["betas"][1])
-    over_noise = float(torch.median(state_v / noise_variance(d)))
+    over_noise = float(torch.median(state_v / noise_variance(net)))
     common = dict(beta1=0.9, batch=BATCH, k=net.dim, precond_from=str(path))
     out = []
     for tau in (0, 2):

@@ -23,7 +23,8 @@ from ``precond_from`` (`stability.nets.adaptive`; PipeOptim's current-weight bac
 refused, as every rule that reads other backward weights): in the whitened coordinates
 x = P^{-1/2}w the rule runs with P = 1 on g̃_B = P^{1/2}g_B = H̃_B·(x − x*) + P^{1/2}ξ_B, with
 H̃_B the batch mean of P^{1/2}∇²ℓ_iP^{1/2} (Adam's frozen-P step m ← β1·m + (1 − β1)·g_B,
-w ← w − lr·(P·m + wd·(w − w*)) is that rule mapped back by P^{1/2}).  So the same theory runs
+w ← w − lr·(P·m + wd·(w − w*)) — Kingma & Ba Alg. 1 / PipeOptim Table I linearised with P
+frozen, `stability.rules.adam` — is that rule mapped back by P^{1/2}).  So the same theory runs
 on the top-k eigenvectors x̃ of H̃ = P^{1/2}HP^{1/2}: the per-sample moments are projected
 onto the weight-space directions P^{1/2}x̃ (their Hessian-vector products and gradients are
 the whitened ones), evaluated in float64 (`stability.nets.preconditioned.evaluation_problem`),
