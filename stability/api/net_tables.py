@@ -249,7 +249,15 @@ NET_NOISE_OPTIONS: tuple[Option, ...] = (
         high=MAX_STEPS,
         group=NET_MEASURE,
     ),
-    NET_PRECOND_FROM,
+    dataclasses.replace(
+        NET_PRECOND_FROM,
+        doc=NET_PRECOND_FROM.doc.replace(
+            "; see docs/adam.md",
+            "; or stationary: real Adam's own stationary v̂ at --lr and --batch (the fixed "
+            "point of its minibatch gradients' mean square); see docs/adam.md",
+        ),
+        metavar="STATE|warmup:N:LR|stationary",
+    ),
 )
 """``net noise``'s options (`stability.nets.noise_public.net_noise`); its delays come from
 `NET_PIPELINE_OPTIONS` (without ``--backward``: weight stashing) and ``tau``."""

@@ -30,6 +30,10 @@
   time, for a model torch.func cannot transform).
 * `stability.nets.minibatch_runs` — seeded minibatch runs of the simulator in lockstep: measured
   expected loss, floor, almost-sure bracket, the quadratic region.
+* `stability.nets.minibatch_subspace` — the projected minibatch problem at one preconditioner:
+  basis, moments, the solvers' state builder.
+* `stability.nets.stationary_adam` — real Adam's stationary preconditioner on minibatches, the
+  fixed point of its v̂ (``precond_from="stationary"``).
 * `stability.nets.noise_public` — ``net_noise`` (``stability net noise``): minibatch theory of a
   network near a minimum, through the solvers of `stability.noise`.
 

@@ -33,6 +33,7 @@ from stability.nets.adam_stages import Centred, FrozenStage, RealStage
 from stability.nets.preconditioned import preconditioned_curvature, weight_direction
 from stability.nets.preconditioner import Preconditioner, is_adaptive, load_preconditioner
 from stability.nets.problem import NetProblem
+from stability.nets.stationary_adam import SOURCE as STATIONARY
 from stability.trainer.measure import MaxLrMeasurement, bisect_max_lr
 
 UPDATES = ("analysed", "real")
@@ -56,6 +57,11 @@ class AdaptiveSetup:
     @property
     def scale(self) -> torch.Tensor:
         return self.precond.scale
+
+    def hyper(self, name: str) -> float:
+        """The rule's β1, β2, ε or weight decay: its flag, or torch.optim.AdamW's default."""
+        value = self.params.get(name)
+        return _DEFAULTS[name] if value is None else value
 
     def curvature(self, k: int, stage_k: int | None = None):
         """Top-k eigenpairs of H̃ and the stages' top ``stage_k``."""
@@ -170,8 +176,9 @@ def adaptive_setup(
         return None
     if precond_from is None and not (command == "train" and update == "real"):
         what = "net train --update analysed" if command == "train" else f"net {command}"
+        hint = SOURCE_HINT if command != "noise" else SOURCE_HINT[:-1] + ", or stationary)"
         raise ValueError(
-            f"{what} with rule {rule!r} needs {SOURCE_HINT}: on a network Adam's "
+            f"{what} with rule {rule!r} needs {hint}: on a network Adam's "
             "preconditioner P is a per-coordinate diagonal, not the scalar P = 1"
         )
     if params.get("precond") is not None:
@@ -180,6 +187,14 @@ def adaptive_setup(
         )
     values = dict(params)
     precond = None
+    if precond_from == STATIONARY:  # solved by net noise at its lr (stability.nets.stationary_adam)
+        if command != "noise":
+            raise ValueError(
+                "precond_from: stationary is the fixed point of real Adam's v̂ on minibatches at "
+                f"one lr and batch (net noise); net {command} takes a state file or warmup:N:LR"
+            )
+        values["precond"] = 1.0
+        return AdaptiveSetup(net, None, values, update)
     if precond_from is not None:
         hyper = {k: values.get(k, d) for k, d in _DEFAULTS.items()}
         precond = load_preconditioner(net, precond_from, **hyper)

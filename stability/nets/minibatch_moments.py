@@ -87,8 +87,8 @@ def _chunks(problem: NetProblem, columns: int):
         yield rows(X, slice(a, a + size)), rows(Y, slice(a, a + size))
 
 
-def per_sample_gradients(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
-    """ĝ_i = Qᵀ∇ℓ_i(w*) (n, m)."""
+def _sample_gradients(problem: NetProblem, x, y) -> torch.Tensor:
+    """∇ℓ_i(w*) of the samples of a chunk, (chunk, p)."""
     w = problem.w_star.detach()
 
     def one(x, y):
@@ -97,15 +97,11 @@ def per_sample_gradients(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
     def looped(x, y):
         return problem.batch_gradient(w, sample(x), sample(y))
 
-    return np.concatenate(
-        [
-            (vectorized(problem, one, x, y, looped=looped) @ Q).detach().cpu().numpy()
-            for x, y in _chunks(problem, 1)
-        ]
-    )
+    return vectorized(problem, one, x, y, looped=looped).detach()
 
 
-def _hessian_columns(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
+def _sample_hvps(problem: NetProblem, x, y, v: torch.Tensor) -> torch.Tensor:
+    """H_i·v of the samples of a chunk, (chunk, p)."""
     w = problem.w_star.detach()
 
     def hvp(x, y, v):
@@ -114,14 +110,67 @@ def _hessian_columns(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
     def looped(x, y, v):
         return problem.batch_hvp(w, v, sample(x), sample(y))
 
+    return vectorized(problem, hvp, x, y, v, in_dims=(0, 0, None), looped=looped).detach()
+
+
+def per_sample_gradients(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
+    """ĝ_i = Qᵀ∇ℓ_i(w*) (n, m)."""
+    return np.concatenate(
+        [(_sample_gradients(problem, x, y) @ Q).cpu().numpy() for x, y in _chunks(problem, 1)]
+    )
+
+
+def _hessian_columns(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
     out = []
     for x, y in _chunks(problem, 1):
-        cols = [
-            vectorized(problem, hvp, x, y, Q[:, j], in_dims=(0, 0, None), looped=looped) @ Q
-            for j in range(Q.shape[1])
-        ]
-        out.append(torch.stack(cols, dim=-1).detach().cpu().numpy())  # (chunk, m, m): [i, a, j]
+        cols = [_sample_hvps(problem, x, y, Q[:, j]) @ Q for j in range(Q.shape[1])]
+        out.append(torch.stack(cols, dim=-1).cpu().numpy())  # (chunk, m, m): [i, a, j]
     return np.concatenate(out)
+
+
+def gradient_square_mean(
+    problem: NetProblem, M: np.ndarray, S: np.ndarray, batch: int
+) -> np.ndarray:
+    r"""diag E[g_B g_Bᵀ] (p,): the mean square of each coordinate of the minibatch gradient
+    g_B = H_B·u + ξ_B at weights u − w* = M·y with E[yyᵀ] = ``S`` (m × m), y independent of the
+    batch and E y = 0 — the stationary state of minibatch training (`stability.noise.gramian`)
+    seen in weight space along the directions ``M`` (p × m, columns need not be orthonormal).
+
+    By the moments of `stability.noise.persample` with X = M S Mᵀ and p the sampling factor,
+
+        E[g_B g_Bᵀ] = (1 − p)·H X H + p·(1/n) Σ_i H_i X H_i + p·Σ_ξ
+
+    (the cross term E[H_B u ξ_Bᵀ] = p·J(E u) vanishes with E u = 0), whose diagonal is
+    accumulated over the samples from S = LLᵀ: (H X H)_jj = Σ_a (H M L)_ja², and likewise per
+    sample — m per-sample Hessian-vector products each, in full p-space, never a p × p matrix.
+    Σ_ξ's diagonal is the population variance of the per-sample gradients (sums shifted by
+    the first chunk's mean)."""
+    from stability.noise.moments import sampling_factor
+
+    n, p = problem.samples, problem.dim
+    factor = sampling_factor(n, int(batch))
+    lam, U = np.linalg.eigh(0.5 * (S + S.T)) if S.size else (np.zeros(0), np.zeros((0, 0)))
+    keep = lam > 0
+    C = problem.vector(np.asarray(M, dtype=float) @ (U[:, keep] * np.sqrt(lam[keep])))
+    mean_hvp = torch.zeros(p, C.shape[1], dtype=C.dtype, device=C.device)
+    hvp_square = torch.zeros(p, dtype=C.dtype, device=C.device)
+    grad_sum = torch.zeros(p, dtype=C.dtype, device=C.device)
+    grad_square = torch.zeros(p, dtype=C.dtype, device=C.device)
+    shift = None  # the first chunk's mean: the shifted sums keep the variance accurate
+    for x, y in _chunks(problem, 1):
+        g = _sample_gradients(problem, x, y)
+        shift = g.mean(dim=0) if shift is None else shift
+        g = g - shift
+        grad_sum += g.sum(dim=0)
+        grad_square += (g * g).sum(dim=0)
+        for j in range(C.shape[1]):
+            h = _sample_hvps(problem, x, y, C[:, j])
+            mean_hvp[:, j] += h.sum(dim=0)
+            hvp_square += (h * h).sum(dim=0)
+    mean_hvp /= n
+    variance = (grad_square / n - (grad_sum / n) ** 2).clamp(min=0)
+    square = (1 - factor) * (mean_hvp**2).sum(dim=1) + factor * (hvp_square / n + variance)
+    return square.cpu().numpy().astype(float)
 
 
 def output_leaves(out: Any) -> tuple[list, Callable[[list], Any]]:
@@ -215,6 +264,7 @@ def restrict(moments: PerSampleMoments, columns: np.ndarray) -> PerSampleMoments
 
 __all__ = [
     "CURVATURES",
+    "gradient_square_mean",
     "nested_columns",
     "per_sample_gradients",
     "projected_moments",

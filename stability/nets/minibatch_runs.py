@@ -209,15 +209,18 @@ def measure_runs(
     pair_steps: int,
     steps: int,
     separation: float,
+    real: RunSetup | None = None,
     progress: Callable[[int, int], None] | None = None,
-) -> tuple[dict, float, float]:
-    """(``measured``, wander, as_wander): the keys ``stability noise --measure`` prints —
-    ``runs``, ``expected_loss`` rows [t, mean, se], ``floor`` [mean, se] over the second half
-    of the steps, ``as_bracket`` (``pairs`` offset-free runs per step size around ``as_lr``,
-    `stability.nets.minibatch_lyapunov`, with its rows ``as_exponents``), ``pairs`` — the
-    largest ‖w_t − w*‖ of the loss runs and that of the almost-sure runs.  ``progress(done,
-    total)``: in lockstep steps (`stability.nets.step_counter`)."""
-    from stability.checks import finite_or_none as _finite
+) -> tuple[dict, float, float, dict | None]:
+    """(``measured``, wander, as_wander, ``measured_real``): the keys ``stability noise
+    --measure`` prints — ``runs``, ``expected_loss`` rows [t, mean, se], ``floor`` [mean, se]
+    over the second half of the steps, ``as_bracket`` (``pairs`` offset-free runs per step size
+    around ``as_lr``, `stability.nets.minibatch_lyapunov`, with its rows ``as_exponents``),
+    ``pairs`` — the largest ‖w_t − w*‖ of the loss runs and that of the almost-sure runs, and
+    with a ``real`` setup (real Adam, `stability.nets.adaptive.AdaptiveSetup.real`) its loss
+    runs alike (``runs``, ``expected_loss``, ``floor``, ``floor_window``, ``blowup_fraction``,
+    ``max_distance``; None without).  ``progress(done, total)``: in lockstep steps
+    (`stability.nets.step_counter`)."""
     from stability.nets.minibatch_lyapunov import expected_rounds, measure_almost_sure
     from stability.nets.step_counter import counter
 
@@ -225,24 +228,10 @@ def measure_runs(
         raise ValueError(f"runs must be an integer in [2, {1 << 16}], got {runs!r}")
     window = (steps // 2, steps)
     loss_steps = max(max(times), window[1])
-    counted = counter(progress, loss_steps + (expected_rounds() * pair_steps if as_lr else 0))
-    m = measure_loss(
-        setup, lr, times, w0, runs=int(runs), window=window,
-        record_every=max(1, min(10, (window[1] - window[0]) // 20)), observe=counted,
-    )  # fmt: skip
-    out: dict[str, Any] = {
-        "runs": int(runs),
-        "expected_loss": [
-            [int(t), _finite(a), _finite(b)] for t, a, b in zip(times, m.mean, m.se, strict=True)
-        ],
-        "floor": [_finite(m.floor[0]), _finite(m.floor[1])],
-        "floor_window": list(window),
-        "blowup_fraction": m.blowups / runs,
-        "blowup_criterion": "‖w − w*‖ > 1e6 × its start, or non-finite",
-        "as_bracket": None,
-        "as_exponents": [],
-        "pairs": int(pairs),
-    }
+    expected = loss_steps * (1 if real is None else 2)
+    counted = counter(progress, expected + (expected_rounds() * pair_steps if as_lr else 0))
+    out, wander = _loss_runs(setup, lr, times, w0, int(runs), window, counted)
+    out.update(as_bracket=None, as_exponents=[], pairs=int(pairs))
     as_wander = 0.0
     if as_lr:
         found = measure_almost_sure(
@@ -251,9 +240,34 @@ def measure_runs(
         out["as_bracket"] = [found.stable, found.unstable]
         out["as_exponents"] = found.rows
         as_wander = found.wander
+    real_out = None
+    if real is not None:
+        real_out, real_wander = _loss_runs(real, lr, times, w0, int(runs), window, counted)
+        real_out["max_distance"] = real_wander
     if counted is not None:
         counted.finish()
-    return out, m.wander, as_wander
+    return out, wander, as_wander, real_out
+
+
+def _loss_runs(setup, lr, times, w0, runs: int, window, observe) -> tuple[dict, float]:
+    """The loss runs of `measure_runs` as its JSON keys, and their largest ‖w_t − w*‖."""
+    from stability.checks import finite_or_none as _finite
+
+    m = measure_loss(
+        setup, lr, times, w0, runs=runs, window=window,
+        record_every=max(1, min(10, (window[1] - window[0]) // 20)), observe=observe,
+    )  # fmt: skip
+    out: dict[str, Any] = {
+        "runs": runs,
+        "expected_loss": [
+            [int(t), _finite(a), _finite(b)] for t, a, b in zip(times, m.mean, m.se, strict=True)
+        ],
+        "floor": [_finite(m.floor[0]), _finite(m.floor[1])],
+        "floor_window": list(window),
+        "blowup_fraction": m.blowups / runs,
+        "blowup_criterion": "‖w − w*‖ > 1e6 × its start, or non-finite",
+    }
+    return out, m.wander
 
 
 __all__ = [

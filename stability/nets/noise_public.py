@@ -29,8 +29,11 @@ on the top-k eigenvectors x̃ of H̃ = P^{1/2}HP^{1/2}: the per-sample moments a
 onto the weight-space directions P^{1/2}x̃ (their Hessian-vector products and gradients are
 the whitened ones), evaluated in float64 (`stability.nets.preconditioned.evaluation_problem`),
 the start is w* + perturbation·√p·d₁ with d₁ the unit P^{1/2}x̃₁, and the measured runs step
-the frozen-P rule in weight space, centred on w* (`stability.nets.adam_stages`).  f − f* is
-½(w − w*)ᵀH(w − w*) = ½(x − x*)ᵀH̃(x − x*) in either coordinates.
+the frozen-P rule in weight space, centred on w* (`stability.nets.adam_stages`); with
+``measure`` the same runs of real Adam continuing the source's v and t with m = 0 are
+``measured_real``.  ``precond_from="stationary"`` takes P from the v̂ real Adam keeps in its own
+stationary run at ``lr`` — the fixed point v̂ = E[g_B²] of `stability.nets.stationary_adam`.
+f − f* is ½(w − w*)ᵀH(w − w*) = ½(x − x*)ᵀH̃(x − x*) in either coordinates.
 
 ``measure=True`` adds ``measured``: ``runs`` seeded minibatch runs of the network simulator in
 lockstep from the same start (`stability.nets.minibatch_runs`), and the almost-sure bracket from
@@ -52,12 +55,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from stability.nets.minibatch_moments import (
-    nested_columns,
-    projected_moments,
-    restrict,
-    subspace_basis,
-)
+from stability.nets.minibatch_subspace import Subspace, project, subspace
 from stability.nets.problem import NetProblem, refusing_torch_func_limits
 from stability.nets.torch_settings import analysis_settings
 from stability.noise.minibatch import MinibatchPrediction
@@ -66,15 +64,6 @@ from stability.result import output
 
 DEFAULT_K = 10
 """Default number of Hessian eigenvectors spanning the subspace."""
-MAX_SUBSPACE = 128
-"""Largest subspace dimension m (the per-sample curvatures take n·m² numbers, the mean-square
-problems are m(m+1)/2-dimensional)."""
-MAX_STAGED_SUBSPACE = 64
-"""Largest subspace with per-stage delays (its Stein equations are on the m·(slots) state;
-their cost is limited by `stability.limits.NET_NOISE_MAX_STAGED_WORK` too)."""
-FLAT = 1e-9
-"""Eigen-directions with λ ≤ FLAT·λ_max are left out of the subspace (flat or saddle: no
-step size is stable along them, so they carry no threshold; reported as ``dropped``)."""
 
 
 @dataclass(frozen=True)
@@ -104,36 +93,15 @@ class NetNoise(MinibatchPrediction):
     measured: dict[str, Any] | None = output(
         "the simulator's seeded minibatch runs (null without measure)"
     )
+    measured_real: dict[str, Any] | None = output(
+        "Adam: the same runs of real Adam continuing the preconditioner's state (v, t; m = 0), "
+        "with v_hat_ratio, the median over coordinates of the runs' final v̂ over the start's, "
+        "and max_distance_ratio, their max ‖w − w*‖ / r₁₀ (null without measure or a "
+        "preconditioner)"
+    )
     protocol: dict[str, Any] = output("start, perturbation, the runs' distance from w* and r₁₀")
     notes: list[str] = output("what the numbers assume")
     seconds: float = output("wall time", "s")
-
-
-@dataclass(frozen=True)
-class _Subspace:
-    """The projected problem at one k: basis size, moments, state builder, full-batch lr."""
-
-    moments: Any
-    builder: Any
-    full_batch: float | None
-    e0: np.ndarray
-
-
-def _subspace(moments, rules, sizes, e0, uniform: bool) -> _Subspace:
-    from stability.noise.state import state_space, uniform_state
-    from stability.noise.threshold import uniform_full_batch
-
-    m = moments.dim
-    if uniform:
-        rule = rules[0]
-        fb = uniform_full_batch(rule, np.linalg.eigvalsh(moments.hessian))
-        return _Subspace(moments, lambda lr: uniform_state(rule, lr, m), fb, e0)
-    from stability.coupled.system import CoupledSystem
-    from stability.nets.prediction import coupled_analysis
-
-    system = CoupledSystem(tuple(rules), tuple(sizes), {"forward": moments.hessian}, ())
-    fb = coupled_analysis(system).max_lr
-    return _Subspace(moments, lambda lr: state_space(rules, lr, sizes), fb, e0)
 
 
 def _pipeline(net: NetProblem, pipeline: Pipeline | None, tau: int | None) -> Pipeline:
@@ -150,20 +118,6 @@ def _pipeline(net: NetProblem, pipeline: Pipeline | None, tau: int | None) -> Pi
     if pipeline.stages != P:
         raise ValueError(f"stages: the pipeline has {pipeline.stages}, the problem {P}")
     return dataclasses.replace(pipeline, tau_bkwd=None)
-
-
-def _check_block_curvature(hessian: np.ndarray, lam_max: float) -> None:
-    """Refuse, naming ``k``, a per-stage basis along which the Hessian is not positive definite
-    (an eigenvalue ≤ `FLAT`·λ_max).  The top eigenvectors cut into stage blocks span more than
-    the kept directions; where they reach a flat or negative direction (a minimum that is not
-    strict, or a saddle), no step size is mean-square stable and there is no threshold."""
-    least = float(np.linalg.eigvalsh(hessian)[0])
-    if not least > FLAT * lam_max:
-        raise ValueError(
-            f"k: the per-stage basis (the top-k eigenvectors cut into stage blocks) reaches "
-            f"curvature {least:.3g} ≤ {FLAT:g}·λ_max, a flat or negative direction (not a "
-            "strict minimum along it): no step size is stable there; lower k"
-        )
 
 
 @analysis_settings()
@@ -206,7 +160,9 @@ def net_noise(
     (`stability.nets.minibatch_lyapunov`; default: the predicted exponent's
     ``lyapunov_runs`` — at most `MAX_PAIRS` — and ``lyapunov_steps``, at most
     `PAIR_STEPS_DEFAULT`: as many runs, and up to 1,000 steps, their cost); ``precond_from``:
-    Adam's preconditioner (needed by adaptive rules, refused with others; module doc);
+    Adam's preconditioner (needed by adaptive rules, refused with others; module doc), or
+    ``"stationary"``: real Adam's own stationary v̂ at ``lr`` (`stability.nets.stationary_adam`,
+    needs ``lr``);
     ``progress(done, total)``: the measurement's lockstep steps
     (`stability.nets.step_counter`).  Implements the recursion of
     `stability.noise.second_moment` with the per-sample moments of `stability.noise.persample`
@@ -215,7 +171,6 @@ def net_noise(
     """
     from stability.api.tables import MAX_LYAPUNOV_RUNS, MAX_PAIRS, PAIR_STEPS_DEFAULT
     from stability.checks import check_choice, check_integer, check_number, check_real
-    from stability.limits import NET_NOISE_MAX_STAGED_WORK
     from stability.nets.adaptive import adaptive_setup
     from stability.nets.curvature import curvature as top_curvature
     from stability.nets.lockstep import RunSetup
@@ -225,15 +180,14 @@ def net_noise(
     from stability.nets.prediction import net_rules
     from stability.nets.public import _problem, _rule_params, measured_problem
     from stability.nets.simulator import INCONSISTENT_RULES
+    from stability.nets.stationary_adam import stationary_preconditioner
     from stability.noise.lyapunov import bracket_note
     from stability.noise.minibatch import (
         MAX_STEPS,
-        check_staged_work,
         predict_at,
         thresholds,
         time_points,
     )
-    from stability.noise.state import state_space
     from stability.trainer.engine import SAMPLING
 
     started = time.perf_counter()
@@ -277,38 +231,37 @@ def net_noise(
     else:  # the frozen-P rule in whitened coordinates (module doc)
         net = adaptive.net
         rules = adaptive.rules(rule, pipe)
+        if adaptive.precond is None:  # "stationary": P of a run at lr (module doc)
+            if curvature != "hessian":
+                raise ValueError(
+                    "curvature: precond_from stationary takes the mean square of the gradient "
+                    "H_B(w − w*) + ξ_B with the per-sample Hessians; use curvature hessian"
+                )
+            if lr is None:
+                raise ValueError(
+                    "lr: precond_from stationary is the preconditioner of a run at one step "
+                    "size: give one"
+                )
+            fixed_point = stationary_preconditioner(
+                net, rules, lr=lr, batch=batch, k=k, uniform=uniform,
+                beta2=adaptive.hyper("beta2"), eps=adaptive.hyper("eps"),
+            )  # fmt: skip
+            adaptive = dataclasses.replace(adaptive, precond=fixed_point)
         curv = preconditioned_curvature(net, adaptive.scale, k2, stage_blocks=False)
         scale, evaluated = adaptive.scale.numpy(), evaluation_problem(net)[0]
         lam_h = top_curvature(net, 1, stage_blocks=False, negative_k=0).lam_max
     lam = curv.eigenvalues
-    keep = lam > FLAT * max(float(lam[0]), 0.0)
-    if not keep[0]:
-        raise ValueError("the Hessian has no positive eigenvalue: not near a minimum")
-    V = curv.eigenvectors[:, keep]
-    k_kept = int(np.sum(keep[:k]))
-    Q, sizes2 = subspace_basis(V, net.stage_sizes, not uniform)
-    limit = MAX_SUBSPACE if uniform else MAX_STAGED_SUBSPACE
-    if Q.shape[1] > limit:
-        raise ValueError(
-            f"k: the subspace at min(2k, p) has {Q.shape[1]} dimensions, at most {limit} "
-            f"{'' if uniform else 'with per-stage delays '}are supported; lower k"
-        )
-    moments2 = projected_moments(evaluated, scale[:, None] * Q, batch, curvature)
-    if not uniform:  # the per-stage loop's cost (dense Gramians or matrix-free)
-        check_staged_work(
-            state_space(rules, 1.0, sizes2), moments2.hessian, "k", NET_NOISE_MAX_STAGED_WORK
-        )
-    cols = nested_columns(sizes2, net.stage_sizes, k_kept)
-    moments = restrict(moments2, cols)
-    if not uniform:
-        _check_block_curvature(moments.hessian, float(lam[0]))
-    sizes = sizes2 if k_kept == V.shape[1] else _sizes(sizes2, net.stage_sizes, k_kept)
+    proj = project(
+        evaluated, lam, curv.eigenvectors, scale, k=k, batch=batch, curvature=curvature,
+        rules=rules, uniform=uniform,
+    )  # fmt: skip
+    Q, cols, moments, sizes = proj.Q, proj.cols, proj.moments, proj.sizes
     v1 = (
         curv.eigenvectors[:, 0] if adaptive is None else adaptive.direction(curv.eigenvectors[:, 0])
     )
     w0 = start_weights(net, v1, perturbation)
     e_full = Q.T @ ((w0 - net.w_star).cpu().numpy().astype(float) / scale)
-    small = _subspace(moments, rules, sizes, e_full[cols], uniform)
+    small = subspace(moments, rules, sizes, e_full[cols], uniform)
     limits = thresholds(
         small.builder,
         moments,
@@ -326,7 +279,7 @@ def net_noise(
     at_lr = predict_at(small.builder(lr), moments, small.e0, times)
     change = 0.0
     if len(cols) < Q.shape[1]:
-        big = _subspace(moments2, rules, sizes2, e_full, uniform)
+        big = subspace(proj.moments2, rules, proj.sizes2, e_full, uniform)
         change = _change(big, lr, ms, at_lr["floor"])
     r10 = quadratic_radius(net, v1)
     protocol: dict[str, Any] = {
@@ -347,22 +300,28 @@ def net_noise(
     negatives = np.sort(lam[lam < 0]) if adaptive is None else None  # H̃'s are not H's
     near = nearness(net, lam_h, negatives)
     warnings = [w for w in (near.warning, curv.warning) if w is not None]
-    measured = None
+    measured = measured_real = None
     if measure:
         separation = min(SEPARATION * r10, perturbation * p**0.5)
         wide, protocol["precision"], precision_note = measured_problem(net)
         if precision_note is not None:
             warnings.append(precision_note)
-        stage_rules = (
-            rules
+        on_wide = None if adaptive is None else dataclasses.replace(adaptive, net=wide)
+        stage_rules = rules if adaptive is None else on_wide.frozen(rules, centred=True)
+        real = (
+            None
             if adaptive is None
-            else dataclasses.replace(adaptive, net=wide).frozen(rules, centred=True)
+            else RunSetup(
+                wide, on_wide.real(rules, first_moment=False, centred=True), batch, sampling, seed
+            )
         )
-        measured, wander, as_wander = measure_runs(
+        measured, wander, as_wander, measured_real = measure_runs(
             RunSetup(wide, stage_rules, batch, sampling, seed), lr, times, wide.vector(w0), as_lr,
             runs=runs, pairs=pairs, pair_steps=pair_steps, steps=steps, separation=separation,
-            progress=progress,
+            real=real, progress=progress,
         )  # fmt: skip
+        if measured_real is not None:
+            measured_real["v_hat_ratio"] = _v_hat_ratio(real.rules, adaptive.precond, runs)
         ratio = wander / r10 if np.isfinite(r10) else 0.0
         as_ratio = as_wander / r10 if np.isfinite(r10) else 0.0
         protocol.update(
@@ -376,7 +335,12 @@ def net_noise(
             as_max_distance_ratio=as_ratio,
             pair_steps=pair_steps,
         )
-        for what, value in (("loss runs", ratio), ("almost-sure runs", as_ratio)):
+        left = [("loss runs", ratio), ("almost-sure runs", as_ratio)]
+        if measured_real is not None:
+            real_ratio = measured_real["max_distance"] / r10 if np.isfinite(r10) else 0.0
+            measured_real["max_distance_ratio"] = real_ratio
+            left.append(("real-Adam runs", real_ratio))
+        for what, value in left:
             if not value <= 1:
                 warnings.append(
                     f"the measured {what} left the quadratic region: max ‖w − w*‖ = "
@@ -397,14 +361,24 @@ def net_noise(
             f"Adam: the frozen-P rule, P from {adaptive.precond.source}, in whitened coordinates "
             "x = P^-1/2 w: per-sample curvatures P^1/2 ∇²ℓ_i P^1/2 and gradients P^1/2 ∇ℓ_i on "
             "the top-k eigenvectors of P^1/2 H P^1/2 (evaluated in float64); the measured runs "
-            "step w ← w − lr·(P·m + wd·(w − w*)) in weight space",
-        )
+            "step w ← w − lr·(P·m + wd·(w − w*)) in weight space"
+            + ("" if measured_real is None else "; measured_real steps real Adam/AdamW (v̂ "
+               "adapting) from the same start, continuing v and t with m = 0"),
+        )  # fmt: skip
+        if adaptive.precond.stationary is not None:
+            notes.insert(
+                2,
+                "P = 1/(√v̂ + ε) with v̂ the stationary mean square of real Adam's minibatch "
+                "gradients at this lr and batch: the fixed point v̂ = E[g_B²] over the stationary "
+                "distribution of the frozen-P rule (stability.nets.stationary_adam); "
+                "the thresholds are the frozen-P rule's at that P",
+            )
     return NetNoise(
         **MinibatchPrediction.of(rule, batch, lr, sampling, net.samples, limits, at_lr),
         n_params=p,
         k=k,
         subspace=moments.dim,
-        dropped=int(k - k_kept),
+        dropped=int(k - proj.k_kept),
         curvature=curvature,
         subspace_change=change,
         eigenvalues=lam[:k].tolist(),
@@ -413,6 +387,7 @@ def net_noise(
         stage_sizes=list(net.stage_sizes),
         preconditioner=None if adaptive is None else adaptive.describe(),
         measured=measured,
+        measured_real=measured_real,
         protocol=protocol,
         warnings=tuple(warnings),
         notes=notes,
@@ -420,14 +395,24 @@ def net_noise(
     )
 
 
-def _sizes(sizes2, stage_sizes, k) -> tuple[int, ...]:
-    """Per-stage columns of the k-basis inside the 2k one (`nested_columns`)."""
-    if len(sizes2) == 1:
-        return (min(k, sizes2[0]),)
-    return tuple(min(p, k, r) for p, r in zip(stage_sizes, sizes2, strict=True))
+def _v_hat_ratio(stages, precond, runs: int) -> float:
+    """Median over coordinates (those with v̂ > 0 at the start) of the runs' mean final v̂ over
+    the start's: v̂ = (1/P − ε)², P of each stage's last update (`RealStage.preconditioner`)."""
+    end = [
+        torch.cat([stage.preconditioner(r) for stage in stages]).double().cpu() for r in range(runs)
+    ]
+    eps = precond.eps
+
+    def v_hat(P: torch.Tensor) -> torch.Tensor:
+        return (1.0 / P - eps).clamp(min=0) ** 2
+
+    start = v_hat(precond.P)
+    moving = start > 0
+    ratio = torch.stack([v_hat(P)[moving] for P in end]).mean(dim=0) / start[moving]
+    return float(ratio.median())
 
 
-def _change(big: _Subspace, lr: float, ms: float | None, floor: float | None) -> float:
+def _change(big: Subspace, lr: float, ms: float | None, floor: float | None) -> float:
     """Max relative change of ms_max_lr and floor (at ``lr``) on the larger subspace."""
     from stability.noise.gramian import stationary
     from stability.noise.threshold import ms_max_lr

@@ -59,7 +59,8 @@ class Preconditioner:
     ``exp_avg``/``exp_avg_sq``: m and v (flat); ``step``: t per parameter entry (flat, int);
     ``beta2``/``eps``: per entry too (param groups may differ); ``weights``: the weights after
     a warm-up (None for a file: the problem's own weights); ``without_state``: the parameters
-    the state has no entry for because the loss does not use them (module doc).
+    the state has no entry for because the loss does not use them (module doc); ``stationary``:
+    how the fixed point of `stability.nets.stationary_adam` was found (None for the others).
     """
 
     P: torch.Tensor  # float64 on the CPU, as the other per-entry fields
@@ -72,6 +73,7 @@ class Preconditioner:
     weights: torch.Tensor | None = None
     warmup: dict | None = None
     without_state: tuple[str, ...] = ()
+    stationary: dict | None = None
 
     @property
     def scale(self) -> torch.Tensor:
@@ -107,6 +109,10 @@ class Preconditioner:
         }
         if self.warmup is not None:
             out["warmup"] = self.warmup
+        if self.stationary is not None:
+            out["step"] = None  # no bias correction left (stability.nets.stationary_adam)
+            out["formula"] = "P_i = 1/(√v̂_i + ε), v̂ the stationary fixed point"
+            out["stationary"] = self.stationary
         if self.without_state:
             out["without_state"] = {
                 "parameters": list(self.without_state),

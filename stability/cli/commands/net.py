@@ -28,7 +28,9 @@ Adam/AdamW (``--rule adam``, ``pipeoptim --optimizer adam|adamw``): ``--precond-
 STATE|warmup:N:LR`` gives the optimizer's preconditioner P (``curvature``: also
 ``preconditioned_eigenvalues``; ``max-lr``: the prediction on P^1/2 H P^1/2, with ``--measure``
 also ``measured_bracket_real``; ``noise``: the minibatch theory of the frozen-P rule, with
-``preconditioner``), ``train --update real`` runs real Adam (docs/adam.md).
+``preconditioner``, and ``--measure`` also ``measured_real``), ``train --update real`` runs real
+Adam (docs/adam.md).  ``noise --precond-from stationary --lr X``: P is real Adam's own
+stationary v̂ at that lr and batch (`stability.nets.stationary_adam`).
 
 Every subcommand takes ``--dtype float32|float64`` and ``--device DEVICE`` (default: the
 model's own).  Needs PyTorch (``pip install -e '.[torch]'`` in the checkout); without it each
@@ -233,4 +235,10 @@ def report_noise(result) -> str:
         out += ["  " + line for line in aligned(pairs)]
         if m.get("as_bracket"):
             out.append(f"  as_bracket {m['as_bracket']}")
+    if result.measured_real is not None:
+        m = result.measured_real
+        out.append("measured, real Adam (mean ± se):")
+        out += [f"  t = {t:<8}{number(a, 6)} ± {number(b, 3)}" for t, a, b in m["expected_loss"]]
+        out.append(f"  floor {number(m['floor'][0], 6)} ± {number(m['floor'][1], 3)}")
+        out.append(f"  v_hat_ratio {number(m['v_hat_ratio'], 6)}")
     return "\n".join(out)
