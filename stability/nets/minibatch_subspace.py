@@ -104,18 +104,27 @@ def project(
     """The `Projection` (module doc) of the ``eigenvectors`` (of H̃ = sHs, ``scale`` s = P^{1/2};
     ones for a rule without a preconditioner), the first ``k`` of them for the analysis, all of
     them for the larger basis; the moments evaluated on ``evaluated``."""
-    from stability.limits import NET_NOISE_MAX_STAGED_WORK
-    from stability.noise.minibatch import check_staged_work
-    from stability.noise.state import state_space
-
     lam = np.asarray(eigenvalues, dtype=float)
     keep = lam > FLAT * max(float(lam[0]), 0.0)
     if not keep[0]:
         raise ValueError("the Hessian has no positive eigenvalue: not near a minimum")
     V = eigenvectors[:, keep]
     k_kept = int(np.sum(keep[:k]))
+    Q, sizes2 = subspace_basis(V, evaluated.stage_sizes, not uniform)
+    return _projected(
+        evaluated, Q, sizes2, scale, k_kept, float(lam[0]), batch=batch, curvature=curvature,
+        rules=rules, uniform=uniform, all_kept=k_kept == V.shape[1],
+    )  # fmt: skip
+
+
+def _projected(
+    evaluated, Q, sizes2, scale, k_kept, lam_max, *, batch, curvature, rules, uniform, all_kept
+) -> Projection:
+    from stability.limits import NET_NOISE_MAX_STAGED_WORK
+    from stability.noise.minibatch import check_staged_work
+    from stability.noise.state import state_space
+
     stage_sizes = evaluated.stage_sizes
-    Q, sizes2 = subspace_basis(V, stage_sizes, not uniform)
     limit = MAX_SUBSPACE if uniform else MAX_STAGED_SUBSPACE
     if Q.shape[1] > limit:
         raise ValueError(
@@ -131,8 +140,8 @@ def project(
     cols = nested_columns(sizes2, stage_sizes, k_kept)
     moments = restrict(moments2, cols)
     if not uniform:
-        _check_block_curvature(moments.hessian, float(lam[0]))
-    sizes = sizes2 if k_kept == V.shape[1] else _sizes(sizes2, stage_sizes, k_kept)
+        _check_block_curvature(moments.hessian, lam_max)
+    sizes = sizes2 if all_kept else _sizes(sizes2, stage_sizes, k_kept)
     return Projection(Q, directions, sizes2, moments2, cols, moments, sizes, k_kept)
 
 

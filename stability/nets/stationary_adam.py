@@ -20,24 +20,32 @@ the per-sample Hessians and the gradient covariance at w* (`stability.noise.pers
 two parts: the minibatch noise at w*, p·diag Σ_ξ — the v̂ of a run whose weights stood still —
 and the run's own fluctuation, which grows with lr and lowers P.
 
-**Solved** by damped iteration in ln v̂ from the noise alone, ln v ← ln v + a·(ln F(v) − ln v),
-F(v) the right-hand side at P(v).  F decreases in v (a larger v̂, a smaller P, a smaller
-fluctuation), so the plain iteration (a = 1) alternates about the fixed point, and diverges
-where F is steep — near the step size at which P(v̂) stops being mean-square stable, F grows
-without bound.  The weight is the secant's, a = 1/(1 − s) with s the slope of ln F along the
-last step (a scalar Newton step on the residual; a = 1 where F is flat, ½ at s = −1), until
-every coordinate's v̂ moves by at most `TOLERANCE`.  Where the frozen-P rule at a trial v̂ has
-no stationary state (not mean-square stable) the step is halved; at the start, v is multiplied
-by 4 until it has one (the fixed point's v̂ lies above the noise).  Coordinates with no
-minibatch noise of their own take F itself.  Each iteration is one preconditioned top-k
-eigensolve, one projection of the per-sample moments and one stationary solve — the cost of
-``net noise`` without its thresholds.
+**Solved** by iteration in ln v̂ from the noise alone, with Anderson's steps (Walker & Ni 2011:
+the last `ANDERSON_DEPTH` residuals ln F − ln v mixed by least squares, damping ½), F(v) the
+right-hand side at P(v) on the top-k eigenvectors of H̃ = P^{1/2}HP^{1/2} at P(v).  F
+decreases in v (a larger v̂, a smaller P, a smaller fluctuation), so the plain iteration
+ln v ← ln F(v) alternates about the fixed point, and diverges where F is steep — near the step
+size at which P(v̂) stops being mean-square stable F grows without bound.  It stops when every
+coordinate's v̂ moves by at most `TOLERANCE`, so the subspace is the top-k eigen-subspace of
+the fixed point itself.  Where the frozen-P rule at a trial v̂ has no stationary state the
+damping is halved and the mixing restarts; at the start v is multiplied by 4 until it has one
+(the fixed point's v̂ lies above the noise).  Coordinates with no minibatch noise of their own
+take F itself.  Each iteration is one preconditioned top-k eigensolve, one projection of the
+per-sample moments, one stationary solve and one pass of per-sample products — about the cost
+of ``net noise`` without its thresholds.
+
+**k < p can have no fixed point.**  The fluctuation of the directions the top-k subspace leaves
+out is not counted, so their v̂ stays at the noise and their P high; a direction whose P stays
+high enters the top k of H̃, gains fluctuation, its P falls and it leaves again.  Where the k-th
+and (k+1)-th eigenvalues of H̃ trade places this way the iteration does not settle, and after
+`MAX_ITERATIONS` it is refused naming ``k`` (on the shipped digits MLP some k converge and
+neighbouring ones do not).  At k = p the whole space is counted and F is continuous.
 
 **What it leaves out**: v̂'s fluctuation about its mean (a finite β2 averages about
 1/(1 − β2) squared gradients), its correlation with the weights, and the fluctuation outside the
-top-k subspace (exact at k = p, as the floor).  With β2 = 0.999 and B = 16 real
-``torch.optim.Adam`` settles at this v̂ and floor to 1–2 % on two small networks, from the
-noise alone or from the fixed point itself (benchmarks/net_noise_adam.py, docs/adam.md).
+top-k subspace (exact at k = p, as the floor).  How close real ``torch.optim.Adam``, started
+from the noise alone, comes to this floor and v̂ is measured by benchmarks/net_noise_adam.py
+(its table is in docs/adam.md).
 """
 
 from __future__ import annotations
@@ -58,9 +66,12 @@ SOURCE = "stationary"
 TOLERANCE = 1e-6
 """Converged when every coordinate's v̂ moves by at most this relative to the larger of v̂ and
 F(v̂)."""
-MAX_ITERATIONS = 200
+MAX_ITERATIONS = 60
 MIN_WEIGHT = 1e-3
-"""The smallest step towards F(v̂) (the secant's, or halved where F has no stationary state)."""
+"""The smallest damping β of a step (halved where F has no stationary state, doubled back
+towards ½ after each step that has one)."""
+ANDERSON_DEPTH = 5
+"""Differences of past iterates the Anderson step mixes."""
 MAX_GROWTH = 30
 """At most this many ×4 of the start before it has a stationary state (4³⁰ ≈ 10¹⁸)."""
 STEP = 2**40
@@ -94,7 +105,8 @@ def stationary_preconditioner(
         )
 
     def fluctuated(v: np.ndarray) -> np.ndarray | None:
-        """F(v) (module doc), or None where the frozen-P rule at P(v) has no stationary state."""
+        """F(v) (module doc) on the top-k eigenvectors of H̃ at P(v), or None where the
+        frozen-P rule at P(v) has no stationary state there."""
         from stability.noise.gramian import stationary
 
         scale = np.sqrt(_P(v, eps))
@@ -109,44 +121,62 @@ def stationary_preconditioner(
             return None
         return gradient_square_mean(evaluated, proj.weight_directions(), fixed.forward, batch)
 
-    v, F, growth = noise, fluctuated(noise), 0
-    while F is None:
-        growth += 1
-        if growth > MAX_GROWTH:
-            raise ValueError(
-                f"lr: at lr = {lr:g} the frozen-P rule has no stationary state even with v̂ "
-                f"4^{MAX_GROWTH} × the minibatch noise: no stationary preconditioner; lower lr"
-            )
-        v = 4.0 * v
-        F = fluctuated(v)
+    v, F = _stationary_start(noise, fluctuated, lr)
     moving = noise > 0  # solved in ln v̂; the others (no noise of their own) take F itself
-    weight = 0.5
-    for iteration in range(1, MAX_ITERATIONS + 1):
+    weight, history = 0.5, []
+    for iteration in range(MAX_ITERATIONS):
         change = _change(v, F)
         if change <= TOLERANCE:
-            return _preconditioner(v, noise, beta2, eps, lr, batch, iteration, change)
-        residual = np.log(F[moving]) - np.log(v[moving])
+            return _preconditioner(v, noise, beta2, eps, lr, batch, iteration)
+        x, residual = np.log(v[moving]), np.log(F[moving]) - np.log(v[moving])
+        history = [*history[-ANDERSON_DEPTH:], (x, residual)]
         while True:
             trial = F.copy()
-            trial[moving] = v[moving] * np.exp(weight * residual)
+            trial[moving] = np.exp(_anderson(history, weight))
             candidate = fluctuated(trial)
             if candidate is not None:
                 break
-            weight /= 2
+            weight, history = weight / 2, history[-1:]  # damped, mixing restarted
             if weight < MIN_WEIGHT:
                 raise ValueError(
                     f"lr: at lr = {lr:g} the iteration for the stationary v̂ reaches "
                     "preconditioners without a stationary state: lower lr"
                 )
-        step = np.log(trial[moving]) - np.log(v[moving])
-        new_residual = np.log(candidate[moving]) - np.log(trial[moving])
-        slope = np.dot(new_residual - residual, step) / max(np.dot(step, step), 1e-300)
-        weight = float(np.clip(-1.0 / slope, MIN_WEIGHT, 1.0)) if slope < 0 else 1.0
-        v, F = trial, candidate
+        v, F, weight = trial, candidate, min(2 * weight, 0.5)
     raise ValueError(
-        f"precond_from: the stationary v̂ did not converge in {MAX_ITERATIONS} iterations "
-        f"(last relative change {_change(v, F):.2g}); lower lr"
+        f"k: the stationary v̂ did not converge in {MAX_ITERATIONS} iterations (last relative "
+        f"change {_change(v, F):.2g}): on the top-{k} subspace the fluctuation of the "
+        "directions it leaves out is lost, so P stays high there and they re-enter it; raise k "
+        "(k = p is exact), or give a state file"
     )
+
+
+def _stationary_start(v: np.ndarray, fluctuated, lr: float) -> tuple:
+    """(v, F(v)): ``v`` multiplied by 4 until the frozen-P rule at P(v) has a stationary
+    state (a larger v̂, a smaller P: more stable, module doc)."""
+    for _ in range(MAX_GROWTH + 1):
+        F = fluctuated(v)
+        if F is not None:
+            return v, F
+        v = 4.0 * v
+    raise ValueError(
+        f"lr: at lr = {lr:g} the frozen-P rule has no stationary state even with v̂ "
+        f"4^{MAX_GROWTH} × the minibatch noise: no stationary preconditioner; lower lr"
+    )
+
+
+def _anderson(history: list, weight: float) -> np.ndarray:
+    """The next ln v̂ by Anderson mixing (Walker & Ni 2011, Alg. AA with damping β) of the
+    iterates x_i and residuals r_i = ln F(x_i) − x_i in ``history`` (oldest first):
+    x + β·r − (ΔX + β·ΔR)·γ, γ = argmin ‖r − ΔR·γ‖ over the differences of consecutive
+    pairs; one pair: the damped step x + β·r."""
+    x, r = history[-1]
+    if len(history) < 2:
+        return x + weight * r
+    dX = np.stack([b[0] - a[0] for a, b in zip(history[:-1], history[1:], strict=True)], axis=1)
+    dR = np.stack([b[1] - a[1] for a, b in zip(history[:-1], history[1:], strict=True)], axis=1)
+    gamma = np.linalg.lstsq(dR, r, rcond=None)[0]
+    return x + weight * r - (dX + weight * dR) @ gamma
 
 
 def _P(v: np.ndarray, eps: float) -> np.ndarray:
@@ -160,7 +190,7 @@ def _change(v: np.ndarray, F: np.ndarray) -> float:
     return float(np.max(np.abs(F - v)[some] / top[some], initial=0.0))
 
 
-def _preconditioner(v, noise, beta2, eps, lr, batch, iterations, change) -> Preconditioner:
+def _preconditioner(v, noise, beta2, eps, lr, batch, iterations) -> Preconditioner:
     v_t = torch.from_numpy(np.asarray(v, dtype=float))
     step = torch.full_like(v_t, float(STEP))
     beta2_t, eps_t = torch.full_like(v_t, float(beta2)), torch.full_like(v_t, float(eps))
@@ -169,7 +199,6 @@ def _preconditioner(v, noise, beta2, eps, lr, batch, iterations, change) -> Prec
         "lr": lr,
         "batch": batch,
         "iterations": iterations,
-        "relative_change": change,
         "noise_share_median": float(np.median(noise[moving] / v[moving])),
         "means": "v̂ = E[g_B²] over the stationary distribution of the frozen-P rule at "
         "P = 1/(√v̂ + ε) and this lr and batch (fixed point); noise_share: the minibatch "
