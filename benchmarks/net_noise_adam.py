@@ -1,5 +1,6 @@
-"""``net noise --rule adam --precond-from STATE`` on small networks near a minimum: the frozen-P
-minibatch theory against the simulator's frozen-P runs, and against real ``torch.optim.Adam``.
+"""``net noise --rule adam --precond-from STATE|stationary`` on small networks near a minimum:
+the frozen-P minibatch theory against the simulator's frozen-P runs, and against real
+``torch.optim.Adam``.
 
 Two networks not in the repository, brought to a minimum by full-batch L-BFGS
 (`stability.nets.fitting.near_minimum`, seeded, one thread, cached): ``tiny9`` (2 → 2 → 1 tanh,
@@ -19,9 +20,18 @@ reads its P and starts from w*.  With k = p, B = 16, β1 = 0.9:
   only where the state's v is the v of the run being predicted: beside the floors, the
   median over coordinates of the runs' final v̂ over the state's (mean over runs), and of the
   state's v̂ over the minibatch noise of the gradient at w*, p·Var_i(∇ℓ_i(w*)) with
-  p = (n − B)/(B(n − 1)) — the v̂ of a run that does not move.
+  p = (n − B)/(B(n − 1)) — the v̂ of a run that does not move;
+* ``stationary`` — ``--precond-from stationary`` at the same step sizes
+  (`stability.nets.stationary_adam`: the v̂ of real Adam's own stationary run, a fixed point)
+  against 64 runs of real ``torch.optim.Adam`` of 4,000 steps started from w* with m = 0 and
+  v̂ the minibatch noise alone (so real Adam has to find its v̂ itself, four memories
+  1/(1 − β2) long): the mean of f − f* over the last 2,000 steps against the predicted floor,
+  the median over coordinates of the runs' final v̂ over the predicted one (and the range over
+  coordinates of its mean over runs), and how far the runs went (max ‖w − w*‖ over those steps,
+  every 10th, / r₁₀ of ``net noise``).
 
-Run: ``.venv/bin/python benchmarks/net_noise_adam.py`` (about ten minutes on one core); writes
+Run: ``.venv/bin/python benchmarks/net_noise_adam.py`` (about half an hour on one core;
+``--stationary-only``: the stationary rows alone, at the stored step sizes); writes
 figures/net_noise_adam.json and docs/generated/net_noise_adam.md (``--from-json``: the page
 from the stored rows).
 """
@@ -46,6 +56,7 @@ from stability.nets.fitting import near_minimum  # noqa: E402
 from stability.nets.problem import problem_from_dict  # noqa: E402
 
 BATCH, RUNS, REAL_RUNS, STEPS = 16, 1024, 128, 1000
+STATIONARY_RUNS, STATIONARY_STEPS, STATIONARY_STEP = 64, 4000, 2**40
 
 
 def _mse():
@@ -117,15 +128,21 @@ def noise_variance(net) -> torch.Tensor:
     return (n - BATCH) / (BATCH * (n - 1)) * torch.from_numpy(grads).var(dim=0)
 
 
-def real_floor(d: dict, state: dict, lr: float) -> tuple[float, float, float]:
-    """Mean and standard error over `REAL_RUNS` real-Adam runs of f − f* over their last 200
-    steps, and the median over coordinates of their final v̂ over the state's (mean over
-    runs; module doc)."""
+def real_floor(
+    d: dict, state: dict, lr: float, *, runs: int = REAL_RUNS, steps: int = STEPS,
+    tail: int = 200, reference: torch.Tensor | None = None, spread: dict | None = None,
+) -> tuple[float, float, float]:  # fmt: skip
+    """Mean and standard error over ``runs`` real-Adam runs of f − f* over their last ``tail``
+    steps (every 10th) of ``steps``, and the median over coordinates of their final v̂ over
+    ``reference`` (default: the state's v̂; mean over runs; module doc).  ``spread``, if
+    given, receives the min and max over coordinates of the runs' mean final v̂ over the
+    reference (``v_range``) and the largest ‖w − w*‖ at the recorded steps (``distance``)."""
     X, Y, loss = d["inputs"], d["targets"], d["loss"]
     with torch.no_grad():
         f_star = float(loss(d["model"](X), Y))
-    tails, drift = [], []
-    for r in range(REAL_RUNS):
+    w_star = torch.cat([q.detach().reshape(-1) for q in d["model"].parameters()])
+    tails, drift, ratios, distance = [], [], 0.0, 0.0
+    for r in range(runs):
         model = copy.deepcopy(d["model"])
         opt = torch.optim.Adam(model.parameters(), lr=lr)
         resumed = copy.deepcopy(state)
@@ -136,24 +153,87 @@ def real_floor(d: dict, state: dict, lr: float) -> tuple[float, float, float]:
             opt.state[q]["exp_avg"].zero_()
         entries = [opt.state[q] for q in model.parameters()]
         beta2 = opt.param_groups[0]["betas"][1]
-        v_start = _v_hat(entries, beta2)
+        v_start = _v_hat(entries, beta2) if reference is None else reference
         g = torch.Generator().manual_seed(1000 + r)
-        tail = []
-        for t in range(STEPS):
+        recorded = []
+        for t in range(steps):
             idx = torch.randperm(X.shape[0], generator=g)[:BATCH]
             opt.zero_grad()
             loss(model(X[idx]), Y[idx]).backward()
             opt.step()
-            if t >= STEPS - 200 and t % 10 == 0:
+            if t >= steps - tail and t % 10 == 0:
                 with torch.no_grad():
-                    tail.append(float(loss(model(X), Y)) - f_star)
-        tails.append(np.mean(tail))
-        drift.append(float(torch.median(_v_hat(entries, beta2) / v_start)))
+                    recorded.append(float(loss(model(X), Y)) - f_star)
+                    w = torch.cat([q.reshape(-1) for q in model.parameters()])
+                    distance = max(distance, float(torch.linalg.vector_norm(w - w_star)))
+        tails.append(np.mean(recorded))
+        ratio = _v_hat(entries, beta2) / v_start
+        drift.append(float(torch.median(ratio)))
+        ratios = ratios + ratio / runs
+    if spread is not None:
+        spread.update(v_range=[float(ratios.min()), float(ratios.max())], distance=distance)
     return (
         float(np.mean(tails)),
-        float(np.std(tails, ddof=1) / np.sqrt(REAL_RUNS)),
+        float(np.std(tails, ddof=1) / np.sqrt(runs)),
         float(np.mean(drift)),
     )
+
+
+def noise_state(d: dict, v: torch.Tensor, path: Path) -> dict:
+    """An Adam state with v = ``v`` (flat, the model's order), m = 0 and a step so large that
+    no bias correction is left: the state of a run whose weights stood still at w*."""
+    model = copy.deepcopy(d["model"])
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    sd = opt.state_dict()
+    start = 0
+    for i, q in enumerate(model.parameters()):
+        size = q.numel()
+        sd["state"][i] = {
+            "step": torch.tensor(float(STATIONARY_STEP)),
+            "exp_avg": torch.zeros_like(q),
+            "exp_avg_sq": v[start : start + size].reshape(q.shape).clone(),
+        }
+        start += size
+    torch.save(sd, path)
+    return torch.load(path)
+
+
+def stationary_rows(name: str, d: dict, net, lrs: list[float], folder: Path) -> list[dict]:
+    """The stationary preconditioner's floor (`stability.nets.stationary_adam`) against real
+    Adam started from the minibatch noise alone (module doc)."""
+    from stability.nets.adaptive import adaptive_setup
+    from stability.nets.noise_public import _pipeline
+    from stability.nets.stationary_adam import stationary_preconditioner
+
+    noise = noise_variance(net)
+    state = noise_state(d, noise, folder / f"{name}_noise_state.pt")
+    rules = adaptive_setup(net, "adam", {"beta1": 0.9}, "stationary", command="noise").rules(
+        "adam", _pipeline(net, None, 0)
+    )
+    out = []
+    for lr in lrs:
+        start = time.perf_counter()
+        r = st.net_noise(net, "adam", tau=0, lr=lr, steps=STEPS, beta1=0.9, batch=BATCH,
+                         k=net.dim, precond_from="stationary")  # fmt: skip
+        v_hat = stationary_preconditioner(
+            net, rules, lr=lr, batch=BATCH, k=net.dim, uniform=True,
+            beta2=0.999, eps=1e-8,
+        ).exp_avg_sq  # fmt: skip
+        spread: dict = {}
+        mean, se, drift = real_floor(d, state, lr, runs=STATIONARY_RUNS,
+                                     steps=STATIONARY_STEPS, tail=STATIONARY_STEPS // 2,
+                                     reference=v_hat, spread=spread)  # fmt: skip
+        out.append({
+            "kind": "stationary", "network": name, "n_params": net.dim, "tau": 0, "lr": lr,
+            "floor": [r.floor, mean, se], "ratio": mean / r.floor, "v_final_over_predicted": drift,
+            "v_range": spread["v_range"],
+            "wander": spread["distance"] / r.protocol["quadratic_radius"],
+            "predicted_v_over_noise": float(torch.median(v_hat / noise)),
+            "iterations": r.preconditioner["stationary"]["iterations"],
+            "seconds": time.perf_counter() - start,
+        })  # fmt: skip
+        print(json.dumps(out[-1]), flush=True)
+    return out
 
 
 def rows_of(name: str, folder: Path) -> list[dict]:
@@ -194,7 +274,8 @@ def rows_of(name: str, folder: Path) -> list[dict]:
             "seconds": time.perf_counter() - start,
         })  # fmt: skip
         print(json.dumps(out[-1]), flush=True)
-    return out
+    lrs = [row["lr"] for row in out if row["kind"] == "real"]
+    return out + stationary_rows(name, d, net, lrs, folder)
 
 
 def markdown(rows: list[dict]) -> str:
@@ -239,6 +320,26 @@ def markdown(rows: list[dict]) -> str:
             f"{r['ratio']:.2f} | {r['v_drift']:.2f} | {r['state_v_over_noise']:.2f} | "
             f"{r['seconds']:.0f} |"
         )
+    lines += [
+        "",
+        f"**The stationary preconditioner against real `torch.optim.Adam`** (τ = 0, "
+        f"{STATIONARY_RUNS} runs of {STATIONARY_STEPS:,} steps started from the minibatch noise "
+        "alone, v̂ = p·Var(∇ℓ_i(w*)), m = 0, w*; the same step sizes as above; floor: predicted / "
+        f"real ± se over the last {STATIONARY_STEPS // 2:,} steps; v̂ ratios: medians over "
+        "coordinates):",
+        "",
+        "| network | lr | floor | real / predicted | runs' final v̂ / the predicted (min … max "
+        "over coordinates) | the predicted v̂ / p·Var(∇ℓ_i(w*)) | wander | iterations | s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in (r for r in rows if r["kind"] == "stationary"):
+        lines.append(
+            f"| {r['network']} ({r['n_params']}) | {f(r['lr'])} | {f(r['floor'][0])} / "
+            f"{f(r['floor'][1])} ± {f(r['floor'][2], 2)} | {r['ratio']:.3f} | "
+            f"{r['v_final_over_predicted']:.3f} ({r['v_range'][0]:.2f} … {r['v_range'][1]:.2f})"
+            f" | {r['predicted_v_over_noise']:.2f} | {r['wander']:.2f} | {r['iterations']} | "
+            f"{r['seconds']:.0f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -249,12 +350,27 @@ def main() -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--from-json", action="store_true", help="rewrite the page from the JSON")
+    ap.add_argument(
+        "--stationary-only",
+        action="store_true",
+        help="rerun the stationary rows alone, at the step sizes of the stored real rows",
+    )
     ap.add_argument("--out", default=str(ROOT / "figures" / "net_noise_adam.json"))
     ap.add_argument("--md", default=str(ROOT / "docs" / "generated" / "net_noise_adam.md"))
     args = ap.parse_args()
     torch.set_num_threads(1)
     if args.from_json:
         rows = json.loads(Path(args.out).read_text())["rows"]
+    elif args.stationary_only:
+        rows = [r for r in json.loads(Path(args.out).read_text())["rows"]
+                if r["kind"] != "stationary"]  # fmt: skip
+        with tempfile.TemporaryDirectory() as folder:
+            for name in NETWORKS:
+                d = NETWORKS[name]()
+                lrs = [r["lr"] for r in rows if r["kind"] == "real" and r["network"] == name]
+                net = problem_from_dict(d, stages=1)
+                rows += stationary_rows(name, d, net, lrs, Path(folder))
+                write_json(args.out, {"rows": rows})
     else:
         rows = []
         with tempfile.TemporaryDirectory() as folder:

@@ -28,7 +28,7 @@ ln v ← ln F(v) alternates about the fixed point, and diverges where F is steep
 size at which P(v̂) stops being mean-square stable F grows without bound.  It stops when every
 coordinate's v̂ moves by at most `TOLERANCE`, so the subspace is the top-k eigen-subspace of
 the fixed point itself.  Where the frozen-P rule at a trial v̂ has no stationary state the
-damping is halved and the mixing restarts; at the start v is multiplied by 4 until it has one
+damping is halved and the mixing restarts; at the start v is multiplied by 16 until it has one
 (the fixed point's v̂ lies above the noise).  Coordinates with no minibatch noise of their own
 take F itself.  Each iteration is one preconditioned top-k eigensolve, one projection of the
 per-sample moments, one stationary solve and one pass of per-sample products — about the cost
@@ -72,8 +72,9 @@ MIN_WEIGHT = 1e-3
 towards ½ after each step that has one)."""
 ANDERSON_DEPTH = 5
 """Differences of past iterates the Anderson step mixes."""
-MAX_GROWTH = 30
-"""At most this many ×4 of the start before it has a stationary state (4³⁰ ≈ 10¹⁸)."""
+GROWTH, MAX_GROWTH = 16.0, 15
+"""The start is multiplied by GROWTH at most MAX_GROWTH times (16¹⁵ ≈ 10¹⁸) before it has a
+stationary state."""
 STEP = 2**40
 """The step t of the optimizer state it stands for: 1 − β2^t = 1 in float64 (no bias
 correction left), as in a run that has been going for long."""
@@ -152,16 +153,16 @@ def stationary_preconditioner(
 
 
 def _stationary_start(v: np.ndarray, fluctuated, lr: float) -> tuple:
-    """(v, F(v)): ``v`` multiplied by 4 until the frozen-P rule at P(v) has a stationary
+    """(v, F(v)): ``v`` multiplied by `GROWTH` until the frozen-P rule at P(v) has a stationary
     state (a larger v̂, a smaller P: more stable, module doc)."""
     for _ in range(MAX_GROWTH + 1):
         F = fluctuated(v)
         if F is not None:
             return v, F
-        v = 4.0 * v
+        v = GROWTH * v
     raise ValueError(
         f"lr: at lr = {lr:g} the frozen-P rule has no stationary state even with v̂ "
-        f"4^{MAX_GROWTH} × the minibatch noise: no stationary preconditioner; lower lr"
+        f"{GROWTH:g}^{MAX_GROWTH} × the minibatch noise: no stationary preconditioner; lower lr"
     )
 
 
