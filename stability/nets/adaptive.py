@@ -16,6 +16,9 @@ default.  `adaptive_setup` reads the source and returns an `AdaptiveSetup`:
   pass) the discrepancy Jacobian H_b is whitened the same way, P^{1/2}H_bP^{1/2}
   (`stability.nets.sensitivity`, ``scale``).
 
+``precond_from="stationary"`` (net noise only) is real Adam's own stationary v̂ at the step size
+of the analysis, solved by `stability.nets.noise_public` once it knows it.
+
 Refusals (one line, naming the parameter): an adaptive rule without ``precond_from`` where the
 analysis or the analysed update needs P; ``precond_from`` (or ``update="real"``) with a rule
 that has no second moment; ``precond_from`` together with the scalar ``precond``.
@@ -47,7 +50,9 @@ _DEFAULTS = {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0}
 @dataclass(frozen=True, eq=False)
 class AdaptiveSetup:
     """The network (weights after a warm-up, if any), the preconditioner (None: a fresh real
-    run), and the rule parameters of the analysis (P = 1: the preconditioner is in H̃)."""
+    run, or for ``precond_from="stationary"`` the P net noise solves next at its lr,
+    `stability.nets.stationary_adam`), and the rule parameters of the analysis (P = 1: the
+    preconditioner is in H̃)."""
 
     net: NetProblem
     precond: Preconditioner | None
