@@ -188,13 +188,18 @@ class RealStage:
             self.count = reader.t + 1
         return new
 
-    def preconditioner(self, run: int = 0) -> torch.Tensor | None:
-        """P_t = 1/(√v/√(1 − β2^t) + ε) of the last update (run ``run``; None before any)."""
+    def preconditioners(self) -> torch.Tensor | None:
+        """P_t = 1/(√v/√(1 − β2^t) + ε) of the last update, (runs, block) in lockstep or
+        (block,) for one run; None before any."""
         if self.last_v is None or self.count < 1:
             return None
-        v = self.last_v if self.last_v.ndim == 1 else self.last_v[run]
         bc2_sqrt = (1 - self.inner.beta2**self.count) ** 0.5
-        return 1.0 / (v.sqrt() / bc2_sqrt + self.inner.eps)
+        return 1.0 / (self.last_v.sqrt() / bc2_sqrt + self.inner.eps)
+
+    def preconditioner(self, run: int = 0) -> torch.Tensor | None:
+        """`preconditioners` of run ``run``."""
+        P = self.preconditioners()
+        return P if P is None or P.ndim == 1 else P[run]
 
 
 __all__ = ["Centred", "FrozenStage", "RealStage"]

@@ -128,13 +128,33 @@ def _hessian_columns(problem: NetProblem, Q: torch.Tensor) -> np.ndarray:
     return np.concatenate(out)
 
 
+def gradient_noise(problem: NetProblem, batch: int) -> np.ndarray:
+    """p·diag Σ_ξ (p,): the mean square of each coordinate of the minibatch gradient at w*
+    (`stability.noise.persample`: E[ξ_Bξ_Bᵀ] = p·Σ_ξ), Σ_ξ's diagonal the population variance
+    of the per-sample gradients (sums shifted by the first chunk's mean, which keeps it
+    accurate)."""
+    from stability.noise.moments import sampling_factor
+
+    n = problem.samples
+    total = square = shift = None
+    for x, y in _chunks(problem, 1):
+        g = _sample_gradients(problem, x, y)
+        shift = g.mean(dim=0) if shift is None else shift
+        g = g - shift
+        total = g.sum(dim=0) if total is None else total + g.sum(dim=0)
+        square = (g * g).sum(dim=0) if square is None else square + (g * g).sum(dim=0)
+    variance = (square / n - (total / n) ** 2).clamp(min=0)
+    return sampling_factor(n, int(batch)) * variance.cpu().numpy().astype(float)
+
+
 def gradient_square_mean(
-    problem: NetProblem, M: np.ndarray, S: np.ndarray, batch: int
+    problem: NetProblem, M: np.ndarray, S: np.ndarray, batch: int, noise: np.ndarray
 ) -> np.ndarray:
     r"""diag E[g_B g_Bᵀ] (p,): the mean square of each coordinate of the minibatch gradient
     g_B = H_B·u + ξ_B at weights u − w* = M·y with E[yyᵀ] = ``S`` (m × m), y independent of the
     batch and E y = 0 — the stationary state of minibatch training (`stability.noise.gramian`)
-    seen in weight space along the directions ``M`` (p × m, columns need not be orthonormal).
+    seen in weight space along the directions ``M`` (p × m, columns need not be orthonormal);
+    ``noise``: p·diag Σ_ξ (`gradient_noise`).
 
     By the moments of `stability.noise.persample` with X = M S Mᵀ and p the sampling factor,
 
@@ -142,35 +162,24 @@ def gradient_square_mean(
 
     (the cross term E[H_B u ξ_Bᵀ] = p·J(E u) vanishes with E u = 0), whose diagonal is
     accumulated over the samples from S = LLᵀ: (H X H)_jj = Σ_a (H M L)_ja², and likewise per
-    sample — m per-sample Hessian-vector products each, in full p-space, never a p × p matrix.
-    Σ_ξ's diagonal is the population variance of the per-sample gradients (sums shifted by
-    the first chunk's mean)."""
+    sample — m per-sample Hessian-vector products each, in full p-space, never a p × p matrix."""
     from stability.noise.moments import sampling_factor
 
     n, p = problem.samples, problem.dim
     factor = sampling_factor(n, int(batch))
-    lam, U = np.linalg.eigh(0.5 * (S + S.T)) if S.size else (np.zeros(0), np.zeros((0, 0)))
+    lam, U = np.linalg.eigh(0.5 * (S + S.T))
     keep = lam > 0
     C = problem.vector(np.asarray(M, dtype=float) @ (U[:, keep] * np.sqrt(lam[keep])))
     mean_hvp = torch.zeros(p, C.shape[1], dtype=C.dtype, device=C.device)
     hvp_square = torch.zeros(p, dtype=C.dtype, device=C.device)
-    grad_sum = torch.zeros(p, dtype=C.dtype, device=C.device)
-    grad_square = torch.zeros(p, dtype=C.dtype, device=C.device)
-    shift = None  # the first chunk's mean: the shifted sums keep the variance accurate
     for x, y in _chunks(problem, 1):
-        g = _sample_gradients(problem, x, y)
-        shift = g.mean(dim=0) if shift is None else shift
-        g = g - shift
-        grad_sum += g.sum(dim=0)
-        grad_square += (g * g).sum(dim=0)
         for j in range(C.shape[1]):
             h = _sample_hvps(problem, x, y, C[:, j])
             mean_hvp[:, j] += h.sum(dim=0)
             hvp_square += (h * h).sum(dim=0)
     mean_hvp /= n
-    variance = (grad_square / n - (grad_sum / n) ** 2).clamp(min=0)
-    square = (1 - factor) * (mean_hvp**2).sum(dim=1) + factor * (hvp_square / n + variance)
-    return square.cpu().numpy().astype(float)
+    square = (1 - factor) * (mean_hvp**2).sum(dim=1) + factor * hvp_square / n
+    return square.cpu().numpy().astype(float) + noise
 
 
 def output_leaves(out: Any) -> tuple[list, Callable[[list], Any]]:
@@ -264,6 +273,7 @@ def restrict(moments: PerSampleMoments, columns: np.ndarray) -> PerSampleMoments
 
 __all__ = [
     "CURVATURES",
+    "gradient_noise",
     "gradient_square_mean",
     "nested_columns",
     "per_sample_gradients",

@@ -397,19 +397,16 @@ def net_noise(
 
 def _v_hat_ratio(stages, precond, runs: int) -> float:
     """Median over coordinates (those with v̂ > 0 at the start) of the runs' mean final v̂ over
-    the start's: v̂ = (1/P − ε)², P of each stage's last update (`RealStage.preconditioner`)."""
-    end = [
-        torch.cat([stage.preconditioner(r) for stage in stages]).double().cpu() for r in range(runs)
-    ]
-    eps = precond.eps
+    the start's: v̂ = (1/P − ε)², P of each stage's last update (`RealStage.preconditioners`)."""
+    end = torch.cat([stage.preconditioners() for stage in stages], dim=-1).double().cpu()
+    end = end.expand(runs, -1)  # one run: (p,)
 
     def v_hat(P: torch.Tensor) -> torch.Tensor:
-        return (1.0 / P - eps).clamp(min=0) ** 2
+        return (1.0 / P - precond.eps).clamp(min=0) ** 2
 
     start = v_hat(precond.P)
     moving = start > 0
-    ratio = torch.stack([v_hat(P)[moving] for P in end]).mean(dim=0) / start[moving]
-    return float(ratio.median())
+    return float((v_hat(end).mean(dim=0)[moving] / start[moving]).median())
 
 
 def _change(big: Subspace, lr: float, ms: float | None, floor: float | None) -> float:

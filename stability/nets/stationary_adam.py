@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from stability.nets.minibatch_moments import gradient_square_mean
+from stability.nets.minibatch_moments import gradient_noise, gradient_square_mean
 from stability.nets.minibatch_subspace import project, subspace
 from stability.nets.preconditioned import evaluation_problem, preconditioned_curvature
 from stability.nets.preconditioner import Preconditioner, precondition
@@ -96,8 +96,7 @@ def stationary_preconditioner(
     state (v = v̂, m = 0, t = `STEP`) a real-Adam run continues; ``stationary`` says how it
     was found."""
     evaluated = evaluation_problem(net)[0]
-    p = net.dim
-    noise = gradient_square_mean(evaluated, np.zeros((p, 0)), np.zeros((0, 0)), batch)
+    noise = gradient_noise(evaluated, batch)
     if not np.max(noise) > 0:
         raise ValueError(
             "batch: the minibatch gradients at w* do not vary (batch = n, or every sample has "
@@ -120,7 +119,8 @@ def stationary_preconditioner(
         fixed = stationary(room.builder(lr), proj.moments)
         if fixed is None:
             return None
-        return gradient_square_mean(evaluated, proj.weight_directions(), fixed.forward, batch)
+        directions = proj.weight_directions()
+        return gradient_square_mean(evaluated, directions, fixed.forward, batch, noise)
 
     v, F = _stationary_start(noise, fluctuated, lr)
     moving = noise > 0  # solved in ln v̂; the others (no noise of their own) take F itself
