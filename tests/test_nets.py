@@ -104,6 +104,24 @@ def test_lanczos_eigenvalues_equal_dense_hessian(tiny):
         assert np.max(np.abs(values - block_exact[: values.size])) <= 1e-6 * exact[0]
 
 
+@pytest.mark.parametrize("k", [41, 60, 82, 1000])
+def test_k_at_or_above_half_the_parameters_is_solved_densely(tiny, k):
+    """ARPACK needs k < n and a basis of 2k + 1 < n vectors; from k = n/2 up (k = p: the whole
+    space, which net noise and the stationary preconditioner call exact) the operator is formed
+    densely, overall, per stage and for the negative end (k above p: all p)."""
+    H = dense_hessian(tiny)
+    exact = np.sort(np.linalg.eigvalsh(H))
+    c = curvature(tiny, k, negative_k=k, stage_blocks=True)
+    top = min(k, tiny.dim)
+    assert "dense" in c.method and c.eigenvalues.size == top
+    assert np.max(np.abs(c.eigenvalues - exact[::-1][:top])) <= 1e-9 * exact[-1]
+    vecs = c.eigenvectors
+    assert np.max(np.abs(H @ vecs - vecs * c.eigenvalues)) <= 1e-9 * exact[-1]
+    for block, values in zip(tiny.blocks, c.stage_eigenvalues, strict=True):
+        block_exact = np.sort(np.linalg.eigvalsh(H[block, block]))[::-1]
+        assert np.max(np.abs(values - block_exact[: values.size])) <= 1e-9 * exact[-1]
+
+
 def test_negative_eigenvalues_are_found_and_reported(tiny_file):
     net = problem_from_dict(_module(tiny_file).unfitted(), stages=2)
     exact = np.linalg.eigvalsh(dense_hessian(net))

@@ -37,8 +37,9 @@ benchmarks/bench_curvature.py times both processes side by side.  ARPACK needs 3
 for the top 5 at ``tol=1e-6`` on examples/tiny_transformer.py (``ncv=20``: one Krylov basis of
 20 and one implicit restart), as many as scipy's ``eigsh`` does for curvlinops.
 
-Blocks of at most `DENSE_BLOCK` parameters are formed
-densely (n HVPs, then ``numpy.linalg.eigh``): Lanczos needs k < n and gains nothing there.
+Blocks of at most `DENSE_BLOCK` parameters, and operators whose Lanczos basis would span the
+whole space (2k + 1 ≥ n: k ≥ n/2, up to k = n), are formed densely (n HVPs, then
+``numpy.linalg.eigh``): Lanczos needs k < n and gains nothing there.
 
 The reference PyHessian uses — power iteration with deflation, one eigenvalue at a time — is
 compared in benchmarks/bench_nets.py (HVP counts and times to the same tolerance).
@@ -140,20 +141,21 @@ def lanczos(
     """The ``k`` extreme eigenpairs of ``op`` (``which``: ``"LA"`` largest, ``"SA"``
     smallest algebraic), by ARPACK's Lanczos from a seeded start vector.
 
-    Operators of at most `DENSE_BLOCK` rows are formed densely.  With ``maxiter`` the pairs
-    that converged are returned (possibly fewer than k).  ``tol``: default `default_tol`.
+    Operators of at most `DENSE_BLOCK` rows, or where the Krylov basis of 2k + 1 vectors would
+    reach n, are formed densely.  With ``maxiter`` the pairs that converged are returned
+    (possibly fewer than k).  ``tol``: default `default_tol`.
     """
     tol = default_tol(op.problem) if tol is None else tol
     n = op.shape[0]
     k = int(min(k, n))
     before = op.hvps
-    if n <= DENSE_BLOCK:
+    ncv = min(n, max(2 * k + 1, 20))
+    if n <= DENSE_BLOCK or ncv == n:
         lam, vecs = np.linalg.eigh(dense_operator(op))
         order = np.argsort(lam)[::-1] if which == "LA" else np.argsort(lam)
         order = order[:k]
         return Eigenpairs(lam[order], vecs[:, order], op.hvps - before, "dense (n HVPs, eigh)")
     v0 = np.random.default_rng(seed).standard_normal(n)
-    ncv = min(n, max(2 * k + 1, 20))
     try:
         lam, vecs = eigsh(op, k=k, which=which, tol=tol, v0=v0, ncv=ncv, maxiter=maxiter)
     except ArpackNoConvergence as err:
