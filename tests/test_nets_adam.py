@@ -683,6 +683,30 @@ def test_refusals_are_one_line_exit_2(files, capsys, case):
     assert rc == 2 and expected in out.err and out.err.count("\n") == 1, out.err
 
 
+def test_a_state_files_beta2_and_eps_go_with_its_real_runs_and_are_refused_elsewhere(tmp_path):
+    """P is read with the state's own β2 and ε; the real-Adam runs continuing it (``--update
+    real``, ``--measure``: ``measured_bracket_real``, ``measured_real``) take them too unless
+    given.  Where no run is real a ``--beta2``/``--eps`` would change nothing and is refused."""
+    from stability.nets.adaptive import adaptive_setup
+
+    def adamw(params):
+        return torch.optim.AdamW(params, lr=0.01, betas=(0.9, 0.98), eps=1e-7)
+
+    checkpoint(tmp_path, "mlp.py", PROBLEM, 20, adamw)
+    net, state = load_problem(f"{tmp_path / 'mlp.py'}:trained"), str(tmp_path / "state.pt")
+    for update, measure in (("real", False), ("analysed", True)):
+        setup = adaptive_setup(net, "adam", {}, state, update=update, measure=measure)
+        assert setup.params["beta2"] == 0.98 and setup.params["eps"] == pytest.approx(1e-7)
+        given = adaptive_setup(net, "adam", {"beta2": 0.9}, state, update=update, measure=measure)
+        assert given.params["beta2"] == 0.9
+    assert "beta2" not in adaptive_setup(net, "adam", {}, state).params
+    for key in ("beta2", "eps"):
+        with pytest.raises(ValueError, match=f"^{key}: P is read from the state file"):
+            adaptive_setup(net, "adam", {key: 0.5}, state, command="noise")
+    with pytest.raises(ValueError, match="^beta2: the stationary"):
+        adaptive_setup(net, "adam", {"beta2": 0.9}, "stationary", command="noise")
+
+
 def test_cli_max_lr_json_and_text(files, capsys):
     spec = f"{files / 'mlp.py'}:trained"
     args = ["net", "max-lr", "--problem", spec, "--rule", "adam", "--beta1", "0.9"]

@@ -21,7 +21,10 @@ of the analysis, solved by `stability.nets.noise_public` once it knows it.
 
 Refusals (one line, naming the parameter): an adaptive rule without ``precond_from`` where the
 analysis or the analysed update needs P; ``precond_from`` (or ``update="real"``) with a rule
-that has no second moment; ``precond_from`` together with the scalar ``precond``.
+that has no second moment; ``precond_from`` together with the scalar ``precond``; ``beta2`` or
+``eps`` with a state file where no run is real (P is the state's: they would change nothing),
+``beta2`` with ``stationary`` likewise.  The real-Adam runs continuing a state file take its β2
+and ε unless given.
 """
 
 from __future__ import annotations
@@ -161,8 +164,10 @@ def adaptive_setup(
     *,
     update: str = "analysed",
     command: str = "max-lr",
+    measure: bool = False,
 ) -> AdaptiveSetup | None:
-    """Read ``precond_from`` for an adaptive ``rule`` (module doc); None for other rules."""
+    """Read ``precond_from`` for an adaptive ``rule`` (module doc); None for other rules.
+    ``measure``: the command also runs real Adam (``--measure``), as ``update="real"`` does."""
     from stability.checks import check_choice
 
     check_choice("update", update, UPDATES)
@@ -198,6 +203,11 @@ def adaptive_setup(
                 "precond_from: stationary is the fixed point of real Adam's v̂ on minibatches at "
                 f"one lr and batch (net noise); net {command} takes a state file or warmup:N:LR"
             )
+        if values.get("beta2") is not None and not measure:
+            raise ValueError(
+                "beta2: the stationary v̂ does not depend on β2 (it leaves out v̂'s averaging "
+                "window); --beta2 acts on the real-Adam runs of --measure"
+            )
         values["precond"] = 1.0
         return AdaptiveSetup(net, None, values, update)
     if precond_from is not None:
@@ -205,12 +215,25 @@ def adaptive_setup(
         precond = load_preconditioner(net, precond_from, **hyper)
         if precond.weights is not None:
             net = replace(net, w_star=precond.weights)
-        if update == "real":  # continue the state with its own β2 and ε unless given
-            for key, field in (("beta2", precond.beta2), ("eps", precond.eps)):
-                if values.get(key) is None:
-                    values[key] = precond.uniform(key, field)
+        if precond.warmup is None:  # a state file: P is read with its own β2 and ε
+            _continued(values, precond, real_runs=update == "real" or measure)
     values["precond"] = 1.0
     return AdaptiveSetup(net, precond, values, update)
+
+
+def _continued(values: dict[str, Any], precond: Preconditioner, *, real_runs: bool) -> None:
+    """β2 and ε of the real-Adam runs that continue a state file (``net train --update real``,
+    ``--measure``): the state's own unless given.  Where no run is real they would change
+    nothing — P is the state's, read with its own β2 and ε — and are refused."""
+    for key, field in (("beta2", precond.beta2), ("eps", precond.eps)):
+        if real_runs and values.get(key) is None:
+            values[key] = precond.uniform(key, field)
+        elif not real_runs and values.get(key) is not None:
+            raise ValueError(
+                f"{key}: P is read from the state file with its own β2 and ε; --{key} acts only "
+                "on real-Adam runs continuing it (net train --update real, --measure) and on "
+                "warmup:N:LR"
+            )
 
 
 def measure_real_max_lr(

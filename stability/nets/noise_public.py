@@ -218,7 +218,7 @@ def net_noise(
             "linearises the gradient at the forward weights (weight stashing)"
         )
     params = _rule_params(rule, params)
-    adaptive = adaptive_setup(net, rule, params, precond_from, command="noise")
+    adaptive = adaptive_setup(net, rule, params, precond_from, command="noise", measure=measure)
     pipe = _pipeline(net, pipeline, tau)
     uniform = len(set(pipe.tau_fwd.tolist())) == 1
     p = net.dim

@@ -436,7 +436,7 @@ def net_max_lr(
     delays = _pipeline_keywords(params)
     k = check_integer("k", k, low=1)
     params = _rule_params(rule, params)
-    adaptive = adaptive_setup(net, rule, params, precond_from)
+    adaptive = adaptive_setup(net, rule, params, precond_from, measure=measure)
     if adaptive is not None:
         net, params = adaptive.net, adaptive.params
     pipe = _pipeline(net, pipeline, delays, backward, tau_bkwd)
