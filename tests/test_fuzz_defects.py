@@ -939,3 +939,45 @@ def test_the_network_functions_refuse_the_scalar_models_parameters():
     net = "examples/diabetes_linear.py:problem"
     with pytest.raises(ValueError, match="lam belongs to the scalar model"):
         st.net_max_lr(str(Path(__file__).parents[1] / net), "sgd", tau=1, k=2, lam=3.0)
+
+
+@pytest.mark.parametrize(
+    "name, params",
+    [
+        ("lwp+sc", {"tau": 3, "momentum": 1.0}),
+        ("lwp+sc", {"tau": 4, "momentum": 1.0}),
+        ("lwp+sc", {"tau": 10, "momentum": 1.0, "sc_scale": 2.0}),
+        ("lwp-v+sc", {"tau": 4, "momentum": 1.0}),
+        ("momentum", {"tau": 3, "momentum": 1.0}),
+        ("sc", {"tau": 3, "momentum": 1.0}),
+    ],
+)
+def test_momentum_one_is_answered_by_the_first_resolvable_crossing(name, params):
+    """At momentum 1 the root ω = 1 is double at lr = 0: Newton on F's trivial zero at θ → 0
+    found a 'crossing' at lr ~ eps, and the locus answered 0 where Spike Compensation is
+    stable below 0.065 (a newcomer's matrices).  The locus now equals certified bisection
+    (and heavy ball, or SC without weight prediction, at momentum 1 stay 0: ρ ≥ 1 there)."""
+    from stability.rules.registry import get_spec
+
+    rule, model = get_spec(name).build(lam=1.0, **params)
+    locus, bisection = max_lr(rule, model, method="locus"), max_lr(rule, model, method="bisection")
+    assert locus.max_lr == pytest.approx(bisection.max_lr, rel=1e-12, abs=0)
+    assert (locus.max_lr > 0) == name.startswith("lwp")
+
+
+@pytest.mark.parametrize("tau", [0, 1, 3, 5])
+def test_a_root_at_one_for_every_lr_is_stable_for_no_lr(tau):
+    """Spike Compensation with a/(1 − m) + b = 0 exactly: p(1) = lr·λ·(a + b − b·m) = 0 for
+    every lr, so ρ ≥ 1 everywhere; the winding count took the root on the circle for one
+    inside and answered 1.0 at τ = 3.  Exact rationals confirm 'not stable'; the same sum
+    lost to rounding (m = 0.9, a = 0.2, b = −2: 1 + m rounds) is refused, not answered."""
+    from stability.analysis.certify import certify
+    from stability.rules.registry import get_spec
+
+    values = dict(tau=tau, momentum=0.5, sc_a=0.5, sc_b=-1.0, lam=1.0)
+    rule, model = get_spec("sc").build(**values)
+    assert max_lr(rule, model).max_lr == 0.0
+    assert not certify(get_spec("sc"), 0.3, **values).stable
+    rule, model = get_spec("sc").build(tau=2, momentum=0.9, sc_a=0.2, sc_b=-2.0, lam=1.0)
+    with pytest.raises(ValueError, match="moves off the unit circle by less than float64"):
+        max_lr(rule, model)

@@ -68,6 +68,7 @@ from stability.winding import HalfCircleGrid, on_circle, winding_turns
 _EPS = np.finfo(float).eps
 _MARGINAL = 1e-12  # radius ≥ 1 − this counts as not stable when checking (0, lr₁)
 _BELOW = 1e-4  # stability is verified at lr₁·(1 − _BELOW)
+_RESOLVED = 1e3 * _EPS  # crossings with lr·Σ|b_k| ≤ this·Σ|a_k| are A's own roots (rounding)
 _UNRESOLVED = (
     "max lr: a crossing could not be resolved on the circle (roots crowd the unit circle "
     "closer than the samples resolve)"
@@ -272,12 +273,14 @@ def _locus(
     best_lr = np.full(ca.shape[1], np.inf)
     best_theta = np.full(ca.shape[1], np.nan)
     chunk = max(1, 2_000_000 // (8 * degree + 80))
-    order = np.argsort(-scale, kind="stable") if minimum else None
+    stuck = _stuck_at_one(ka, ca, cb, exact_slope)
+    best_lr[stuck] = 0.0  # ω = 1 is a root at every lr: stable for none
+    todo = np.flatnonzero(~stuck)
+    if minimum:
+        todo = todo[np.argsort(-scale[todo], kind="stable")]
     least = np.inf  # the least crossing found so far (minimum: the checks stop there)
-    for start in range(0, ca.shape[1], chunk):
-        cols = np.arange(start, min(start + chunk, ca.shape[1]))
-        if order is not None:
-            cols = order[cols]
+    for start in range(0, todo.size, chunk):
+        cols = todo[start : start + chunk]
         for density in (8, 32, 128):
             if density > 8 and density * (degree + 2) > LOCUS_MAX_SAMPLES:
                 raise UnresolvedCrossing(by_delay=True)
@@ -316,6 +319,32 @@ def _locus(
     # which the result carries; it is reported as the largest float, not as "no crossing"
     true = best_lr / scale
     return np.where(np.isinf(true) & np.isfinite(best_lr), np.finfo(float).max, true), best_theta
+
+
+def _stuck_at_one(ka, ca, cb, exact_slope) -> np.ndarray:
+    """Columns where no lr > 0 is stable because of the root ω = 1 (A(1) = 0 for every rule:
+    nothing moves without a gradient) when its motion ω ≈ 1 − lr·B(1)/A'(1) is lost in
+    rounding: B(1) within rounding of 0, e.g. Spike Compensation with a/(1 − m) + b = 0.  In
+    exact arithmetic (`_exact_slope_at_one`) B(1) = 0 keeps ω = 1 a root at every lr, and
+    B(1)·A'(1) < 0 moves it outward; the winding count cannot tell either from a root just
+    inside.  A column that cannot be rebuilt is decided by B(1) = 0 in float64.  Where exact
+    B(1) ≠ 0 moves the root inward but float64 lost it (the float polynomial need not even
+    have A(1) = 0: 1 + m rounds), neither "stable" nor "not stable" is resolved: refused."""
+    b1, a1 = np.sum(cb, axis=0), np.sum(ca, axis=0)
+    slope_a = np.sum(ka[:, None] * ca, axis=0)  # A'(1)
+    near = (np.abs(b1) <= 1e3 * _EPS * np.sum(np.abs(cb), axis=0)) & (
+        np.abs(a1) <= 1e3 * _EPS * np.sum(np.abs(ca), axis=0)
+    )
+    stuck = np.zeros(ca.shape[1], dtype=bool)
+    for m in np.flatnonzero(near):
+        exact = exact_slope(m)
+        if exact is None:
+            stuck[m] = b1[m] == 0
+        elif exact == 0 or exact * slope_a[m] < 0:
+            stuck[m] = True
+        else:
+            raise UnresolvedCrossing(by_delay=False, cause=_ROUNDED_AT_ONE)
+    return stuck
 
 
 def _below_rounding_at_one(ka, ca, kb, cb, lr: np.ndarray, exact_slope, cols) -> np.ndarray:
@@ -384,6 +413,10 @@ class _Circle:
         ka, ca, kb, cb, theta = self.ka, self.ca, self.kb, self.cb, self.theta
         best_lr = np.full(ca.shape[1], np.inf)
         best_theta = np.full(ca.shape[1], np.nan)
+        # a crossing where lr·B is within rounding of A's coefficients is a root of A itself
+        # on the circle (a multiple root ω = 1 at lr = 0: momentum 1), found at lr ~ eps by
+        # Newton on F's trivial zero at θ → 0; the first resolvable crossing is wanted
+        floor = _RESOLVED * np.sum(np.abs(ca), axis=0) / np.sum(np.abs(cb), axis=0)
 
         # θ = 0 and θ = π: real roots ω = ±1 (skip exact structural zeros A(±1) = 0)
         for theta0, sign in ((0.0, 1.0), (math.pi, -1.0)):
@@ -394,7 +427,7 @@ class _Circle:
                 lr0 = np.where(
                     (np.abs(a_val) > 64 * _EPS * a_scale) & (b_val != 0), -a_val / b_val, np.inf
                 )
-            take = (lr0 > 0) & (lr0 < best_lr)
+            take = (lr0 > floor) & (lr0 < best_lr)
             best_lr[take], best_theta[take] = lr0[take], theta0
 
         prod = self.a * np.conj(self.b)
@@ -421,7 +454,7 @@ class _Circle:
             guess = lo + frac * (hi - lo)
             lr_guess = lr_lo + frac * (lr_hi - lr_lo)  # lr(θ) is smooth in non-wild brackets
             wild = np.abs(lr_hi - lr_lo) > 0.25 * np.minimum(lr_lo, lr_hi)
-            ranked = np.where(~wild & (lr_guess > 0), lr_guess, np.inf)
+            ranked = np.where(~wild & (lr_guess > floor[m]), lr_guess, np.inf)
             row_min = best_lr.copy()
             np.minimum.at(row_min, m, ranked)
             close = wild | (ranked <= row_min[m] * 1.05)
@@ -430,7 +463,7 @@ class _Circle:
             root = _safe_newton(lambda t, c=m: self.pair.f_df(t, c), *bracket, guess[close])
             lr_root = self.pair.lr(root, m)
             for lr_v, th, col in zip(lr_root, root, m, strict=True):
-                if 0 < lr_v < best_lr[col]:
+                if floor[col] < lr_v < best_lr[col]:
                     best_lr[col], best_theta[col] = lr_v, th
         return best_lr, best_theta
 
