@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,22 @@ def check_path(name: str, value: Any) -> Path:
     if not str(os.fspath(value)).strip():
         raise ValueError(f"{name} must be a path, got an empty string")
     return Path(value).expanduser()
+
+
+def check_writable_directory(name: str, directory: Path) -> None:
+    """Refuse (one line naming ``name``) unless files can be created in ``directory`` or in its
+    nearest existing ancestor (the missing levels are created when writing): checked before
+    anything is computed."""
+    existing = directory
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ValueError(f"{name}: {existing} is not a directory")
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as err:
+        raise ValueError(f"{name}: cannot write in {existing} ({err.strerror})") from None
 
 
 def check_integer(name: str, value: Any, *, low: int = 0, high: int | None = None) -> int:

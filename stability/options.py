@@ -126,6 +126,7 @@ class Option:
             check_integer,
             check_number,
             check_path,
+            check_writable_directory,
             one_or_many,
         )
 
@@ -163,6 +164,10 @@ class Option:
             path = check_path(self.name, value)
             if self.path == "write-file" and path.is_dir():
                 raise ValueError(f"{self.name} must be a file path, got the directory {value}")
+            if self.path == "write-file":
+                check_writable_directory(self.name, path.parent)
+            elif self.path == "write-dir":
+                check_writable_directory(self.name, path)
             return value
         if isinstance(value, os.PathLike):  # a path given as a Path
             value = os.fspath(value)

@@ -258,6 +258,7 @@ def test_bad_keywords_are_one_line_value_errors(call, needle):
         (lambda: st.heatmap("sgd", x="lr:0.1:1:3", y="tau:0:4:3", out=""), "an empty string"),
         (lambda: st.heatmap("sgd", x="lr:0.1:1:3", y="tau:0:4:3", out="."), "got the directory"),
         (lambda: st.claims(ids=-1), "ids must be strings, got -1"),
+        (lambda: st.poly("sgd", lr=0.1, symbolic="no"), "symbolic must be true or false"),
     ],
 )
 def test_values_of_another_type_are_one_line_value_errors(call, needle):
@@ -268,6 +269,22 @@ def test_values_of_another_type_are_one_line_value_errors(call, needle):
     with pytest.raises(ValueError) as info:
         call()
     assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+def test_an_output_under_a_file_is_refused_before_anything_is_computed(tmp_path, monkeypatch):
+    """``out="afile.txt/x.png"`` raised FileExistsError (NotADirectoryError one level deeper)
+    from the figure's writer, after the whole grid: the API now checks where it writes as the
+    CLI's flags do."""
+    import stability.analysis.radius_grid as radius_grid
+
+    (tmp_path / "afile.txt").write_text("")
+    monkeypatch.setattr(radius_grid, "heatmap", lambda *a, **k: pytest.fail("computed"))
+    axes = {"x": "lr:0.1:1:3", "y": "tau:0:4:3"}
+    for kw in ({"out": tmp_path / "afile.txt" / "x.png"}, {"csv": tmp_path / "afile.txt/a/x"}):
+        with pytest.raises(ValueError, match=r"^(out|csv): .*afile.txt is not a directory$"):
+            st.heatmap("sgd", **axes, **kw)
+    with pytest.raises(ValueError, match=r"^out: .*afile.txt is not a directory$"):
+        st.tradeoff(batch=8, tau=1, rules=["sgd"], out=tmp_path / "afile.txt" / "t.png")
 
 
 def test_numpy_scalars_and_single_values_are_taken_as_their_plain_forms():

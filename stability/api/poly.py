@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from stability.api.commands import command
 from stability.api.resolve import resolve, rule_name
-from stability.checks import check_number
+from stability.options import check_options
 from stability.result import Result, output
 
 
@@ -40,7 +41,7 @@ def poly(rule: Any, *, lr: float, symbolic: bool = False, **params: Any) -> Poly
     from stability.dynamics.linear import characteristic_polynomial
 
     r = resolve(rule, **params)
-    check_number("lr", lr, low=0.0, low_open=True)
+    check_options(command("poly").options, {"lr": lr, "symbolic": symbolic})
     for key, value in params.items():  # one polynomial: no grids of parameters
         if np.ndim(value):
             raise ValueError(f"{key} must be one value, got an array")

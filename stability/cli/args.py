@@ -15,7 +15,6 @@ import argparse
 import itertools
 import math
 import re
-import tempfile
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from pathlib import Path
@@ -399,18 +398,13 @@ def examples_epilog(examples: Sequence[str]) -> str:
 
 
 def _writable_directory(flag: str, directory: Path) -> None:
-    """Refuse (one line naming ``flag``) unless files can be created in ``directory`` or in its
-    nearest existing ancestor (the missing levels are created when writing)."""
-    existing = directory
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir():
-        raise UsageError(f"{flag}: {existing} is not a directory")
+    """`stability.checks.check_writable_directory` as a `UsageError` naming ``flag``."""
+    from stability.checks import check_writable_directory
+
     try:
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as err:
-        raise UsageError(f"{flag}: cannot write in {existing} ({err.strerror})") from None
+        check_writable_directory(flag, directory)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
 
 
 def output_file_arg(flag: str) -> Callable[[str], Path]:

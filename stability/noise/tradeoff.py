@@ -170,7 +170,7 @@ def tradeoff(
     fractions, momenta = one_or_many(fractions), one_or_many(momenta)
     for f in fractions:
         check_real("fractions", f, low=0.0, high=1.0, low_open=True, high_open=True)
-    target = check_given(command("tradeoff").options, target=target)["target"]
+    target = check_given(command("tradeoff").options, target=target, out=out)["target"]
     check_work(rules, tau, problem, momenta)
     moments = SampleMoments.of(problem, batch)
     noise_map = NoiseMap.of(moments)
