@@ -94,6 +94,10 @@ def rule_points(draw, names=None, max_delay: int = 6):
         v.pop("sc_a", None), v.pop("sc_b", None)
     if "decay" in v and "gamma" in v:
         del v["gamma"]
+    if "horizon" in v:  # T given, or T = horizon_scale·D
+        v.pop("horizon_scale", None)
+    if "sc_a" in v:  # SC's coefficients given, or SC_D at D = sc_scale·τ
+        v.pop("sc_scale", None)
     t2_on = "decay" in v or "gamma" in v
     if name == "recompute":
         if t2_on and v["tau_fwd"] == v["tau_bkwd"]:

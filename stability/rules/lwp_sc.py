@@ -55,12 +55,18 @@ def _sc(momentum, tau, sc_a, sc_b, sc_scale):
     if (sc_a is None) != (sc_b is None):
         raise ValueError("give both sc_a and sc_b, or neither (SC_D of Kosson eq. 7)")
     if sc_a is not None:
+        if np.any(np.asarray(sc_scale) != 1):
+            raise ValueError("give sc_a and sc_b or sc_scale, not both (sc_scale sets SC's D)")
         return sc_a, sc_b
     return spike_coefficients(momentum, sc_scale * tau)
 
 
 def _horizon(tau, horizon, horizon_scale):
-    return horizon_scale * tau if horizon is None else horizon
+    if horizon is None:
+        return horizon_scale * tau
+    if np.any(np.asarray(horizon_scale) != 1):
+        raise ValueError("give horizon or horizon_scale, not both (T = horizon_scale·D)")
+    return horizon
 
 
 # -- builders ------------------------------------------------------------------------------

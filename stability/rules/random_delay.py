@@ -49,7 +49,8 @@ def truncated_exponential(tau_max: int, rate: float) -> tuple[float, ...]:
     tau_max = check_scalar_delay("tau_max", tau_max)
     if hasattr(rate, "free_symbols"):
         raise ValueError(
-            "delay_rate must be a number: the probabilities e^{−βk} are not polynomial"
+            "delay_rate cannot stay a symbol: the probabilities e^{−βk} are not polynomial in "
+            "it, so there is no symbolic form of this rule's polynomial (drop symbolic)"
         )
     check_real("delay_rate", rate)
     logs = -np.multiply.outer(np.arange(tau_max + 1), np.asarray(rate, dtype=float))
