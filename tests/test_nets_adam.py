@@ -75,6 +75,7 @@ def files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("adam")
     model = checkpoint(folder, "mlp.py", PROBLEM, 60, _adamw)
     torch.save(model.state_dict(), folder / "not_optimizer.pt")
+    torch.save(_adamw(model.parameters()), folder / "optimizer_object.pt")  # not its state_dict
     (folder / "junk.pt").write_text("not a torch file")
     return folder
 
@@ -655,7 +656,15 @@ def _cli(args, capsys):
 
 @pytest.mark.parametrize(
     "case",
-    ["no_source_max_lr", "no_source_train", "another_model", "not_optimizer", "junk", "diverge"],
+    [
+        "no_source_max_lr",
+        "no_source_train",
+        "another_model",
+        "not_optimizer",
+        "junk",
+        "optimizer_object",
+        "diverge",
+    ],  # fmt: skip
 )
 def test_refusals_are_one_line_exit_2(files, capsys, case):
     spec = f"{files / 'mlp.py'}:trained"
@@ -668,6 +677,8 @@ def test_refusals_are_one_line_exit_2(files, capsys, case):
         "not_optimizer": ["curvature", "--problem", spec]
         + ["--precond-from", str(files / "not_optimizer.pt")],
         "junk": ["curvature", "--problem", spec, "--precond-from", str(files / "junk.pt")],
+        "optimizer_object": ["curvature", "--problem", spec]
+        + ["--precond-from", str(files / "optimizer_object.pt")],
         "diverge": ["max-lr", "--problem", spec, "--rule", "adam", "--tau", "1"]
         + ["--precond-from", "warmup:200:1e3"],
     }[case]
@@ -677,6 +688,7 @@ def test_refusals_are_one_line_exit_2(files, capsys, case):
         "another_model": "'0.weight'",
         "not_optimizer": "not an optimizer state_dict",
         "junk": "not a torch.save'd optimizer state_dict",
+        "optimizer_object": "holds a pickled optimizer object (torch.save(opt)); save opt.state",
         "diverge": "diverged",
     }[case]
     rc, out = _cli(["net", *base], capsys)

@@ -36,6 +36,7 @@ loss diverges is refused with a one-line `ValueError` naming ``precond_from``.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -337,11 +338,12 @@ def _groups_in_model_order(
     count, choices, _ = paths.get(tuple(len(m) for m in lists), (0, (), ()))
     if count != 1:
         how = "in no way" if count == 0 else "in more than one way"
+        why = "" if count == 0 else " (parameters of one shape sit in different groups)"
         raise ValueError(
             f"precond_from: the optimizer state's {len(groups)} parameter groups fit "
             f"model.parameters() {how} that keeps each group in the model's order with the "
-            "model's shapes; save the state of an optimizer built over model.parameters() (one "
-            "group, or groups that each list their parameters in the model's order)"
+            f"model's shapes{why}; build the optimizer over model.named_parameters() (its state "
+            "then names them), or over model.parameters() in groups in the model's order"
         )
     taken = [0] * len(lists)
     order = []
@@ -418,7 +420,12 @@ def _from_file(problem: NetProblem, source: str) -> Preconditioner:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - a user's file: one line
-        text = str(err).strip().splitlines()
+        text = re.sub(r"\x1b\[[0-9;]*m", "", str(err)).strip().splitlines()  # torch's bold
+        if "torch.optim" in str(err):  # torch.save(opt): the object, pickled
+            raise ValueError(
+                f"precond_from: {source!r} holds a pickled optimizer object "
+                "(torch.save(opt)); save opt.state_dict() instead"
+            ) from None
         raise ValueError(
             f"precond_from: {source!r} is not a torch.save'd optimizer state_dict "
             f"({type(err).__name__}: {text[0] if text else ''})"
