@@ -416,7 +416,8 @@ class _Circle:
         # a crossing where lr·B is within rounding of A's coefficients is a root of A itself
         # on the circle (a multiple root ω = 1 at lr = 0: momentum 1), found at lr ~ eps by
         # Newton on F's trivial zero at θ → 0; the first resolvable crossing is wanted
-        floor = _RESOLVED * np.sum(np.abs(ca), axis=0) / np.sum(np.abs(cb), axis=0)
+        with np.errstate(divide="ignore", invalid="ignore"):  # B ≡ 0: no crossing at all
+            floor = _RESOLVED * np.sum(np.abs(ca), axis=0) / np.sum(np.abs(cb), axis=0)
 
         # θ = 0 and θ = π: real roots ω = ±1 (skip exact structural zeros A(±1) = 0)
         for theta0, sign in ((0.0, 1.0), (math.pi, -1.0)):
