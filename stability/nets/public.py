@@ -181,7 +181,9 @@ class NetCurvature(Result):
         "per stage: top eigenvalues of its diagonal block", "1/lr"
     )
     negative_eigenvalues: list[float] = output(
-        "eigenvalues < −1e-9·λ_max found at the bottom of the spectrum (saddle directions)", "1/lr"
+        "eigenvalues < −1e-9·λ_max found at the bottom of the spectrum (saddle directions); "
+        "searched only with negative (--negative), else empty",
+        "1/lr",
     )
     stage_sizes: list[int] = output("parameters per stage, in pipeline order")
     n_params: int = output("trainable parameters p")
