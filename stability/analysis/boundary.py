@@ -254,7 +254,8 @@ def _locus(
     wanted: lr₁ is replaced in those checks by min(lr₁, the least crossing found so far), and
     the columns are visited largest max|B| first; the other entries are then upper bounds.
     A "not stable at lr₁/2" within float64's rounding of |ω| = 1 is refused, not answered 0
-    (`_below_rounding_at_one`).
+    (`_below_rounding_at_one`); columns whose B(1) is lost to cancellation are decided first,
+    in exact arithmetic (`_lost_at_one`).
     """
     A, B = _affine_parts(cp)
     grid = np.broadcast_shapes(*(np.shape(c) for p in (A, B) for c in p.terms.values()))
@@ -273,8 +274,8 @@ def _locus(
     best_lr = np.full(ca.shape[1], np.inf)
     best_theta = np.full(ca.shape[1], np.nan)
     chunk = max(1, 2_000_000 // (8 * degree + 80))
-    stuck = _stuck_at_one(ka, ca, cb, exact_slope)
-    best_lr[stuck] = 0.0  # ω = 1 is a root at every lr: stable for none
+    stuck, unknown = _lost_at_one(ka, ca, cb, exact_slope)
+    best_lr[stuck] = 0.0  # ω = 1 stays on the circle or moves out: stable for no lr
     todo = np.flatnonzero(~stuck)
     if minimum:
         todo = todo[np.argsort(-scale[todo], kind="stable")]
@@ -304,7 +305,7 @@ def _locus(
             half = circle.stable(np.where(finite, 0.5 * check, 1.0), degree)
             never = failed & ~half
             doubtful = _below_rounding_at_one(
-                ka, ca[:, cols], kb, cb[:, cols], 0.5 * check, exact_slope, cols
+                ka, ca[:, cols], cb[:, cols], 0.5 * check, unknown[cols]
             )
             if (doubtful & never).any():
                 raise UnresolvedCrossing(by_delay=False, cause=_ROUNDED_AT_ONE)
@@ -321,33 +322,34 @@ def _locus(
     return np.where(np.isinf(true) & np.isfinite(best_lr), np.finfo(float).max, true), best_theta
 
 
-def _stuck_at_one(ka, ca, cb, exact_slope) -> np.ndarray:
-    """Columns where no lr > 0 is stable because of the root ω = 1 (A(1) = 0 for every rule:
-    nothing moves without a gradient) when its motion ω ≈ 1 − lr·B(1)/A'(1) is lost in
-    rounding: B(1) within rounding of 0, e.g. Spike Compensation with a/(1 − m) + b = 0.  In
-    exact arithmetic (`_exact_slope_at_one`) B(1) = 0 keeps ω = 1 a root at every lr, and
-    B(1)·A'(1) < 0 moves it outward; the winding count cannot tell either from a root just
-    inside.  A column that cannot be rebuilt is decided by B(1) = 0 in float64.  Where exact
-    B(1) ≠ 0 moves the root inward but float64 lost it (the float polynomial need not even
-    have A(1) = 0: 1 + m rounds), neither "stable" nor "not stable" is resolved: refused."""
-    b1, a1 = np.sum(cb, axis=0), np.sum(ca, axis=0)
+def _lost_at_one(ka, ca, cb, exact_slope) -> tuple[np.ndarray, np.ndarray]:
+    """(stuck, unknown) columns where B(1) is lost to cancellation in B's coefficients
+    (|B(1)| within 10³·eps of Σ|b_k|, e.g. Spike Compensation with a/(1 − m) + b = 0, or
+    LWP's horizon scale 10²⁰, whose B(1) = λ is the difference of coefficients ~10²⁰·λ), so
+    the motion ω ≈ 1 − lr·B(1)/A'(1) of the root ω = 1 (A(1) = 0 for every rule: nothing moves
+    without a gradient) is below what the winding count resolves.  Decided in exact arithmetic
+    (`_exact_slope_at_one`): B(1) = 0 keeps ω = 1 a root at every lr and B(1)·A'(1) < 0 moves
+    it outward — *stuck*, no lr > 0 is stable (a structural zero, as LWP^v without Spike
+    Compensation has); B(1) inward is refused, neither verdict being resolved (the float
+    polynomial need not even have A(1) = 0: 1 + m rounds).  A column that cannot be rebuilt
+    is stuck where B(1) = 0 in float64, else *unknown* (`_below_rounding_at_one`)."""
+    b1 = np.sum(cb, axis=0)
+    size = np.sum(np.abs(cb), axis=0)
     slope_a = np.sum(ka[:, None] * ca, axis=0)  # A'(1)
-    near = (np.abs(b1) <= 1e3 * _EPS * np.sum(np.abs(cb), axis=0)) & (
-        np.abs(a1) <= 1e3 * _EPS * np.sum(np.abs(ca), axis=0)
-    )
     stuck = np.zeros(ca.shape[1], dtype=bool)
-    for m in np.flatnonzero(near):
+    unknown = np.zeros(ca.shape[1], dtype=bool)
+    for m in np.flatnonzero((size > 0) & (np.abs(b1) <= 1e3 * _EPS * size)):
         exact = exact_slope(m)
         if exact is None:
-            stuck[m] = b1[m] == 0
+            stuck[m], unknown[m] = b1[m] == 0, b1[m] != 0
         elif exact == 0 or exact * slope_a[m] < 0:
             stuck[m] = True
         else:
             raise UnresolvedCrossing(by_delay=False, cause=_ROUNDED_AT_ONE)
-    return stuck
+    return stuck, unknown
 
 
-def _below_rounding_at_one(ka, ca, kb, cb, lr: np.ndarray, exact_slope, cols) -> np.ndarray:
+def _below_rounding_at_one(ka, ca, cb, lr: np.ndarray, unknown: np.ndarray) -> np.ndarray:
     """Columns whose "not stable at ``lr``" cannot be told from float64 rounding at ω = 1.
 
     Every rule has the root ω = 1 at lr = 0 (A(1) = 0: nothing moves without a gradient);
@@ -355,21 +357,13 @@ def _below_rounding_at_one(ka, ca, kb, cb, lr: np.ndarray, exact_slope, cols) ->
     B(1)/A'(1) > 0).  A failed check says nothing, stable and not stable being both within
     rounding of |ω| = 1, if the root moves inward by less than 10⁻⁶ (the radius check's margin
     is 10⁻¹²; the first-order motion overestimates it ~4× for LWP), or if B(1) is lost to
-    cancellation in B's coefficients: |B(1)| within 10³·eps of Σ|b_k|, and B(1) ≠ 0 in exact
-    arithmetic (``exact_slope(cols[m])``, `_exact_slope_at_one`; a structural zero, as LWP^v
-    without Spike Compensation has, is a genuine "not stable").  E.g. LWP's horizon scale
-    10²⁰, whose B(1) = λ is the difference of coefficients ~10²⁰·λ.
+    cancellation and exact arithmetic could not decide it (``unknown``, `_lost_at_one`).
     """
     a1 = np.sum(ka[:, None] * ca, axis=0)  # A'(1)
     b1 = np.sum(cb, axis=0)  # B(1)
-    size = np.sum(np.abs(cb), axis=0)
-    lost = (size > 0) & (np.abs(b1) <= 1e3 * _EPS * size)
     with np.errstate(divide="ignore", invalid="ignore"):
         inward = np.where(a1 != 0, lr * b1 / a1, -np.inf)
-    doubtful = (a1 != 0) & ((inward > 0) & (inward < 1e-6))
-    for m in np.flatnonzero((a1 != 0) & lost & ~doubtful):
-        doubtful[m] = exact_slope(cols[m]) != 0
-    return doubtful
+    return (a1 != 0) & (((inward > 0) & (inward < 1e-6)) | unknown)
 
 
 def _exact_slope_at_one(rule: Rule, model: QuadraticModel, grid: tuple[int, ...]):
