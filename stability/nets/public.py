@@ -180,9 +180,9 @@ class NetCurvature(Result):
     stage_eigenvalues: list[list[float]] = output(
         "per stage: top eigenvalues of its diagonal block", "1/lr"
     )
-    negative_eigenvalues: list[float] = output(
-        "eigenvalues < −1e-9·λ_max found at the bottom of the spectrum (saddle directions); "
-        "searched only with negative (--negative), else empty",
+    negative_eigenvalues: list[float] | None = output(
+        "eigenvalues < −1e-9·λ_max found at the bottom of the spectrum (saddle directions; "
+        "empty: none there); searched only with negative (--negative), else null",
         "1/lr",
     )
     stage_sizes: list[int] = output("parameters per stage, in pipeline order")
@@ -251,7 +251,7 @@ def net_curvature(
     return NetCurvature(
         eigenvalues=c.eigenvalues.tolist(),
         stage_eigenvalues=[v.tolist() for v in c.stage_eigenvalues],
-        negative_eigenvalues=c.negative_eigenvalues.tolist(),
+        negative_eigenvalues=c.negative_eigenvalues.tolist() if negative else None,
         stage_sizes=list(c.stage_sizes),
         n_params=net.dim,
         hvps=c.hvps,
@@ -319,9 +319,9 @@ class NetMaxLr(Result):
     crossing_angle: float | None = output("θ of the critical root e^{iθ}", "rad")
     critical_stage: int | None = output("stage (1 … P) carrying most of the critical mode")
     eigenvalues: list[float] = output("top eigenvalues used (rank k), descending", "1/lr")
-    negative_eigenvalues: list[float] = output(
-        "negative eigenvalues found (left out, see docs); searched only when the gradient does "
-        "not already show the weights are not at a minimum",
+    negative_eigenvalues: list[float] | None = output(
+        "negative eigenvalues found (left out, see docs; empty: none there); null where not "
+        "searched: the gradient already shows the weights are not at a minimum",
         "1/lr",
     )
     rank: int = output("k: eigenpairs of the curvature in the coupled analysis")
@@ -521,7 +521,7 @@ def net_max_lr(
         crossing_angle=a.crossing_angle,
         critical_stage=a.critical_stage,
         eigenvalues=curv.eigenvalues.tolist(),
-        negative_eigenvalues=[] if negatives is None else negatives.tolist(),
+        negative_eigenvalues=None if negatives is None else negatives.tolist(),
         rank=pred.rank,
         truncation_change=pred.truncation_change,
         schedule=pipe.schedule,

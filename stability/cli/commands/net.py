@@ -3,7 +3,7 @@
 
 * ``curvature [--k K] [--stages P] [--stage-blocks] [--negative]``: ``eigenvalues``
   (descending), ``stage_eigenvalues`` (with ``--stage-blocks``), ``negative_eigenvalues`` (with
-  ``--negative``), ``stage_sizes``, ``n_params``, ``hvps``, ``seconds``, ``method``;
+  ``--negative``, else null), ``stage_sizes``, ``n_params``, ``hvps``, ``seconds``, ``method``;
 * ``max-lr --rule R [rule flags] [--stages P --schedule S --microbatches N | --tau T]
   [--k K] [--measure]``: the coupled per-stage ``max_lr`` on the network's curvature,
   ``scalar_bound``, ``eigenvalues``, ``stage_taus``, ``stage_sizes``, ``method``, the rates at
