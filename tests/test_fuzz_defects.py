@@ -696,6 +696,14 @@ def test_roots_at_rounding_distance_from_the_circle_are_refused_naming_the_param
     assert "horizon=" in err and "float64's rounding of |ω| = 1" in err
 
 
+def test_an_unresolved_crossing_names_the_point_in_the_registry_s_parameters():
+    """`max-lr discrepancy --delta 1e308` listed the rule value's fields (``horizon=0,
+    prediction=weight, gamma=None, …``) but not Δ, the one extreme value; the refusal names the
+    registry's parameters as given."""
+    err = _refused_naming(["max-lr", "discrepancy", "--delta", "1e308"], "delta=1e+308")
+    assert "discrepancy at" in err and "prediction=" not in err and "None" not in err
+
+
 def test_a_stage_shrunk_beyond_float64_does_not_stall_the_scan():
     """`coupled --rule shrink --shrink-factor 1e-12 --stages 4 --schedule pipemare` (seed 9604:
     over 100 s): the first guess came from stage 1, whose gradient is scaled by s⁷ = 1e-84, so

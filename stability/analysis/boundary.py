@@ -145,16 +145,23 @@ class MaxLr(Result):
 
 
 def max_lr(
-    rule: Rule, model: QuadraticModel, *, method: str = "auto", precise: bool = False
+    rule: Rule,
+    model: QuadraticModel,
+    *,
+    method: str = "auto",
+    precise: bool = False,
+    where: str | None = None,
 ) -> MaxLr:
     """Exact maximal stable step size of ``rule`` on ``model`` (one parameter point).
 
     ``method``: ``"auto"`` (boundary locus when the polynomial is affine in lr, else
     bisection), ``"locus"`` or ``"bisection"``.  Periodic rules (``period`` > 1) are bisected
     on their Floquet monodromy (`stability.dynamics.monodromy.max_lr`) whatever the method.
+    ``where``: the parameter values a refusal names (default: the rule's fields).
     """
+    where = where or _parameters(rule)
     if getattr(rule, "period", 1) > 1:
-        return _floquet_max_lr(rule, model)
+        return _floquet_max_lr(rule, model, where)
     cp = characteristic_polynomial(rule, model)
     check_finite(cp.parts, model, rule)
     if method == "auto":
@@ -162,10 +169,12 @@ def max_lr(
     if method == "locus":
         if not cp.is_affine:
             raise ValueError("the boundary locus needs a polynomial affine in lr; use bisection")
-        lr, theta = _refusing_unresolved(rule, cp, lambda: _locus(rule, model, cp, precise=precise))
+        lr, theta = _refusing_unresolved(
+            where, cp, lambda: _locus(rule, model, cp, precise=precise)
+        )
         return _result(float(lr[0]), float(theta[0]), "boundary locus")
     if method == "bisection":
-        return _refusing_unresolved(rule, cp, lambda: _bisection(cp))
+        return _refusing_unresolved(where, cp, lambda: _bisection(cp))
     raise ValueError(f"method must be one of auto, locus, bisection, got {method!r}")
 
 
@@ -179,7 +188,9 @@ def max_lr_grid(rule: Rule, model: QuadraticModel) -> tuple[np.ndarray, np.ndarr
     cp = characteristic_polynomial(rule, model)
     if not cp.is_affine:
         raise ValueError("max_lr_grid needs a polynomial affine in lr (use max_lr per point)")
-    lr, theta = _refusing_unresolved(rule, cp, lambda: _locus(rule, model, cp, precise=False))
+    lr, theta = _refusing_unresolved(
+        _parameters(rule), cp, lambda: _locus(rule, model, cp, precise=False)
+    )
     grid = np.broadcast_shapes(*(np.shape(c) for p in cp.parts[:2] for c in p.terms.values()))
     return lr.reshape(grid), theta.reshape(grid)
 
@@ -198,18 +209,18 @@ def min_max_lr_grid(rule: Rule, model: QuadraticModel) -> float:
     if not cp.is_affine:
         raise ValueError("min_max_lr_grid needs a polynomial affine in lr (use max_lr per point)")
     lr, _ = _refusing_unresolved(
-        rule, cp, lambda: _locus(rule, model, cp, precise=False, minimum=True)
+        _parameters(rule), cp, lambda: _locus(rule, model, cp, precise=False, minimum=True)
     )
     return float(np.min(lr))
 
 
-def _refusing_unresolved(rule: Rule, cp: CharacteristicPolynomial, solve):
-    """``solve()``, an `UnresolvedCrossing` refused as a `ValueError` naming the rule's
-    parameters (a valid input: say why there is no answer)."""
+def _refusing_unresolved(where: str, cp: CharacteristicPolynomial, solve):
+    """``solve()``, an `UnresolvedCrossing` refused as a `ValueError` naming the parameter
+    values ``where`` (a valid input: say why there is no answer)."""
     try:
         return solve()
     except UnresolvedCrossing as err:
-        raise err.refusal(_parameters(rule), cp.degree) from None
+        raise err.refusal(where, cp.degree) from None
 
 
 def _result(lr: float, theta: float, method: str) -> MaxLr:
@@ -703,7 +714,7 @@ def check_finite(parts: Sequence[SparsePoly], model: QuadraticModel, rule: Rule)
                 )
 
 
-def _floquet_max_lr(rule: Rule, model: QuadraticModel) -> MaxLr:
+def _floquet_max_lr(rule: Rule, model: QuadraticModel, where: str) -> MaxLr:
     """First lr > 0 at which a Floquet multiplier of a periodic rule reaches |μ| = 1.
 
     The grid is lr·s from 1e-8 to 1e8, s the largest coefficient of the model's gradient oracle
@@ -721,7 +732,8 @@ def _floquet_max_lr(rule: Rule, model: QuadraticModel) -> MaxLr:
     certificate reports by raising instead of returning a wrong bracket.
 
     ``crossing_angle`` is the argument of the per-period multiplier μ = e^{iθ} that reaches
-    the unit circle (π: a period-doubling flip, 0: a real multiplier at 1).
+    the unit circle (π: a period-doubling flip, 0: a real multiplier at 1).  ``where``: the
+    parameter values a refusal names.
     """
     if getattr(rule, "marginal", False):  # a multiplier exactly 1 at every lr (EA-Pipe, α = 0)
         return MaxLr(0.0, None, "Floquet (a multiplier at 1 for every lr: not stable for lr > 0)")
@@ -733,7 +745,7 @@ def _floquet_max_lr(rule: Rule, model: QuadraticModel) -> MaxLr:
     if i == 0:  # not stable for small lr, unless that is rounding (stable further up)
         near = abs(dominant_multiplier(rule, model, grid[0])) < 1.0 + _NEAR_DOUBLE
         if near and floquet_stable(rule, model, grid[1:]).any():
-            raise UnresolvedCrossing(False, _FLOQUET_UNRESOLVED).refusal(_parameters(rule))
+            raise UnresolvedCrossing(False, _FLOQUET_UNRESOLVED).refusal(where)
         return MaxLr(0.0, None, "Floquet bisection (not stable for small lr > 0)")
     lo, hi = float(grid[i - 1]), float(grid[i])
     while hi - lo > _TRACK_FROM * hi:
@@ -750,7 +762,7 @@ def _floquet_max_lr(rule: Rule, model: QuadraticModel) -> MaxLr:
             how = "certified" if margin == _CERTIFY_MARGINS[0] else f"certified to {margin:.0e}"
             angle = abs(math.atan2(above.imag, above.real))
             return MaxLr(hi, angle, f"Floquet bisection ({how})")
-    raise UnresolvedCrossing(False, _FLOQUET_UNRESOLVED).refusal(_parameters(rule))
+    raise UnresolvedCrossing(False, _FLOQUET_UNRESOLVED).refusal(where)
 
 
 def floquet_stable_below(rule: Rule, model: QuadraticModel, bound: float) -> bool:

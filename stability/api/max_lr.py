@@ -47,7 +47,8 @@ def max_lr(rule: Any, *, method: str = "auto", pipeline: Any = None, **params: A
     if pipeline is not None:
         return _pipeline_max_lr(rule, pipeline, method, params)
     r = resolve(rule, **params)
-    return dataclasses.replace(_max_lr(r.rule, r.model, method=method), rule=r.name)
+    found = _max_lr(r.rule, r.model, method=method, where=r.described)
+    return dataclasses.replace(found, rule=r.name)
 
 
 def _pipeline_max_lr(rule: Any, pipe: Any, method: str, params: dict[str, Any]) -> PipelineMaxLr:

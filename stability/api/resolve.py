@@ -1,9 +1,9 @@
 """The rule argument of every public function: a registered name or a rule value.
 
 ``resolve("momentum", tau=10, momentum=0.9)`` validates the parameters against the registry
-(one-line `ValueError` naming the parameter and its range; a parameter the rule does not take
-is refused the same way by every function) and returns the rule value, the quadratic model it
-is analysed on and the resolved parameters.  A rule value built by hand (e.g.
+(one-line `ValueError` naming the parameter and its range; a parameter the rule does not take,
+or a delay array, is refused the same way by every function) and returns the rule value, the
+quadratic model it is analysed on and the resolved parameters.  A rule value built by hand (e.g.
 ``DelayedMomentum(tau=3)``) is taken as it is; then only the model's parameters ``lam``,
 ``delta``, ``phi`` may be given.
 """
@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from stability.quadratic import QuadraticModel
 from stability.rules.base import Rule
@@ -34,6 +36,16 @@ class Resolved:
     def name(self) -> str:
         return self.spec.name if self.spec is not None else type(self.rule).__name__
 
+    @property
+    def described(self) -> str:
+        """``rule at name=value, …``: the point a refusal names, in the registry's names."""
+        given = ", ".join(
+            f"{k}={v:.12g}" if isinstance(v, float) else f"{k}={v}"
+            for k, v in self.params.items()
+            if v is not None
+        )
+        return f"{self.name} at {given}"
+
 
 def resolve(rule: str | RuleSpec | Rule, **params: Any) -> Resolved:
     """The rule (by name, registry entry or value) and its model from keyword parameters."""
@@ -41,6 +53,12 @@ def resolve(rule: str | RuleSpec | Rule, **params: Any) -> Resolved:
         rule = get_spec(rule)
     if isinstance(rule, RuleSpec):
         values = rule.resolve(**params)
+        for param in rule.params:
+            if param.kind == "delay" and np.ndim(values[param.name]) != 0:
+                raise ValueError(
+                    f"{param.name} must be a single integer here (one characteristic "
+                    "polynomial; per-parameter delay arrays are for the trainer), got an array"
+                )
         built, model = rule.build(**values)
         return Resolved(rule, built, model, values)
     if not hasattr(rule, "passes") or not hasattr(rule, "update"):
