@@ -245,7 +245,10 @@ def test_bad_keywords_are_one_line_value_errors(call, needle):
     [
         (lambda: st.describe([]), "unknown rule []"),
         (lambda: st.poly("sgd", tau=2, lr=np.array([0.1, 0.2])), "lr must be one real number"),
-        (lambda: st.max_lr("sgd", tau=np.array([1, 2])), "tau must be a single integer here"),
+        (lambda: st.max_lr("sgd", tau=np.array([1, 2])), "tau must be one value here"),
+        (lambda: st.max_lr("sgd", tau=3, lam=np.array([1.0, 2.0])), "lam must be one value"),
+        (lambda: st.radius("sgd", tau=3, lam=np.array([1.0, 2.0]), lr=0.1), "lam must be one"),
+        (lambda: st.bounds("sgd", tau=np.array([3, 4])), "tau must be one value here"),
         (lambda: st.radius("sgd", tau=2, lr=np.array([0.1, 0.2])), "lr must be one real number"),
         (lambda: st.train("sgd", lr=np.array([0.1, 0.2]), steps=5), "lr must be one real number"),
         (lambda: st.noise("sgd", batch=4, lr=0.01, steps=10, seed=3.5), "seed must be an integer"),

@@ -59,6 +59,9 @@ def test_radius_keys_and_values(capsys):
     assert data["dominant_root"] == pytest.approx([0.5, 0.0])
     unstable = run_json(capsys, "radius", "sgd", "--tau", "0", "--lr", "1.5", "--lam", "2")
     assert unstable["half_life"] is None and unstable["stable"] is False
+    # the text report says which side of 1 the float radius is on
+    assert main(["radius", "sgd", "--tau", "0", "--lr", "1.5", "--lam", "2"]) == 0
+    assert "no (ρ ≥ 1 in floating point)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

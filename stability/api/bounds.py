@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from stability.analysis.closed_forms import BoundReport, bound_report
-from stability.api.resolve import rule_name
+from stability.api.resolve import resolve, rule_name
 
 
 def bounds(rule: Any, **params: Any) -> BoundReport:
@@ -19,7 +19,9 @@ def bounds(rule: Any, **params: Any) -> BoundReport:
     >>> st.bounds("sgd", tau=7).ratio
     1.0
     """
-    return bound_report(rule_name(rule), **params)
+    name = rule_name(rule)
+    resolve(name, **params)  # one point: the parameters checked as max-lr checks them
+    return bound_report(name, **params)
 
 
 __all__ = ["BoundReport", "bounds"]

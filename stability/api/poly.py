@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from stability.api.commands import command
 from stability.api.resolve import resolve, rule_name
 from stability.options import check_options
@@ -42,9 +40,6 @@ def poly(rule: Any, *, lr: float, symbolic: bool = False, **params: Any) -> Poly
 
     r = resolve(rule, **params)
     check_options(command("poly").options, {"lr": lr, "symbolic": symbolic})
-    for key, value in params.items():  # one polynomial: no grids of parameters
-        if np.ndim(value):
-            raise ValueError(f"{key} must be one value, got an array")
     period = getattr(r.rule, "period", 1)
     if period > 1:  # the refusal names the rule (issue 25: a refusal names its parameter)
         raise ValueError(

@@ -84,7 +84,7 @@ class Repro(Result):
 
     available: tuple[str, ...] = output("every reproduction script, by name")
     out_dir: str | None = output("directory written (null: nothing run)")
-    quick: bool = output("coarse grids (seconds per script)")
+    quick: bool = output("coarse grids (seconds to a minute per script)")
     all_hold: bool | None = output("every claim of every reproduction run holds")
     results: tuple[ReproRun, ...] = output("one entry per reproduction run")
     skipped: tuple[str, ...] = output(

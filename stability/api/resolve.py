@@ -53,11 +53,11 @@ def resolve(rule: str | RuleSpec | Rule, **params: Any) -> Resolved:
         rule = get_spec(rule)
     if isinstance(rule, RuleSpec):
         values = rule.resolve(**params)
-        for param in rule.params:
-            if param.kind == "delay" and np.ndim(values[param.name]) != 0:
+        for key, value in values.items():  # one polynomial: no grids (heatmap / sweep are)
+            if np.ndim(value) != 0:
                 raise ValueError(
-                    f"{param.name} must be a single integer here (one characteristic "
-                    "polynomial; per-parameter delay arrays are for the trainer), got an array"
+                    f"{key} must be one value here (per-parameter delays are for the trainer, "
+                    "grids for heatmap and sweep), got an array"
                 )
         built, model = rule.build(**values)
         return Resolved(rule, built, model, values)

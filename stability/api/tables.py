@@ -180,7 +180,7 @@ HEATMAP_OPTIONS: tuple[Option, ...] = (
     option("bounds", "overlay PipeMare Lemma 1/3 bounds (sgd, momentum)", "bool", default=False),
     option(
         "max_lr_curve",
-        "overlay the exact max-lr curve (--no-max-lr: do not)",
+        "overlay the exact max-lr curve",
         "bool",
         default=True,
         flag="--no-max-lr",
@@ -206,7 +206,7 @@ REPRO_OPTIONS: tuple[Option, ...] = (
     option("names", "scripts to run", "strs", default=(), positional=True, metavar="NAME"),
     option("all", "run every script", "bool", default=False),
     option("list_only", "list the scripts and exit", "bool", default=False, flag="--list"),
-    option("quick", "coarse grids (seconds per script)", "bool", default=False),
+    option("quick", "coarse grids (seconds to a minute per script)", "bool", default=False),
     option(
         "out_dir",
         "directory written (the committed figures: --out-dir figures)",

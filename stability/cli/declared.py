@@ -169,7 +169,8 @@ def _add_option(target, o) -> None:
     if o.kind == "bool":  # a switch; with a default of True it turns the option off
         on = o.default is not True
         action = "store_true" if on else "store_false"
-        target.add_argument(o.flag, action=action, **{**kw, "default": not on})
+        off = {"help": f"do not {o.doc} (done by default)"} if not on else {}
+        target.add_argument(o.flag, action=action, **{**kw, "default": not on, **off})
         return
     flag = o.flag
     if o.kind == "real":

@@ -49,7 +49,7 @@ def report(result) -> str:
     if result.certified:
         stable = f"{number(result.stable)}: certified {'' if result.stable else 'not '}stable"
     else:
-        stable = f"{number(result.stable)} (ρ < 1 in floating point)"
+        stable = f"{number(result.stable)} (ρ {'<' if result.stable else '≥'} 1 in floating point)"
     half_life = shown["half_life"]
     if result.stable and result.half_life is None:
         half_life = "longer than float64 resolves (ρ rounds to 1)"
