@@ -109,7 +109,15 @@ NET_COMMON: tuple[Option, ...] = (NET_PROBLEM, NET_STAGES, *NET_PRECISION)
 
 NET_CURVATURE_OPTIONS: tuple[Option, ...] = (
     *NET_COMMON,
-    option("k", "eigenvalues", "int", default=10, low=1, high=1000, metavar="K"),
+    option(
+        "k",
+        "eigenvalues (at most p: all of them)",
+        "int",
+        default=10,
+        low=1,
+        high=1000,
+        metavar="K",
+    ),
     option(
         "stage_blocks",
         "also the top eigenvalues of each stage's diagonal block (one eigen-solve a stage)",
@@ -130,7 +138,9 @@ NET_MAX_LR_OPTIONS: tuple[Option, ...] = (
     *NET_COMMON,
     NET_BACKWARD,
     NET_GRANULARITY,
-    option("k", "rank of the curvature", "int", default=20, low=1, high=1000, metavar="K"),
+    option(
+        "k", "rank of the curvature (at most p)", "int", default=20, low=1, high=1000, metavar="K"
+    ),
     option("measure", "bracket the max lr by simulation", "bool", default=False),
     option(
         "measure_steps",
@@ -196,7 +206,13 @@ NET_NOISE_OPTIONS: tuple[Option, ...] = (
     NET_STAGES,
     option("batch", "minibatch size B", "int", low=1, metavar="B"),
     option(
-        "k", "Hessian eigenvectors (subspace)", "int", default=10, low=1, high=1000, metavar="K"
+        "k",
+        "Hessian eigenvectors (subspace; at most p)",
+        "int",
+        default=10,
+        low=1,
+        high=1000,
+        metavar="K",
     ),
     option(
         "curvature",

@@ -56,8 +56,9 @@ PIPELINE_OPTIONS: tuple[Option, ...] = (
     ),
     option(
         "stage_delays",
-        "explicit forward delay of each stage, stage 1 first (e.g. 7,5,3,1): the delay profile "
-        "itself; with --schedule it overrides that schedule's forward delays",
+        "explicit forward delay of each stage, stage 1 first (e.g. 7,5,3,1; one value: every "
+        "stage): the delay profile itself; with --schedule it overrides that schedule's "
+        "forward delays",
         "ints",
         "steps",
         default=None,
