@@ -53,7 +53,7 @@ def test_every_option_has_help_and_shows_its_default(name):
 def test_a_default_is_shown_in_the_help_text(capsys):
     assert main(["net", "curvature", "--help"]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"--k K\s+eigenvalues \(default: 10\)", out)
+    assert re.search(r"--k K\s+eigenvalues \(at most p: all of them\) \(default: 10\)", out)
     assert main(["noise", "--help"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "--lyapunov-runs LYAPUNOV_RUNS independent runs" in out and "(default: 32)" in out
