@@ -541,6 +541,7 @@ def attention(tmp_path_factory):
     return folder
 
 
+@pytest.mark.slow
 def test_a_float32_model_is_measured_in_float64(attention, monkeypatch):
     """The key bias of the float32 attention model moves no softmax, so its v is rounding and
     its P near 1/ε.  The measured runs go in float64 (the problem converted exactly); in
@@ -587,6 +588,7 @@ def test_a_float32_models_preconditioned_curvature_is_evaluated_in_float64(atten
     assert "float64 (the model is float32)" in preconditioned_curvature(net, pre.scale, 3).method
 
 
+@pytest.mark.slow
 def test_a_float32_models_almost_sure_runs_go_in_float64(attention, monkeypatch):
     """``net noise --measure`` on the float32 attention model (plain SGD): its almost-sure
     pairs start δ₀ = 10⁻³·r₁₀ apart, a few float32 ulps, and in float32 their bracket fell

@@ -111,6 +111,7 @@ def test_a_smooth_network_keeps_the_protocols_start():
     assert start.describe(NetProtocol()) is None
 
 
+@pytest.mark.slow
 def test_conv_batchnorm_relu_under_adam_is_measured_from_a_linear_start(tmp_path):
     """Adam 200 steps on a Conv–BatchNorm–ReLU classifier (train mode): the convolution's bias
     gets no gradient, so P = 1/ε there, and the eval-mode analysis sees its curvature.  Along

@@ -130,6 +130,7 @@ def test_max_lr_searches_the_negative_end_only_where_the_warning_needs_it(tmp_pa
     assert calls == [1, 1] and at_minimum.negative_ratio is not None
 
 
+@pytest.mark.slow
 def test_at_a_saddle_the_measured_runs_flip_it_and_the_bracket_holds_the_prediction(monkeypatch):
     """At a saddle the measurement's tilted runs grow along the negative curvature at every lr
     (≈ lr·|λ_min|/(1 − m) a step with momentum m).  At the classifier's initialisation

@@ -78,6 +78,7 @@ def test_offset_free_runs_measure_the_lyapunov_exponent_of_the_linearisation(tin
     assert got.wander[0] < 2e-7 and got.wander[1] < 1e-7 * np.exp(EVERY * 2 * got.gamma[1])
 
 
+@pytest.mark.slow
 def test_bracket_of_a_network_contains_the_prediction(tiny):
     """Offset-free runs on the 9-parameter network bracket its predicted almost-sure lr."""
     import stability as st

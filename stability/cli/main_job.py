@@ -136,7 +136,7 @@ def main(argv=None) -> int:
     if args.repro_dir.is_dir():
         names = available(args.repro_dir)
         print(
-            f"\n{len(names)} reproductions of {args.repro_dir}/ in quick mode (~1.5 min) ...",
+            f"\n{len(names)} reproductions of {args.repro_dir}/ in quick mode (a few minutes) ...",
             flush=True,
         )
         repro = out / "repro"

@@ -318,7 +318,9 @@ class NetMaxLr(Result):
     scalar_bound: float | None = output("the rule's max lr at (λ_max, largest stage delay)", "lr")
     crossing_angle: float | None = output("θ of the critical root e^{iθ}", "rad")
     critical_stage: int | None = output("stage (1 … P) carrying most of the critical mode")
-    eigenvalues: list[float] = output("top eigenvalues used (rank k), descending", "1/lr")
+    eigenvalues: list[float] = output(
+        "top-k eigenvalues, descending (only the positive ones enter the analysis)", "1/lr"
+    )
     negative_eigenvalues: list[float] | None = output(
         "negative eigenvalues found (left out, see docs; empty: none there); null where not "
         "searched: the gradient already shows the weights are not at a minimum",
