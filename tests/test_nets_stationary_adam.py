@@ -158,3 +158,32 @@ def test_stationary_needs_net_noise_an_lr_sampling_noise_and_the_hessian(capsys)
         assert main(argv) == 2
         text = capsys.readouterr().err.strip()
         assert len(text.splitlines()) == 1 and word in text, text
+
+
+def test_the_fixed_point_iteration_solves_a_known_map_and_refuses_one_without_a_fixed_point():
+    """`fixed_point` on two maps of known answer. F(v) = n + c/√v decreases in v, as the
+    fluctuation does, with the fixed point v = n + c/√v (solved here by bisection): found to
+    the tolerance in few steps. A map that jumps over its only candidate (F = 4n below 2n, n
+    above) has none: refused naming k once 30 steps have not come within 10 %, with F called
+    once a step (not the 60 of the full budget: 6 min on an 800-parameter model)."""
+    from scipy.optimize import brentq
+
+    from stability.nets.stationary_adam import STALLED_AFTER, TOLERANCE, fixed_point
+
+    noise, c = np.array([1.0, 0.5, 2.0, 0.0]), np.array([3.0, 0.1, 10.0, 1.0])
+    v, steps = fixed_point(lambda v: noise + c / np.sqrt(v), noise + 1e-3, lr=0.1, k=4)
+    exact = [
+        brentq(lambda x, n=n, a=a: x - n - a / np.sqrt(x), 1e-6, 1e3)
+        for n, a in zip(noise, c, strict=True)
+    ]
+    assert steps < STALLED_AFTER and np.allclose(v, exact, rtol=10 * TOLERANCE)
+
+    calls = []
+
+    def jumping(v):
+        calls.append(1)
+        return noise[:3] * np.where(v < 2 * noise[:3], 4.0, 1.0)
+
+    with pytest.raises(ValueError, match=r"^k: the stationary v̂ did not converge in 30 "):
+        fixed_point(jumping, noise[:3], lr=0.1, k=4)
+    assert len(calls) == STALLED_AFTER + 1
