@@ -708,6 +708,38 @@ def test_a_custom_function_without_a_second_derivative_is_refused_where_one_is_n
     assert main(["net", "curvature", "--k", "2", "--problem", f"{path}:relu32"]) == 0
 
 
+def test_a_sharp_model_s_second_derivative_is_not_mistaken_for_a_missing_one():
+    """A float32 attention model fitted by L-BFGS (λ₁ ≈ 10⁶, ‖w‖ = 18) was refused as taking a
+    value out of the graph: at the one step ε^{1/3}·‖w‖ = 0.09 the central differences were
+    0.9 off the product (its curvature changes within the step) and 0.94 at half of it, close
+    enough to each other to read as settled.  Here the same in one coordinate,
+    ∇f = (tanh(a·w₁), w₂) with a·h ≫ 1 at the first steps: accepted, as the differences move
+    towards the product with the step; a product that lacks a term the differences keep at
+    every step (½ of ∇²f along w₂) is still refused."""
+    from stability.nets.second_derivative import STEPS, second_derivative_missing
+
+    a, w = 3e6, torch.tensor([0.0, 1.0], dtype=torch.float64)
+    h = float(torch.finfo(torch.float64).eps) ** (1 / 3)  # the first step (‖w‖ = 1)
+    # at h and h/2 the differences are ~1/h and ~2/h, 10× nearer each other than the product
+    assert a * h > 10 and a * h / 4 ** (STEPS - 1) < 0.1
+
+    def gradient(u):
+        return torch.stack([torch.tanh(a * u[0]), u[1]])
+
+    def loss(u):
+        return torch.log(torch.cosh(a * u[0])) / a + u[1] ** 2 / 2
+
+    def exact(u, v):
+        return torch.stack([a * (1 - torch.tanh(a * u[0]) ** 2) * v[0], v[1]])
+
+    def lacking(u, v):
+        return torch.stack([a * (1 - torch.tanh(a * u[0]) ** 2) * v[0], 0.5 * v[1]])
+
+    assert second_derivative_missing(loss, gradient, exact, w) is None
+    refusal = second_derivative_missing(loss, gradient, lacking, w)
+    assert refusal is not None and "not the derivative of its gradient" in refusal
+
+
 def test_weights_renormalised_in_forward_are_refused_naming_the_problem(tmp_path, capsys):
     """An embedding with ``max_norm`` renormalises the rows it looks up in place at every
     forward: every ``net`` command ended in "internal error: RuntimeError: Output 0 of View is a
