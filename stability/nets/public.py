@@ -322,8 +322,8 @@ class NetMaxLr(Result):
         "top-k eigenvalues, descending (only the positive ones enter the analysis)", "1/lr"
     )
     negative_eigenvalues: list[float] | None = output(
-        "negative eigenvalues found (left out, see docs; empty: none there); null where not "
-        "searched: the gradient already shows the weights are not at a minimum",
+        "eigenvalues < −1e-9·λ_max found (left out, see docs; empty: none there); null where "
+        "not searched: the gradient already shows the weights are not at a minimum",
         "1/lr",
     )
     rank: int = output("k: eigenpairs of the curvature in the coupled analysis")
