@@ -2,10 +2,10 @@
 
 ``resolve("momentum", tau=10, momentum=0.9)`` validates the parameters against the registry
 (one-line `ValueError` naming the parameter and its range; a parameter the rule does not take,
-or a delay array, is refused the same way by every function) and returns the rule value, the
-quadratic model it is analysed on and the resolved parameters.  A rule value built by hand (e.g.
-``DelayedMomentum(tau=3)``) is taken as it is; then only the model's parameters ``lam``,
-``delta``, ``phi`` may be given.
+or an array where one value is meant, is refused the same way by every function) and returns
+the rule value, the quadratic model it is analysed on and the resolved parameters.  A rule
+value built by hand (e.g. ``DelayedMomentum(tau=3)``) is taken as it is; then only the model's
+parameters ``lam``, ``delta``, ``phi`` may be given.
 """
 
 from __future__ import annotations

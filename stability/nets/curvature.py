@@ -149,7 +149,7 @@ def lanczos(
     n = op.shape[0]
     k = int(min(k, n))
     before = op.hvps
-    ncv = min(n, max(2 * k + 1, 20))
+    ncv = krylov_basis(n, k)
     if n <= DENSE_BLOCK or ncv == n:
         return dense_pairs(op, k, which)
     v0 = np.random.default_rng(seed).standard_normal(n)
@@ -161,6 +161,12 @@ def lanczos(
     return Eigenpairs(
         lam[order], vecs[:, order], op.hvps - before, f"Lanczos (ARPACK eigsh, tol={tol:g})"
     )
+
+
+def krylov_basis(n: int, k: int) -> int:
+    """ARPACK's basis size ``ncv`` for ``k`` eigenpairs of an n × n operator as `lanczos`
+    runs it: 2k + 1, at least 20, at most n."""
+    return min(n, max(2 * k + 1, 20))
 
 
 def dense_pairs(op: HessianOperator, k: int, which: str = "LA") -> Eigenpairs:
@@ -252,7 +258,7 @@ def negative_end(
     if not k or not maxiter:
         return np.zeros(0), 0
     n = op.shape[0]
-    ncv = min(n, max(2 * k + 1, 20))
+    ncv = krylov_basis(n, k)
     if n <= ncv + maxiter * (ncv - min(k, n)):
         low = dense_pairs(op, k, which="SA")
     else:
@@ -316,6 +322,7 @@ __all__ = [
     "dense_hessian",
     "dense_operator",
     "dense_pairs",
+    "krylov_basis",
     "lanczos",
     "negative_end",
     "top_eigenpair",

@@ -42,7 +42,13 @@ import numpy as np
 import torch
 from scipy.sparse.linalg import LinearOperator
 
-from stability.nets.curvature import HessianOperator, default_tol, dense_operator, lanczos
+from stability.nets.curvature import (
+    HessianOperator,
+    default_tol,
+    dense_operator,
+    krylov_basis,
+    lanczos,
+)
 from stability.nets.minimum import NEGATIVE_TOL
 from stability.nets.preconditioned import PreconditionedOperator
 from stability.nets.problem import NetProblem
@@ -165,7 +171,7 @@ def _bottom_in_rounds(
     left, start = None, op.hvps
     while values.size < FLIP_MAX:
         k = min(FLIP_ROUND, FLIP_MAX - values.size)
-        ncv = min(n, max(2 * k + 1, 20))
+        ncv = krylov_basis(n, k)
         budget = FLIP_HVPS - (op.hvps - start) - ncv
         if budget < ncv - k:
             break
