@@ -68,7 +68,8 @@ from stability.winding import HalfCircleGrid, on_circle, winding_turns
 _EPS = np.finfo(float).eps
 _MARGINAL = 1e-12  # radius ≥ 1 − this counts as not stable when checking (0, lr₁)
 _BELOW = 1e-4  # stability is verified at lr₁·(1 − _BELOW)
-_RESOLVED = 1e3 * _EPS  # crossings with lr·Σ|b_k| ≤ this·Σ|a_k| are A's own roots (rounding)
+_RESOLVED = 1e3 * _EPS  # what float64 resolves of a sum relative to Σ|terms| (crossings with
+# lr·Σ|b_k| ≤ this·Σ|a_k| are A's own roots; a B(1) ≤ this·Σ|b_k| is lost to cancellation)
 _UNRESOLVED = (
     "max lr: a crossing could not be resolved on the circle (roots crowd the unit circle "
     "closer than the samples resolve)"
@@ -349,7 +350,7 @@ def _lost_at_one(ka, ca, cb, exact_slope) -> tuple[np.ndarray, np.ndarray]:
     slope_a = np.sum(ka[:, None] * ca, axis=0)  # A'(1)
     stuck = np.zeros(ca.shape[1], dtype=bool)
     unknown = np.zeros(ca.shape[1], dtype=bool)
-    for m in np.flatnonzero((size > 0) & (np.abs(b1) <= 1e3 * _EPS * size)):
+    for m in np.flatnonzero((size > 0) & (np.abs(b1) <= _RESOLVED * size)):
         exact = exact_slope(m)
         if exact is None:
             stuck[m], unknown[m] = b1[m] == 0, b1[m] != 0

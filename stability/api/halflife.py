@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stability.api.commands import command
-from stability.api.resolve import rule_name, staged
+from stability.api.resolve import given, rule_name, staged
 from stability.checks import finite_or_none
 from stability.options import check_options
 from stability.result import Result, output
@@ -82,9 +82,8 @@ def halflife(
     try:
         result = optimal_half_life(spec.name, kappa, optimize=optimize, precise=True, **values)
     except UnresolvedCrossing as err:  # a valid input the locus cannot answer: say where
-        given = ", ".join(f"{k}={v}" for k, v in values.items())
         searched = f"{optimize} over its search range" if optimize else "the given values"
-        raise err.refusal(f"{spec.name} at {searched} ({given})") from None
+        raise err.refusal(f"{spec.name} at {searched} ({given(values)})") from None
     found = {k: float(v) for k, v in result.values.items()}
     resolved = spec.resolve(**{**values, **found})
     rule_value, _ = spec.build(**{**values, **found})

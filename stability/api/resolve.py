@@ -39,12 +39,17 @@ class Resolved:
     @property
     def described(self) -> str:
         """``rule at name=value, …``: the point a refusal names, in the registry's names."""
-        given = ", ".join(
-            f"{k}={v:.12g}" if isinstance(v, float) else f"{k}={v}"
-            for k, v in self.params.items()
-            if v is not None
-        )
-        return f"{self.name} at {given}"
+        return f"{self.name} at {given(self.params)}"
+
+
+def given(params: dict[str, Any]) -> str:
+    """``name=value, …`` of the parameters given (None left out; reals to 12 digits): the
+    point a refusal names."""
+    return ", ".join(
+        f"{k}={v:.12g}" if isinstance(v, float) else f"{k}={v}"
+        for k, v in params.items()
+        if v is not None
+    )
 
 
 def resolve(rule: str | RuleSpec | Rule, **params: Any) -> Resolved:
