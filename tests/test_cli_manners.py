@@ -135,6 +135,17 @@ def test_a_flag_the_rule_does_not_take_is_refused_by_every_command(capsys, argv)
     assert "--momentum: rule 'sgd' has no parameter 'momentum'" in err, err
 
 
+def test_the_refusal_lists_only_the_rule_flags_the_command_has(capsys):
+    """`max-lr` takes sgd's ``--tau`` and ``--lam``; `net max-lr` sets both itself (pipeline
+    flags, the model's curvature), so it lists none rather than two flags it would refuse."""
+    code, _, err = run(capsys, "max-lr", "sgd", "--delta", "1")
+    assert code == 2 and err.endswith("(its flags here: --tau, --lam)\n"), err
+    problem = str(Path(__file__).parents[1] / "examples" / "cancer_mlp.py") + ":problem"
+    code, _, err = run(capsys, "net", "max-lr", "--problem", problem, "--rule", "sgd",
+                       "--delta", "1")  # fmt: skip
+    assert code == 2 and err.endswith("has no parameter 'delta' (no flag here)\n"), err
+
+
 def test_validate_applies_a_flag_to_the_rules_that_take_it(capsys):
     code, _, err = run(capsys, "validate", "--rules", "sgd,ea", "--momentum", "0.5")
     assert code == 2 and "--momentum: no rule of --rules (sgd, ea) has a parameter" in err

@@ -268,10 +268,12 @@ def check_rule_flags(args: argparse.Namespace) -> None:
     for param in rule_values(args):
         if specs and not any(param in s.param_names for s in specs):
             if len(specs) == 1:
-                flags = ", ".join(flag_of(p) for p in specs[0].param_names)
+                taken = getattr(args, "_rule_params", ())  # the flags this command has
+                flags = [flag_of(p) for p in specs[0].param_names if p in taken]
+                listed = f"its flags here: {', '.join(flags)}" if flags else "no flag here"
                 raise UsageError(
                     f"{flag_of(param)}: rule {specs[0].name!r} has no parameter {param!r} "
-                    f"(its flags: {flags})"
+                    f"({listed})"
                 )
             names = ", ".join(s.name for s in specs)
             raise UsageError(
