@@ -140,3 +140,35 @@ def test_a_dict_output_gives_the_gauss_newton_blocks_of_its_logits():
     a = projected_moments(as_dict, Q, batch=4, curvature="ggn")
     b = projected_moments(as_tensor, Q, batch=4, curvature="ggn")
     np.testing.assert_allclose(a.hessians, b.hessians, rtol=0, atol=1e-14)
+
+
+def test_the_runs_losses_over_a_shuffled_dataloader_stay_vectorized():
+    """A shuffled DataLoader draws its order's seed on every pass, a random operation vmap
+    refuses in its default mode: the measured runs' full-data losses (`net noise --measure`)
+    fell back to the loop and marked the model as one vmap cannot batch, so every later
+    per-run gradient was looped too (> 15 min instead of 3 on a 108-parameter attention model).
+    They are vmapped with the same draw for every run: equal to one run at a time."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from stability.nets.lockstep import RunSetup
+    from stability.nets.minibatch_runs import measure_loss
+    from stability.nets.prediction import net_rules
+    from stability.nets.vectorize import _NO_VMAP
+    from stability.pipeline import Pipeline
+
+    x, y = _data((3,), n=12)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+    loader = DataLoader(TensorDataset(x, y), batch_size=5, shuffle=True)
+    net = problem_from_dict(
+        {"model": model.double(), "loss": torch.nn.MSELoss(), "data": loader}, stages=2
+    )
+    rules = net_rules("sgd", {}, Pipeline.from_options(tau=1, stages=2, backward="stashed"))
+    w0 = net.w_star.detach()
+    measure_loss(RunSetup(net, rules, 4), 0.01, [0, 10], w0, runs=3, window=(5, 10))
+    assert id(net) not in _NO_VMAP
+    W = net.w_star.detach() + 0.1 * torch.randn(6, net.dim, dtype=torch.float64)
+    with torch.no_grad():
+        mapped = vectorized(net, net.loss, W, randomness="same")
+        one_at_a_time = torch.stack([net.loss(w) for w in W])
+    assert torch.allclose(mapped, one_at_a_time, rtol=1e-14, atol=0)
