@@ -1,8 +1,9 @@
 """Adam/AdamW on a network (issue 22): the preconditioner of a saved optimizer state, the
-preconditioned eigenvalues vs a dense ``torch.func.hessian``, the max lr vs the heavy-ball
-analysis and vs a dense frozen-P state matrix (weight decay included), the simulator's real
-Adam vs ``torch.optim.AdamW``, the frozen-P simulator vs an explicit loop, the measured
-bracket, the adaptive edge reading, and the one-line refusals of ``stability net``."""
+preconditioned eigenvalues vs a dense Hessian (``torch.autograd.functional.hessian``), the max
+lr vs the heavy-ball analysis and vs a dense frozen-P state matrix (weight decay included),
+the simulator's real Adam vs ``torch.optim.AdamW``, the frozen-P simulator vs an explicit loop,
+the measured bracket, the adaptive edge reading, and the one-line refusals of ``stability
+net``."""
 
 from __future__ import annotations
 
@@ -690,12 +691,13 @@ def test_refusals_are_one_line_exit_2(files, capsys, case):
         "no_source_train": "needs --precond-from (a torch.save",
         "another_model": "'0.weight'",
         "not_optimizer": "not an optimizer state_dict",
-        "junk": "not a torch.save'd optimizer state_dict",
+        "junk": "state_dict (torch.load with weights_only=True cannot read it: not a torch.save",
         "optimizer_object": "holds a pickled optimizer object (torch.save(opt)); save opt.state",
         "diverge": "diverged",
     }[case]
     rc, out = _cli(["net", *base], capsys)
     assert rc == 2 and expected in out.err and out.err.count("\n") == 1, out.err
+    assert "will likely succeed" not in out.err  # torch's advice to load with weights_only=False
 
 
 def test_a_state_files_beta2_and_eps_go_with_its_real_runs_and_are_refused_elsewhere(tmp_path):

@@ -19,8 +19,8 @@ on it:
   the stability analysis (`stability.nets.lowrank` keeps the positive curvature only).
 
 ARPACK stops when every wanted Ritz value has a residual ‖Hx − θx‖ ≤ tol·|θ|; with
-``tol=1e-10`` (float64 problems) the eigenvalues agree with a dense ``torch.func.hessian`` to
-~1e-12·λ_max on small models (tests/test_nets.py); float32 problems use ``tol=1e-6`` (their
+``tol=1e-10`` (float64 problems) the eigenvalues agree with a dense Hessian (`dense_hessian`)
+to ~1e-12·λ_max on small models (tests/test_nets.py); float32 problems use ``tol=1e-6`` (their
 products carry ~1e-7 relative rounding; an eigenvalue's error is ~ residual²/gap).  ARPACK runs
 in float64 on the host; each product converts its vector to the problem's dtype and device and
 back — one transfer per product, as any eigensolver on a host needs.

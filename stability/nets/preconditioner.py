@@ -36,6 +36,7 @@ loss diverges is refused with a one-line `ValueError` naming ``precond_from``.
 from __future__ import annotations
 
 import math
+import pickle
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -425,6 +426,12 @@ def _from_file(problem: NetProblem, source: str) -> Preconditioner:
             raise ValueError(
                 f"precond_from: {source!r} holds a pickled optimizer object "
                 "(torch.save(opt)); save opt.state_dict() instead"
+            ) from None
+        if isinstance(err, pickle.UnpicklingError):  # torch's advice (weights_only=False) is
+            raise ValueError(  # not the user's mistake, and would run the file's code
+                f"precond_from: {source!r} is not a torch.save'd optimizer state_dict (torch.load "
+                "with weights_only=True cannot read it: not a torch.save file, or one holding "
+                "objects besides tensors, numbers and containers)"
             ) from None
         raise ValueError(
             f"precond_from: {source!r} is not a torch.save'd optimizer state_dict "

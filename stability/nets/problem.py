@@ -23,7 +23,7 @@ vector w ∈ ℝ^p lists stage 1's parameters first (in the order the stage name
 2's, … — so stage i is the contiguous block of |w_i| entries the coupled analysis
 (`stability.coupled.system`) and the simulator (`stability.nets.simulator`) work on.  Without
 ``stages`` the parameters, in the model's order, are cut into P contiguous groups of whole
-tensors of about equal size (`split_stages`).
+tensors, at the tensor boundaries nearest to equal shares (`split_stages`).
 
 **Evaluation.**  The model is put in eval mode (dropout off, normalisation with its stored
 statistics), so the loss is a deterministic function of w:
@@ -120,7 +120,8 @@ def _one_line(err: BaseException) -> str:
 
 
 def split_stages(names: Sequence[str], sizes: Sequence[int], stages: int) -> list[list[str]]:
-    """Parameter tensors, in order, cut into ``stages`` contiguous groups of about equal size.
+    """Parameter tensors, in order, cut into ``stages`` contiguous groups (whole tensors, so the
+    groups' sizes can be far from equal).
 
     Cut i (1 … P−1) is placed at the tensor boundary closest to i·p/P that leaves at least one
     tensor for every later group.
