@@ -206,7 +206,8 @@ def test_progress_is_reported_as_points_finish():
     [
         ({"x": "tau:0:2:3", "y": "tau:0:2:3", "lr": 0.1}, "must be different"),
         ({"x": "lr:0.1:1:3", "y": "lam*lr:0.1:1:3"}, "must be different"),
-        ({"x": "gamma:0:1:3", "y": "lr:0.1:1:3"}, "'gamma' is not a parameter of rule 'sgd'"),
+        ({"x": "gamma:0:1:3", "y": "lr:0.1:1:3"}, "x: axis parameter 'gamma' is not a"),
+        ({"x": "lr:0.1:1:3", "y": "gamma:0:1:3"}, "y: axis parameter 'gamma' is not a"),
         ({"x": "tau:0:3:4", "y": "lam:1:2:3"}, "lr must be given"),
         ({"x": "lam*lr:0.1:1:3", "y": "tau:0:2:3", "lam": 2.0}, "sets lam = 1"),
         ({"x": "lr:0.1:1:3", "y": "tau:0:2:3", "tau": 2}, "tau is an axis"),

@@ -451,6 +451,7 @@ def test_bad_problems_are_one_line_exit_2(case, tiny_file, capsys):
     rc = main(["net", "curvature", "--problem", spec, "--k", "2"])
     err = capsys.readouterr().err
     assert rc == 2 and message in err and err.count("\n") == 1, err
+    assert err.startswith("stability: error: --problem "), err  # the flag named first
 
 
 def test_the_api_takes_the_problem_dict_as_the_file_gives_it(tiny_file):

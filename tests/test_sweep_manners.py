@@ -41,6 +41,13 @@ def test_every_spec_in_the_docs_runs(block):
         assert chunk.failed < chunk.values["error"].size  # most points computed
 
 
+def test_a_spec_file_that_cannot_be_read_is_named_as_the_spec_file(tmp_path, capsys):
+    code = main(["sweep", str(tmp_path / "none.toml"), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("stability: error: spec file "), err
+    assert err.count("\n") == 1 and "cannot read (No such file" in err
+
+
 def test_a_top_level_list_of_rules_is_refused_naming_the_grid():
     with pytest.raises(SpecError, match=r"put rule = \[\.\.\.\] under \[grid\]"):
         parse_spec('command = "max-lr"\nrule = ["sgd", "lwp"]\n[grid]\ntau = [1, 2]\n')

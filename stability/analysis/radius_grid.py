@@ -125,20 +125,21 @@ def parse_axis(text: str, flag: str = "axis") -> Axis:
     return Axis(name, lo, hi, n, log, values)
 
 
-def _resolve_axis(spec: RuleSpec, axis: Axis) -> Axis:
-    """Check the axis names a parameter of the rule; round delay axes to integers."""
+def _resolve_axis(spec: RuleSpec, axis: Axis, which: str) -> Axis:
+    """Check the axis ``which`` (x or y) names a parameter of the rule; round delay axes to
+    integers."""
     names = {p.name: p for p in spec.params}
     if axis.name in STEP_AXES:
         return axis
     if axis.name not in names:
         allowed = ", ".join((*STEP_AXES, *names))
         raise ValueError(
-            f"axis parameter {axis.name!r} is not a parameter of rule {spec.name!r} "
+            f"{which}: axis parameter {axis.name!r} is not a parameter of rule {spec.name!r} "
             f"(axes: {allowed})"
         )
     param = names[axis.name]
     if param.kind not in ("real", "delay"):
-        raise ValueError(f"{axis.name} is not a number and cannot be an axis")
+        raise ValueError(f"{which}: {axis.name} is not a number and cannot be an axis")
     if param.kind == "delay":
         values = np.unique(np.round(axis.values).astype(np.int64))
         return Axis(axis.name, axis.lo, axis.hi, values.size, axis.log, values)
@@ -250,7 +251,7 @@ def heatmap(
     """
     start = time.perf_counter()
     spec = get_spec(name)
-    x, y = _resolve_axis(spec, x), _resolve_axis(spec, y)
+    x, y = _resolve_axis(spec, x, "x"), _resolve_axis(spec, y, "y")
     if x.name == y.name or {x.name, y.name} == set(STEP_AXES):
         raise ValueError(f"y: the two axes must be different parameters, got {x.name} and {y.name}")
     for axis in (x, y):

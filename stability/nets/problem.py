@@ -932,8 +932,10 @@ def load_problem(
             found, stages=stages, source=f"{path_text}:{func}", dtype=dtype, device=device
         )
     except ValueError as err:  # what is wrong with the problem names it (the --problem flag)
-        if str(err).startswith(("stages", "dtype", "device", path_text)):
+        if str(err).startswith(("stages", "dtype", "device")):
             raise
+        if str(err).startswith(path_text):  # it names the problem already
+            raise ValueError(f"problem {err}") from None
         raise ValueError(f"problem {spec}: {err}") from None
 
 

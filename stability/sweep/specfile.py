@@ -174,7 +174,7 @@ def read_spec(path: str | Path) -> SweepSpec:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
-        raise SpecError(f"{path}: cannot read ({err.strerror or err})") from None
+        raise SpecError(f"spec file {path}: cannot read ({err.strerror or err})") from None
     except UnicodeDecodeError:
         raise SpecError(f"{path}: not a UTF-8 text file") from None
     return parse_spec(text, source=path.name)
