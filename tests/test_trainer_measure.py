@@ -4,6 +4,7 @@ analysis's spectral radius, the bisection, and (slow) the cpusmall acceptance ta
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -111,3 +112,20 @@ def test_runs_shorter_than_twenty_delays_are_flagged():
     assert "shorter than 20× the largest delay (100)" in result.rows[1]["measurement_note"]
     assert abs(result.rows[1]["ratio"] - 1) > 0.05  # what the note is for
     assert "note (sgd, τ = 100): the runs (400 steps)" in report(result)
+
+
+def test_a_measured_rate_that_has_not_settled_says_by_how_much():
+    """24 steps of EA on cpusmall: the error recursion's slope at 96 and 192 steps still carries
+    the faster modes (ln ρ̂ 3× the slowest mode's), and `train` says how far it moved; at the
+    default length the same call reads the slowest mode, with no warning."""
+    import stability as st
+
+    short = st.train("ea", tau=0, sync_period=4, lr=0.0380727, steps=24)
+    assert short.rate_steps == 192 and len(short.warnings) == 1
+    moved = float(re.search(r"moved by ([0-9.]+)%", short.warnings[0]).group(1))
+    assert moved > 10 and "more --steps" in short.warnings[0]
+    settled = st.train("ea", tau=0, sync_period=4, lr=0.0380727, steps=2000)
+    assert settled.warnings == ()
+    assert math.log(settled.measured_rate) == pytest.approx(
+        math.log(settled.predicted_rate), rel=0.02
+    )

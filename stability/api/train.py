@@ -70,6 +70,11 @@ class Training(Result):
     )
 
 
+UNSETTLED = 0.01
+"""A measured rate whose ln ρ̂ still moved by more than this (relative) over the last doubling
+of the error recursion carries a warning that says by how much (the doublings stop at 1e-3)."""
+
+
 def train(
     rule: Any,
     *,
@@ -135,7 +140,7 @@ def train(
             note = "predictions are for the analysed (linearised) rule"
     else:
         note = "per-stage delays: see scalar_predictions"
-    meas_log, rate_steps = None, None
+    meas_log, rate_steps, warnings = None, None, []
     if deterministic and setup.exact:
         rates = measure.converged_log_rate(
             lambda T: setup.rate_run(phases, [lr], steps=T, divergence=divergence),
@@ -144,6 +149,13 @@ def train(
             max_doublings=3,
         )
         meas_log, rate_steps = finite_or_none(rates.log_rate[0]), rates.steps
+        if meas_log is not None and not rates.converged[0] and rates.change[0] > UNSETTLED:
+            warnings.append(
+                f"the measured rate had not settled: ln ρ̂ moved by {rates.change[0]:.1%} "
+                f"between the last two lengths of the error recursion (… → {rate_steps:,} "
+                "steps), so the faster modes' transients are still in it; more --steps "
+                "read the slowest mode"
+            )
     elif deterministic:
         rate = measure.log_rate(res.energies["error"], res.block, decades=setup.rate_decades)
         meas_log, rate_steps = finite_or_none(rate[0]), steps
@@ -174,6 +186,7 @@ def train(
             (int(s), finite_or_none(loss))
             for s, loss in zip(res.curve_steps, res.curve[0], strict=True)
         ),
+        warnings=tuple(warnings),
     )
 
 

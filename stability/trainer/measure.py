@@ -97,12 +97,14 @@ def _log_rate_one(E: np.ndarray, block: int, decades: float | None) -> float:
 
 @dataclass(frozen=True)
 class RateMeasurement:
-    """Result of `converged_log_rate`: ln ρ̂ per run, the steps of the last run, and whether
-    each estimate settled (two doublings agreed, or the valid range ended inside the run)."""
+    """Result of `converged_log_rate`: ln ρ̂ per run, the steps of the last run, whether each
+    estimate settled (two doublings agreed, or the valid range ended inside the run), and its
+    relative change over the last doubling (NaN where the first run was the last)."""
 
     log_rate: np.ndarray
     steps: int
     converged: np.ndarray
+    change: np.ndarray
 
 
 def converged_log_rate(
@@ -129,12 +131,15 @@ def converged_log_rate(
         rate = log_rate(E, res.block, decades=decades)
         ended = np.array([valid_blocks(e, decades).size * res.block < T - res.block for e in E])
         settled = ended | ~np.isfinite(rate)
+        change = np.full(rate.shape, np.nan)
         if previous is not None:
-            settled |= np.abs(rate - previous) <= rel_tol * np.abs(rate)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                change = np.abs(rate - previous) / np.abs(rate)
+            settled |= change <= rel_tol
         if np.all(settled):
             break
         previous = rate
-    return RateMeasurement(rate, T, settled)
+    return RateMeasurement(rate, T, settled, change)
 
 
 # -- empirical max stable lr -----------------------------------------------------------------
