@@ -16,7 +16,8 @@ It imports nothing heavy (the command line reads the tables before any computati
 Kinds: ``real``, ``int``, ``ints`` (a list of integers; on the command line comma-separated),
 ``str`` (``choices`` when given), ``strs`` (a list of strings), ``rules`` (registered rule names;
 on the command line comma-separated), ``path`` (a file or directory: ``path`` says which the
-command line checks — ``"write-file"``, ``"write-dir"``, ``"read-dir"``), ``bool`` (on the
+command line checks — ``"write-file"`` (a figure, metavar ``F.png``: a ``.png`` path),
+``"write-dir"``, ``"read-dir"``), ``bool`` (on the
 command line a switch; with a default of True the switch, named by ``flag``, turns it off).  A
 default of `REQUIRED` makes the option mandatory.
 
@@ -166,6 +167,10 @@ class Option:
                 raise ValueError(f"{self.name} must be a file path, got the directory {value}")
             if self.path == "write-file":
                 check_writable_directory(self.name, path.parent)
+                if self.metavar and self.metavar.endswith(".png") and path.suffix.lower() != ".png":
+                    raise ValueError(  # PNG bytes under another suffix would mislead its reader
+                        f"{self.name}: the figure is a PNG, give a path ending in .png, got {value}"
+                    )
             elif self.path == "write-dir":
                 check_writable_directory(self.name, path)
             return value

@@ -224,6 +224,15 @@ def test_heatmap_errors_are_one_line(kwargs, needle):
 # -- the command ---------------------------------------------------------------------------
 
 
+def test_a_figure_path_without_the_png_suffix_is_refused_before_computing(tmp_path, capsys):
+    argv = ["heatmap", "sgd", "--x", "lr:0.1:1:3", "--y", "tau:0:2:3"]
+    assert main([*argv, "--out", str(tmp_path / "F.txt")]) == 2
+    err = capsys.readouterr().err
+    expected = "--out: the figure is a PNG, give a path ending in .png, got "
+    assert err == f"stability: error: {expected}{tmp_path / 'F.txt'}\n"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_cli_writes_png_and_csv(tmp_path, capsys):
     png, table = tmp_path / "F.png", tmp_path / "F.csv"
     argv = ["heatmap", "momentum", "--tau", "1", "--x", "lr:1e-3:10:16:log"]
