@@ -135,6 +135,19 @@ def test_a_flag_the_rule_does_not_take_is_refused_by_every_command(capsys, argv)
     assert "--momentum: rule 'sgd' has no parameter 'momentum'" in err, err
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [["max-lr", "sgd", "--tau", "3", "--tau", "4"], ["max-lr", "sgd", "--tau=3", "--tau", "4"]],
+)
+def test_a_flag_given_twice_is_refused_not_the_last_value_kept(capsys, argv):
+    code, out, err = run(capsys, *argv)
+    assert (
+        code == 2
+        and out == ""
+        and err == "stability: error: --tau is given 2 times; give it once\n"
+    )
+
+
 def test_the_refusal_lists_only_the_rule_flags_the_command_has(capsys):
     """`max-lr` takes sgd's ``--tau`` and ``--lam``; `net max-lr` sets both itself (pipeline
     flags, the model's curvature), so it lists none rather than two flags it would refuse."""

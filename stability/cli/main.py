@@ -21,7 +21,7 @@ import os
 import re
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from stability.cli.args import (
@@ -144,6 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.write(parser.format_help())
             return 0
         args = parser.parse_args(argv)
+        _refuse_repeated_flags(parser, argv)
         check_rule_flags(args)
         result, lost = run_recording_warnings(args)
         if args.json:
@@ -186,15 +187,40 @@ def run_recording_warnings(args) -> tuple[Any, list[str]]:
     return with_warnings(result, lost), lost
 
 
-def _known_flags(parser: Any, argv: Sequence[str]) -> frozenset[str]:
-    """The option strings of the (sub)command ``argv`` runs (empty before it is built)."""
-    found: set[str] = set()
+def _parsers_of(parser: Any, argv: Sequence[str]) -> Iterator[argparse.ArgumentParser]:
+    """The parser and the (sub)command parsers ``argv`` runs through (none before it is
+    built)."""
     words = [a for a in argv if not a.startswith("-")]
     while parser is not None:
-        found.update(s for a in parser._actions for s in a.option_strings)
+        yield parser
         subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
         parser = next((subs[0].choices[w] for w in words if subs and w in subs[0].choices), None)
-    return frozenset(found)
+
+
+def _known_flags(parser: Any, argv: Sequence[str]) -> frozenset[str]:
+    """The option strings of the (sub)command ``argv`` runs (empty before it is built)."""
+    return frozenset(
+        s for p in _parsers_of(parser, argv) for a in p._actions for s in a.option_strings
+    )
+
+
+def _refuse_repeated_flags(parser: Any, argv: Sequence[str]) -> None:
+    """A flag that takes one value given twice (``--tau 3 --tau 4``): argparse keeps the last
+    silently; the two values conflict, so it is refused (flags declared repeatable are not)."""
+    for command_parser in _parsers_of(parser, argv):
+        for action in command_parser._actions:
+            if isinstance(action, argparse._AppendAction | argparse._CountAction):
+                continue
+            given = [
+                a
+                for a in argv
+                for s in action.option_strings
+                if s.startswith("--") and (a == s or a.startswith(s + "="))
+            ]
+            if len(given) > 1:
+                raise UsageError(
+                    f"{action.option_strings[-1]} is given {len(given)} times; give it once"
+                )
 
 
 def _naming_the_flag(
