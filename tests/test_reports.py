@@ -322,5 +322,6 @@ def test_the_repro_report_says_whose_claim_does_not_hold(workspace, capsys):
     argv = ["repro", "needs_nothing", "--repro-dir", str(workspace / "repro")]
     assert main([*argv, "--out-dir", str(workspace / "out")]) == 0
     out = capsys.readouterr().out
-    assert "needs_nothing: the paper's claim does not hold (1 of 1 claims)" in out
-    assert "not every paper claim holds" in out and "DOES NOT HOLD" not in out
+    assert "needs_nothing: 1 of the paper's 1 claims do not hold as stated" in out
+    assert "1 of the papers' 1 claims do not hold as stated (graded in each JSON" in out
+    assert "DOES NOT HOLD" not in out

@@ -36,18 +36,24 @@ def register(sub) -> None:
 def report(result) -> str:
     if not result.results:
         return "\n".join(result.available)
-    lines = []
+    lines, failing, claims = [], 0, 0
     for r in result.results:
-        failing = sum(not c["holds"] for c in r.claims)
+        short = sum(not c["holds"] for c in r.claims)
+        failing, claims = failing + short, claims + len(r.claims)
         verdict = (
             "the paper's claims hold"
             if r.holds
-            else f"the paper's claim does not hold ({failing} of {len(r.claims)} claims)"
+            else f"{short} of the paper's {len(r.claims)} claims do not hold as stated"
         )
         lines.append(f"{r.name}: {verdict} ({r.seconds:.1f} s)")
         lines += [f"  {c['grade']:<15}{c['id']}" for c in r.claims]
         lines.append(f"  wrote {r.png}, {Path(r.json).name}")
     lines += [f"skipped {name}" for name in result.skipped]
-    verdict = "every paper claim holds" if result.all_hold else "not every paper claim holds"
+    verdict = (
+        "every paper claim holds"
+        if result.all_hold
+        else f"{failing} of the papers' {claims} claims do not hold as stated (graded in each "
+        "JSON: findings about the papers; the reproductions themselves ran)"
+    )
     lines.append(f"{len(result.results)} reproductions in {result.out_dir}: {verdict}")
     return "\n".join(lines)
