@@ -16,8 +16,8 @@ It imports nothing heavy (the command line reads the tables before any computati
 Kinds: ``real``, ``int``, ``ints`` (a list of integers; on the command line comma-separated),
 ``str`` (``choices`` when given), ``strs`` (a list of strings), ``rules`` (registered rule names;
 on the command line comma-separated), ``path`` (a file or directory: ``path`` says which the
-command line checks — ``"write-file"`` (a figure, metavar ``F.png``: a ``.png`` path),
-``"write-dir"``, ``"read-dir"``), ``bool`` (on the
+command line checks — ``"write-file"`` (with metavar ``F.png`` a figure, whose path must end in
+``.png``), ``"write-dir"``, ``"read-dir"``), ``bool`` (on the
 command line a switch; with a default of True the switch, named by ``flag``, turns it off).  A
 default of `REQUIRED` makes the option mandatory.
 

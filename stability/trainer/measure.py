@@ -133,9 +133,9 @@ def converged_log_rate(
         settled = ended | ~np.isfinite(rate)
         change = np.full(rate.shape, np.nan)
         if previous is not None:
+            settled |= np.abs(rate - previous) <= rel_tol * np.abs(rate)
             with np.errstate(divide="ignore", invalid="ignore"):
                 change = np.abs(rate - previous) / np.abs(rate)
-            settled |= change <= rel_tol
         if np.all(settled):
             break
         previous = rate
