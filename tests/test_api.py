@@ -308,3 +308,30 @@ def test_numpy_scalars_and_single_values_are_taken_as_their_plain_forms():
     assert st.coupled("sgd", stages=2, taus=np.int64(3), samples=20).max_lr == pytest.approx(
         st.coupled("sgd", stages=2, taus=[3], samples=20).max_lr, rel=1e-12
     )
+
+
+def test_none_for_a_scalar_model_parameter_is_its_default_in_radius_too():
+    """``st.radius("sgd", lr=0.1, lam=None)`` ended in "TypeError: float() argument must be …
+    not 'NoneType'" (its overflow check read the None); max_lr, bounds and poly take None as
+    the default, and so does radius now."""
+    for rule, key in (("sgd", "lam"), ("discrepancy", "delta"), ("recompute", "phi")):
+        with_none = st.radius(rule, lr=0.1, **{key: None})
+        assert with_none == st.radius(rule, lr=0.1)
+    assert st.max_lr("sgd", tau=2, lam=None) == st.max_lr("sgd", tau=2)
+
+
+def test_the_max_lr_is_the_first_boundary_and_the_stable_set_can_return_above_it():
+    """DC at τ = 5, quality 0.8, momentum 0.9 (the example of max-lr's help): stable below
+    max_lr = 0.23592, unstable just above, stable again on (0.28816, 1.45370) — an independent
+    derivation's crossings at 50 digits; the radii here are numpy's roots of the polynomial."""
+    params = dict(tau=5, quality=0.8, momentum=0.9)
+    first = st.max_lr("dc", **params).max_lr
+    assert first == pytest.approx(0.2359204518625, rel=1e-12)
+
+    def rho(lr):
+        coefficients = st.poly("dc", lr=lr, **params).coefficients
+        return max(abs(np.roots(coefficients)))
+
+    assert rho(0.999 * first) < 1 < rho(1.001 * first) and rho(0.26) > 1
+    assert rho(0.29) < 1 and rho(1.0) < 1 and rho(1.45) < 1 < rho(1.46)
+    assert st.radius("dc", lr=1.0, **params).stable

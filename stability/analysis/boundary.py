@@ -130,13 +130,17 @@ _DENSE_CHECK_DEGREE = 24  # up to this degree the check uses companion eigenvalu
 class MaxLr(Result):
     """Result of `max_lr` (and of ``st.max_lr`` / ``stability max-lr``, which add ``rule``).
 
-    ``max_lr``: the first lr > 0 at which a root reaches the unit circle; ``None`` if the
-    rule is stable for every lr > 0; ``0.0`` if it is stable for no lr > 0.
+    ``max_lr``: the first lr > 0 at which a root reaches the unit circle (every lr below it is
+    stable; the stable set may continue above it after a gap, which is not searched); ``None``
+    if the rule is stable for every lr > 0; ``0.0`` if it is stable for no lr > 0.
     ``crossing_angle``: the argument θ ∈ [0, π] of the root ω = e^{iθ} on the unit circle
     there (``None`` without a crossing).  ``method``: how it was computed.
     """
 
-    max_lr: float | None = output("max stable step size; null: stable for every lr > 0")
+    max_lr: float | None = output(
+        "max stable step size: the first lr > 0 at which a root reaches the unit circle (every "
+        "lr below is stable); null: stable for every lr > 0"
+    )
     crossing_angle: float | None = output(
         "argument θ ∈ [0, π] of the root e^{iθ} on the unit circle there; null: no crossing",
         "rad",

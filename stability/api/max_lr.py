@@ -27,7 +27,11 @@ class PipelineMaxLr(MaxLr):
 
 
 def max_lr(rule: Any, *, method: str = "auto", pipeline: Any = None, **params: Any) -> MaxLr:
-    """Exact max stable lr of ``rule`` (a name or rule value) with ``params`` (the rule flags).
+    """Exact max stable lr of ``rule`` (a name or rule value) with ``params`` (the rule flags):
+    the first lr > 0 at which a root reaches the unit circle, so every lr below it is stable.
+    The stable set need not be an interval: some rules are stable again above it (dc at τ = 5,
+    quality 0.8, momentum 0.9: max lr 0.236, stable again on (0.288, 1.454)); `radius` and
+    `heatmap` show the whole set.
 
     ``method``: ``"auto"`` (boundary locus when the characteristic polynomial is affine in
     lr, PipeMare App. B.1's D-decomposition; else certified bisection), ``"locus"`` or
