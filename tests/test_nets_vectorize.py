@@ -147,7 +147,7 @@ def test_the_runs_losses_over_a_shuffled_dataloader_stay_vectorized():
     refuses in its default mode: the measured runs' full-data losses (`net noise --measure`)
     fell back to the loop and marked the model as one vmap cannot batch, so every later
     per-run gradient was looped too (> 15 min instead of 3 on a 108-parameter attention model).
-    They are vmapped with the same draw for every run: equal to one run at a time."""
+    They are vmapped with one draw for every run: equal to one run at a time."""
     from torch.utils.data import DataLoader, TensorDataset
 
     from stability.nets.lockstep import RunSetup
@@ -169,6 +169,6 @@ def test_the_runs_losses_over_a_shuffled_dataloader_stay_vectorized():
     assert id(net) not in _NO_VMAP
     W = net.w_star.detach() + 0.1 * torch.randn(6, net.dim, dtype=torch.float64)
     with torch.no_grad():
-        mapped = vectorized(net, net.loss, W, randomness="same")
+        mapped = vectorized(net, net.loss, W)
         one_at_a_time = torch.stack([net.loss(w) for w in W])
     assert torch.allclose(mapped, one_at_a_time, rtol=1e-14, atol=0)

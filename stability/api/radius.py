@@ -124,8 +124,8 @@ def _check_representable(lr: float, params: dict[str, Any]) -> None:
     coefficients would overflow float64 and the roots say nothing."""
     from stability.limits import MAX_STEP_CURVATURE
 
-    given = {k: v for k, v in params.items() if v is not None}  # None: the default, as elsewhere
-    lam, delta, phi = (float(given.get(k, d)) for k, d in (("lam", 1.0), ("delta", 0), ("phi", 0)))
+    values = {k: v for k, v in params.items() if v is not None}  # None: the default, as elsewhere
+    lam, delta, phi = (float(values.get(k, d)) for k, d in (("lam", 1.0), ("delta", 0), ("phi", 0)))
     reach = abs(lr) * max(abs(lam + delta), abs(delta - phi), abs(phi))
     if not reach <= MAX_STEP_CURVATURE:
         raise ValueError(

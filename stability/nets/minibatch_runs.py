@@ -89,9 +89,8 @@ def lockstep(
         inside = window is not None and window[0] <= t < window[1] and t % record_every == 0
         if t not in times and not inside:
             return
-        with torch.no_grad():  # "same": a DataLoader draws its order's seed on every pass
-            loss = vectorized(problem, problem.loss, w, randomness="same")
-            excess = (loss - f_star).cpu().numpy()
+        with torch.no_grad():
+            excess = (vectorized(problem, problem.loss, w) - f_star).cpu().numpy()
         if t in times:
             at[:, times.index(t)] = excess
         if inside:

@@ -340,9 +340,8 @@ def _host(t: torch.Tensor) -> np.ndarray:
 
 def _batched(problem: NetProblem, fn, *args: torch.Tensor, looped=None) -> torch.Tensor:
     """``fn`` on each run's rows of ``args`` (`stability.nets.vectorize.vectorized`, ``looped``
-    in its loop; the same randomness for every run: a DataLoader draws its base seed on every
-    pass, and the model is in eval mode, nothing else random)."""
-    return vectorized(problem, fn, *args, randomness="same", looped=looped).detach()
+    in its loop)."""
+    return vectorized(problem, fn, *args, looped=looped).detach()
 
 
 def _oracle(problem: NetProblem, blocks, passes: Sequence[Passes], index) -> torch.Tensor:

@@ -10,6 +10,12 @@ the mapped axis, calling the same function by plain ``torch.autograd`` where the
 one (same numbers, slower by the batch size), and remembers the problem, so that the loop is
 taken at once the next time.  The mapped arguments may be any
 structure the model takes (`stability.nets.batches`): every tensor of the pytree is indexed.
+
+vmap runs with ``randomness="same"``: the model is in eval mode (`stability.nets.problem`), so
+the only random draw is a DataLoader's seed of its order, drawn on every pass of the data — in
+vmap's default mode that refused, and the fallback then looped every later call on the model
+(a shuffled DataLoader's `net noise --measure`: > 15 min instead of 3).  One draw for every
+run gives the losses the loop gives (a sum over the batches, in whatever order).
 """
 
 from __future__ import annotations
@@ -39,7 +45,6 @@ def vectorized(
     fn: Callable,
     *args: Any,
     in_dims: int | tuple = 0,
-    randomness: str = "error",
     looped: Callable | None = None,
 ) -> torch.Tensor:
     """``fn`` over the axis ``in_dims`` of ``args`` (as `torch.func.vmap`), outputs stacked on
@@ -49,7 +54,7 @@ def vectorized(
     dims = in_dims if isinstance(in_dims, tuple) else (in_dims,) * len(args)
     if id(owner) not in _NO_VMAP:
         try:
-            return vmap(fn, in_dims=dims, randomness=randomness)(*args)
+            return vmap(fn, in_dims=dims, randomness="same")(*args)
         except RuntimeError:  # NotImplementedError included
             _NO_VMAP.add(id(owner))
 
