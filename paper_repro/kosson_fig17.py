@@ -52,7 +52,7 @@ def main(argv=None) -> dict:
             lambda a, f=optimum: float(f(a).half_life),
             scales,
             h[label],
-            xtol=0.1 if args.quick else 1e-3,
+            xtol=0.3 if args.quick else 1e-3,
         )
         k = int(np.flatnonzero(np.isclose(scales, PAPER_SCALE))[0])  # the grid holds α = 2
         at_optimum = optimum(best)
