@@ -230,10 +230,23 @@ def test_simulator_runs_follow_the_linearisation_with_the_same_batches(tiny):
     assert not np.allclose(got[0], got[1])  # each run its own stream
 
 
-def test_measured_runs_agree_with_the_prediction_on_a_linear_model():
-    r = st.net_noise(LINEAR, "sgd", batch=16, k=11, tau=1, steps=100, at=[0, 10, 50, 100],
-                     measure=True, runs=64, pairs=6, pair_steps=800, lyapunov_steps=1000,
-                     lyapunov_runs=8)  # fmt: skip
+@pytest.fixture(scope="module")
+def linear_measured():
+    """One measured call on the linear model, for the agreement and the protocol's defaults:
+    ``pairs`` and ``pair_steps`` left to their defaults, ``lyapunov_steps`` above
+    `PAIR_STEPS_DEFAULT` (the cap shows; 8 pairs of 1,000 steps per step size, more than the
+    6 of 800 the agreement was checked on before).  The two tests share the xdist group
+    `LINEAR_MEASURED`, so the call runs once."""
+    return st.net_noise(LINEAR, "sgd", batch=16, k=11, tau=1, steps=100, at=[0, 10, 50, 100],
+                        measure=True, runs=64, lyapunov_steps=1100, lyapunov_runs=8)  # fmt: skip
+
+
+LINEAR_MEASURED = pytest.mark.xdist_group("net-noise-linear-measured")
+
+
+@LINEAR_MEASURED
+def test_measured_runs_agree_with_the_prediction_on_a_linear_model(linear_measured):
+    r = linear_measured
     assert set(r.measured) >= {"runs", "expected_loss", "floor", "as_bracket", "pairs"}
     _agrees_with_its_measurement(r)
 
@@ -251,13 +264,15 @@ def _agrees_with_its_measurement(r) -> None:
     assert r.protocol["runs_max_distance_ratio"] < 1 and not r.warnings
 
 
-def test_measured_almost_sure_runs_default_to_the_predicted_exponents_protocol():
+@LINEAR_MEASURED
+def test_measured_almost_sure_runs_default_to_the_predicted_exponents_protocol(linear_measured):
     """As many runs as the predicted exponent, as many steps up to `PAIR_STEPS_DEFAULT` (a
-    longer predicted exponent does not lengthen them: 36 s of CPU at 4,000 on this example)."""
-    fast = {**FAST, "lyapunov_steps": 1100, "lyapunov_runs": 2}
-    r = st.net_noise(LINEAR, "sgd", batch=16, k=4, tau=1, measure=True, runs=2, **fast)
-    assert r.measured["pairs"] == 2 and r.protocol["pair_steps"] == 1000
-    assert len(r.measured["as_exponents"]) >= 8 and r.measured["runs"] == 2  # ≥ 1 round
+    longer predicted exponent does not lengthen them: 36 s of CPU at 4,000 on this example);
+    on `linear_measured`'s call (lyapunov_runs 8, lyapunov_steps 1,100, no pairs or
+    pair_steps given)."""
+    r = linear_measured
+    assert r.measured["pairs"] == 8 and r.protocol["pair_steps"] == 1000
+    assert len(r.measured["as_exponents"]) >= 8 and r.measured["runs"] == 64  # ≥ 1 round
     for name, value in (("lyapunov_steps", 99), ("lyapunov_runs", 1), ("pairs", 4097)):
         with pytest.raises(ValueError, match=name):
             st.net_noise(LINEAR, "sgd", batch=16, k=4, **{**FAST, name: value})
