@@ -43,7 +43,7 @@ def run(seed: int, calls: int, limit: float, hang: int, tmp: Path) -> dict:
     failures, slow, codes = [], [], collections.Counter()
     for _ in range(calls):
         name = rng.choice(names)
-        argv = valid_line(rng, name, bases[name][0], parsers[name], data)
+        argv = valid_line(rng, name, bases[name], parsers[name], data)
         argv = [*argv, "--json"] if rng.random() < 0.5 else argv
         start, cpu = time.perf_counter(), time.process_time()
         try:

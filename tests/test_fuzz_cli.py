@@ -4,7 +4,10 @@ The inputs come from the parsers themselves (every optional flag with a value, f
 introspecting each subparser's actions, so a new flag is covered without touching this file):
 each call takes a small valid command line of its command and corrupts one flag — a bad number
 (nan, inf, -1, 0, 1e308, '--', 'abc', empty), a size beyond the limits, a rule flag the rule
-does not take, or an output path that is a directory or lies under a regular file.  Asserted:
+does not take, or an output path that is a directory or lies under a regular file.  Every
+value flag of every command is corrupted, and every command meets every kind of bad value
+(the seed picks where each command's turn through the kinds starts, the flags that take the
+kinds its turn missed, the rule flags and ``--json``).  Asserted:
 exit 0 with exactly one strict JSON object under ``--json``, or exit 2 with exactly one non-empty
 stderr line naming the corrupted flag; never exit 1, 'internal error', a traceback or a
 warning.  A wall clock per call guards only against hangs (a hang fails the call).
@@ -28,7 +31,6 @@ from stability.trainer.data import synthetic_regression
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = 20261123
-CALLS = 2000
 HANG_SECONDS = 60
 BEYOND = "100001"
 """Beyond the delay limit; for an integer flag with its own limit (steps, points): limit + 1."""
@@ -42,123 +44,37 @@ class Hang(BaseException):
     """A call that ran longer than the guard (not an Exception: main does not catch it)."""
 
 
-def _bases(csv: str, tmp: Path) -> dict[str, tuple[list[str], int]]:
-    """A small valid command line per (sub)command, and how many fuzzed calls it gets (the
-    expensive ones fewer)."""
+def _bases(csv: str, tmp: Path) -> dict[str, list[str]]:
+    """A small valid command line per (sub)command."""
     data = ["--data", csv]
     return {
-        "rules": (["rules", "sgd"], 3),
-        "poly": (["poly", "momentum", "--tau", "2", "--lr", "0.1", "--momentum", "0.5"], 6),
-        "radius": (["radius", "momentum", "--tau", "2", "--lr", "0.1", "--momentum", "0.5"], 6),
-        "max-lr": (["max-lr", "momentum", "--tau", "2", "--momentum", "0.5"], 6),
-        "halflife": (["halflife", "momentum", "--tau", "1", "--kappa", "10"], 4),
-        "heatmap": (["heatmap", "sgd", "--x", "lr:0.1:1:3", "--y", "tau:0:2:3"], 4),
-        "bounds": (["bounds", "sgd", "--tau", "3"], 6),
-        "t1-audit": (
-            [
-                "t1-audit",
-                "sgd",
-                "--lr-schedule",
-                "constant:0.1",
-                "--taus",
-                "1,2",
-                "--anneal-steps",
-                "5",
-                "--steps",
-                "10",
-            ],
-            4,
-        ),  # fmt: skip
-        "claims": (["claims", "--claim", "nesterov-equals-sc", "--quick"], 1),
-        "repro": (["repro", "--list", "--repro-dir", str(ROOT / "paper_repro")], 2),
-        "train": (
-            ["train", "--rule", "sgd", "--tau", "1", "--lr", "0.01", "--steps", "20", *data],
-            2,
-        ),  # fmt: skip
-        "validate": (
-            [
-                "validate",
-                "--rules",
-                "sgd",
-                "--taus",
-                "1",
-                "--steps",
-                "20",
-                "--rate-steps",
-                "20",
-                "--rate-doublings",
-                "0",
-                *data,
-            ],
-            1,
-        ),  # fmt: skip
-        "coupled": (["coupled", "--rule", "sgd", "--stages", "2", *data], 1),
-        "noise": (
-            [
-                "noise",
-                "sgd",
-                "--tau",
-                "1",
-                "--batch",
-                "8",
-                "--lr",
-                "0.05",
-                "--steps",
-                "20",
-                "--lyapunov-steps",
-                "100",
-                "--lyapunov-runs",
-                "2",
-                *data,
-            ],
-            1,
-        ),  # fmt: skip
-        "tradeoff": (["tradeoff", "--batch", "8", "--tau", "1", "--rules", "sgd", *data], 1),
-        "sweep": (["sweep", "--status", str(tmp)], 2),  # refused: tmp holds no sweep
-        "net curvature": (["net", "curvature", "--problem", NET, "--k", "2"], 1),
-        "net max-lr": (
-            ["net", "max-lr", "--problem", NET, "--rule", "sgd", "--tau", "1", "--k", "2"],
-            1,
-        ),  # fmt: skip
-        "net noise": (
-            [
-                "net",
-                "noise",
-                "--problem",
-                NET,
-                "--rule",
-                "sgd",
-                "--tau",
-                "1",
-                "--batch",
-                "16",
-                "--k",
-                "2",
-                "--steps",
-                "20",
-                "--lyapunov-steps",
-                "100",
-            ],
-            1,
-        ),  # fmt: skip
-        "net train": (
-            [
-                "net",
-                "train",
-                "--problem",
-                NET,
-                "--rule",
-                "sgd",
-                "--tau",
-                "1",
-                "--lr",
-                "0.1",
-                "--steps",
-                "10",
-            ],
-            1,
-        ),  # fmt: skip
-    }
+        "rules": ["rules", "sgd"],
+        "poly": ["poly", "momentum", "--tau", "2", "--lr", "0.1", "--momentum", "0.5"],
+        "radius": ["radius", "momentum", "--tau", "2", "--lr", "0.1", "--momentum", "0.5"],
+        "max-lr": ["max-lr", "momentum", "--tau", "2", "--momentum", "0.5"],
+        "halflife": ["halflife", "momentum", "--tau", "1", "--kappa", "10"],
+        "heatmap": ["heatmap", "sgd", "--x", "lr:0.1:1:3", "--y", "tau:0:2:3"],
+        "bounds": ["bounds", "sgd", "--tau", "3"],
+        "t1-audit": ["t1-audit", "sgd", "--lr-schedule", "constant:0.1", "--taus", "1,2",
+                     "--anneal-steps", "5", "--steps", "10"],
+        "claims": ["claims", "--claim", "nesterov-equals-sc", "--quick"],
+        "repro": ["repro", "--list", "--repro-dir", str(ROOT / "paper_repro")],
+        "train": ["train", "--rule", "sgd", "--tau", "1", "--lr", "0.01", "--steps", "20", *data],
+        "validate": ["validate", "--rules", "sgd", "--taus", "1", "--steps", "20",
+                     "--rate-steps", "20", "--rate-doublings", "0", *data],
+        "coupled": ["coupled", "--rule", "sgd", "--stages", "2", *data],
+        "noise": ["noise", "sgd", "--tau", "1", "--batch", "8", "--lr", "0.05", "--steps", "20",
+                  "--lyapunov-steps", "100", "--lyapunov-runs", "2", *data],
+        "tradeoff": ["tradeoff", "--batch", "8", "--tau", "1", "--rules", "sgd", *data],
+        "sweep": ["sweep", "--status", str(tmp)],  # refused: tmp holds no sweep
+        "net curvature": ["net", "curvature", "--problem", NET, "--k", "2"],
+        "net max-lr": ["net", "max-lr", "--problem", NET, "--rule", "sgd", "--tau", "1",
+                       "--k", "2"],
+        "net noise": ["net", "noise", "--problem", NET, "--rule", "sgd", "--tau", "1",
+                      "--batch", "16", "--k", "2", "--steps", "20", "--lyapunov-steps", "100"],
+        "net train": ["net", "train", "--problem", NET, "--rule", "sgd", "--tau", "1",
+                      "--lr", "0.1", "--steps", "10"],
+    }  # fmt: skip
 
 
 NET = f"{ROOT / 'examples' / 'diabetes_linear.py'}:problem"
@@ -210,8 +126,26 @@ def _set(argv: list[str], flag: str, value: str) -> list[str]:
     return [*out, f"{flag}={value}"]
 
 
+def _bad_value(action: argparse.Action, value: str) -> str:
+    """``value`` for ``action``'s flag; `BEYOND` becomes the flag's own limit + 1 if it has one."""
+    high = getattr(action.type, "high", None)
+    return str(high + 1) if value == BEYOND and high is not None else value
+
+
+def _is_output(action: argparse.Action) -> bool:
+    return "output" in getattr(action.type, "__qualname__", "")
+
+
+BAD_PATHS = ("a directory", "under a regular file", "empty")
+RULE_FLAG, NO_SUCH_FLAG = "a flag of another rule", "a flag no command has"
+
+
 def _cases(rng: random.Random, csv: str, tmp: Path):
-    """(argv, corrupted flag or None) for the run."""
+    """(command, argv, corrupted flag, kind of bad value) for the run: per (sub)command, every
+    value flag once with the next kind of `BAD_VALUES` (`BAD_PATHS` for an output flag) from
+    a random start, the kinds that turn missed on random flags of the command, up to three
+    flags of other rules (where its rule has flags and others exist) and a flag no command
+    has."""
     from stability.rules.registry import RULES
 
     parsers = _parsers()
@@ -219,37 +153,35 @@ def _cases(rng: random.Random, csv: str, tmp: Path):
     assert set(bases) == set(parsers), "every (sub)command needs a base line here"
     a_file = tmp / "a-file"
     a_file.write_text("x")
-    paths = [str(tmp), str(a_file / "under-a-file.png"), ""]
+    paths = dict(zip(BAD_PATHS, [str(tmp), str(a_file / "under-a-file.png"), ""], strict=True))
     cases = []
-    while len(cases) < CALLS:
-        name = rng.choice(sorted(parsers))
-        base, weight = bases[name]
-        if rng.random() > weight / 6:
-            continue
-        parser = parsers[name]
-        flags = _value_flags(parser)
-        rule = _rule_of(base)
-        kind = rng.random()
-        rule_actions = getattr(parser, "rule_actions", {})
-        if kind < 0.15 and rule in RULES and rule_actions:
-            others = [n for n in rule_actions if n not in RULES[rule].param_names]
-            flag = "--" + rng.choice(others).replace("_", "-")
-            cases.append((_set(base, flag, "1"), flag))
-            continue
-        if not flags or kind > 0.95:  # a flag no command has
-            cases.append(([*base, "--no-such-flag", "1"], "--no-such-flag"))
-            continue
-        action = rng.choice(flags)
+
+    def corrupt(name, action, kind):
         flag = action.option_strings[-1]
-        qualname = getattr(action.type, "__qualname__", "")
-        if "output" in qualname:
-            value = rng.choice(paths)
-        else:
-            value = rng.choice(BAD_VALUES)
-            if value == BEYOND:  # a size just beyond the flag's documented limit, if it has one
-                high = getattr(action.type, "high", None)
-                value = BEYOND if high is None else str(high + 1)
-        cases.append((_set(base, flag, value), flag))
+        value = paths[kind] if _is_output(action) else _bad_value(action, kind)
+        cases.append((name, _set(bases[name], flag, value), flag, kind))
+
+    for name in sorted(parsers):
+        base, parser = bases[name], parsers[name]
+        flags = _value_flags(parser)
+        numbers = [a for a in flags if not _is_output(a)]
+        outputs = [a for a in flags if _is_output(a)]
+        turn = rng.randrange(len(BAD_VALUES))
+        for action in flags:
+            kinds = BAD_PATHS if _is_output(action) else BAD_VALUES
+            corrupt(name, action, kinds[turn % len(kinds)])
+            turn += 1
+        for actions, kinds in ((numbers, BAD_VALUES), (outputs, BAD_PATHS)):
+            seen = {kind for n, _, _, kind in cases if n == name}
+            for kind in [k for k in kinds if k not in seen] if actions else ():
+                corrupt(name, rng.choice(actions), kind)
+        rule, rule_actions = _rule_of(base), getattr(parser, "rule_actions", {})
+        if rule in RULES and rule_actions:
+            others = sorted(n for n in rule_actions if n not in RULES[rule].param_names)
+            for other in rng.sample(others, min(3, len(others))):
+                flag = "--" + other.replace("_", "-")
+                cases.append((name, _set(base, flag, "1"), flag, RULE_FLAG))
+        cases.append((name, [*base, "--no-such-flag", "1"], "--no-such-flag", NO_SUCH_FLAG))
     return cases
 
 
@@ -306,8 +238,21 @@ def test_fuzz_every_command(tmp_path, monkeypatch):
     rng = random.Random(SEED)
     (tmp_path / "work").mkdir()
     cases = _cases(rng, str(csv), tmp_path / "work")
+    bases = _bases(str(csv), tmp_path / "work")
+    for name, parser in _parsers().items():  # every flag, every kind of bad value, per command
+        flags = {flag for n, _, flag, _ in cases if n == name}
+        kinds = {kind for n, _, _, kind in cases if n == name}
+        value_flags = _value_flags(parser)
+        assert {a.option_strings[-1] for a in value_flags} | {"--no-such-flag"} <= flags, name
+        assert NO_SUCH_FLAG in kinds, name
+        if any(not _is_output(a) for a in value_flags):
+            assert set(BAD_VALUES) <= kinds, name
+        if any(_is_output(a) for a in value_flags):
+            assert set(BAD_PATHS) <= kinds, name
+        if _rule_of(bases[name]) is not None and getattr(parser, "rule_actions", {}):
+            assert RULE_FLAG in kinds, name
     failures = []
-    for argv, flag in cases:
+    for _, argv, flag, _ in cases:
         argv = [*argv, "--json"] if rng.random() < 0.5 else argv
         base_fails = argv[0] in BASE_FAILS
         try:
@@ -317,7 +262,6 @@ def test_fuzz_every_command(tmp_path, monkeypatch):
             continue
         failures += [f"{' '.join(argv)}: {p}" for p in _problems(argv, flag, base_fails, code,
                                                                    out, err)]  # fmt: skip
-    assert len(cases) >= 2000
     assert not failures, f"{len(failures)} failures:\n" + "\n".join(sorted(set(failures))[:60])
 
 
@@ -346,7 +290,7 @@ def test_fuzz_valid_lines(tmp_path, monkeypatch):
     failures, codes = [], []
     for _ in range(VALID_CALLS):
         name = rng.choice(names)
-        argv = valid_line(rng, name, bases[name][0], parsers[name], files)
+        argv = valid_line(rng, name, bases[name], parsers[name], files)
         argv = [*argv, "--json"] if rng.random() < 0.5 else argv
         try:
             code, out, err = _call(argv)
