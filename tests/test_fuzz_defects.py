@@ -83,6 +83,11 @@ def test_an_ea_elastic_force_near_zero_is_refused_not_answered(tau):
         return np.max(np.abs(np.linalg.eigvals(np.asarray(monodromy(rule, model, lr), float))))
 
     assert radius(found * (1 - 1e-4)) < 1 < radius(found * (1 + 1e-4))
+
+
+def test_an_ea_elastic_force_near_zero_is_refused_by_the_command_line():
+    """The seed-9702 line itself (all three delays at once): one line naming the elastic force
+    (it ran in each of the three cases above, the same 1.1 s call each time)."""
     argv = "t1-audit ea --lam 4 --lr-schedule constant:0.1 --taus 1,4,16 --elastic 1e-12".split()
     argv += ["--steps", "1910", "--anneal-steps", "403"]
     assert "float64" in _refused_naming(argv, "elastic=1e-12")
