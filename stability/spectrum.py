@@ -257,16 +257,23 @@ def dominant_root(poly: SparsePoly, digits: int = 40) -> DominantRoot:
 
 
 def _mp_eval(exps, coeffs, z, derivative: int = 0):
+    """The ``derivative``-th derivative of Σ c_k z^k at z in mpmath, by Horner's scheme over
+    the sparse exponents (highest first, z^gap between neighbours): one multiplication per
+    unit of degree on a dense polynomial, O(log gap) on a sparse one."""
     import mpmath
 
-    total = mpmath.mpc(0)
-    for k, c in zip(exps, coeffs, strict=True):
-        k = int(k)
-        if k < derivative:
-            continue
-        factor = math.prod(range(k - derivative + 1, k + 1))
-        total += mpmath.mpf(float(c)) * factor * z ** (k - derivative)
-    return total
+    terms = sorted(
+        (int(k) - derivative, math.prod(range(int(k) - derivative + 1, int(k) + 1)), float(c))
+        for k, c in zip(exps, coeffs, strict=True)
+        if int(k) >= derivative
+    )
+    total, power = mpmath.mpc(0), None
+    for e, factor, c in reversed(terms):
+        if power is not None:
+            total *= z ** (power - e)
+        total += mpmath.mpf(c) * factor
+        power = e
+    return total * z**power if terms and power else total
 
 
 def _newton(exps, coeffs, z, iterations: int = 80):
