@@ -23,7 +23,14 @@ from stability.polynomial import SparsePoly, polynomial_determinant
 from stability.quadratic import QuadraticModel
 from stability.rules.random_delay import kernel_polynomial, random_delay
 from stability.rules.registry import RULES, build_rule
-from stability.spectrum import dominant_root, dominant_root_at, half_life, roots, spectral_radius
+from stability.spectrum import (
+    _mp_eval,
+    dominant_root,
+    dominant_root_at,
+    half_life,
+    roots,
+    spectral_radius,
+)
 from stability.winding import (
     FFT_MIN_TERMS,
     HalfCircleGrid,
@@ -127,6 +134,24 @@ def test_dominant_root_matches_mpmath_to_1e10(c):
     got = dominant_root(SparsePoly.from_dense(c))
     assert got.radius == pytest.approx(mp_radius(c), rel=1e-10, abs=1e-12)
     assert abs(np.polyval(c, got.root)) <= 1e-9 * max(1.0, got.radius) ** len(c)
+
+
+@pytest.mark.parametrize("exps", [range(41), (0, 3, 400, 401), (1, 2000)])
+def test_refinement_evaluates_p_and_its_derivative_as_mpmath_polyval(exps):
+    """The sparse Horner evaluation the root refinement uses (dense, sparse, no constant term)
+    equals mpmath's polyval of the dense coefficients, value and first derivative, at 50 digits."""
+    exps = np.asarray(exps)
+    coeffs = np.random.default_rng(int(exps.sum())).standard_normal(exps.size)
+    dense = np.zeros(exps.max() + 1)
+    dense[exps.max() - exps] = coeffs
+    with mpmath.workdps(50):
+        z = mpmath.mpc("0.97", "0.21")
+        value, slope = mpmath.polyval([mpmath.mpf(float(c)) for c in dense], z, derivative=True)
+        for got, want in (
+            (_mp_eval(exps, coeffs, z), value),
+            (_mp_eval(exps, coeffs, z, 1), slope),
+        ):
+            assert abs(got - want) <= mpmath.mpf(10) ** -40 * max(1, abs(want))
 
 
 @pytest.mark.parametrize("tau", [1, 2, 5, 13, 40])
