@@ -93,26 +93,27 @@ def tiny():
     [(dict(tau=0), 0.0, 0.1), (dict(tau=1), 2.0, 0.1), (dict(pipeline=("pipemare", 2)), 0.0, 0.05)],
 )
 def test_the_stationary_v_hat_is_the_mean_square_gradient_of_its_own_stationary_run(
-    tiny, stages, wd, lr
+    tiny, stages, wd, lr, monkeypatch
 ):
     """k = p: v̂ = F(v̂) for the dense map (to 1e-5, the iteration stops at 1e-6), and net
-    noise's floor and P are the dense ones at that v̂."""
-    from stability.nets.adaptive import adaptive_setup
-    from stability.nets.noise_public import _pipeline
-    from stability.nets.stationary_adam import stationary_preconditioner
+    noise's floor and P are the dense ones at that v̂.  The v̂ checked is the one net noise
+    solved and used (its call of `stationary_preconditioner` recorded, not repeated)."""
+    import stability.nets.stationary_adam as stationary_adam
 
     net, Hs, G = tiny
     if "pipeline" in stages:
         stages = dict(pipeline=pipeline(*stages["pipeline"]))
     params = dict(beta1=0.9, weight_decay=wd)
+    solved, solve = [], stationary_adam.stationary_preconditioner
+
+    def recorded(*args, **kwargs):  # net noise's own solve, kept for the dense check
+        solved.append(solve(*args, **kwargs))
+        return solved[-1]
+
+    monkeypatch.setattr(stationary_adam, "stationary_preconditioner", recorded)
     r = st.net_noise(net, "adam", batch=8, k=net.dim, lr=lr, precond_from="stationary",
                      **params, **stages, **FAST)  # fmt: skip
-    pipe = _pipeline(net, stages.get("pipeline"), stages.get("tau"))
-    setup = adaptive_setup(net, "adam", params, "stationary", command="noise")
-    pre = stationary_preconditioner(
-        net, setup.rules("adam", pipe), lr=lr, batch=8, k=net.dim,
-        uniform=len(set(r.stage_taus)) == 1, beta2=0.999, eps=1e-8,
-    )  # fmt: skip
+    [pre] = solved
     v = pre.exp_avg_sq.numpy()
     taus = np.repeat(r.stage_taus, r.stage_sizes)
     F, floor = _dense_fixed_point_map(Hs, G, v, lr=lr, beta1=0.9, taus=taus, wd=wd, batch=8)
@@ -132,9 +133,10 @@ def test_the_stationary_v_hat_is_the_mean_square_gradient_of_its_own_stationary_
 def test_real_adam_settles_at_the_predicted_stationary_floor_and_v_hat_on_a_linear_model():
     """At this lr the minibatch noise alone gives a P without a stationary state (the solver
     starts from 4ⁿ × it); the fixed point predicts the floor that real Adam, continuing v̂ from
-    it, keeps, and v̂ stays."""
+    it, keeps, and v̂ stays.  The almost-sure bracket the measurement also takes is not what
+    this test reads: its pairs are the fewest and shortest allowed (2 of 100 steps)."""
     r = st.net_noise(LINEAR, "adam", beta1=0.5, batch=16, k=11, tau=1, lr=0.05, steps=1000,
-                     at=[0, 10, 100, 1000], measure=True, runs=64, pairs=4, pair_steps=400,
+                     at=[0, 10, 100, 1000], measure=True, runs=64, pairs=2, pair_steps=100,
                      lyapunov_steps=500, lyapunov_runs=8, precond_from="stationary")  # fmt: skip
     for measured in (r.measured, r.measured_real):
         mean, se = measured["floor"]
