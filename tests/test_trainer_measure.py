@@ -90,7 +90,11 @@ def test_cpusmall_full_batch_max_lr_within_1_percent_and_rates_within_2_percent(
     setup = linreg_linearization(
         LinearRegression.from_dataset(load_regression(cpusmall_csv, standardize="features"))
     )
-    protocol = Protocol(steps=10_000, rate_steps=10_000, rel_tol=2e-3, span=1.25)
+    # 3,000 steps a verdict run: ≥ 20 delays (τ ≤ 16; `short_run_note`), and the measured max
+    # lr is the same at 3,000, 5,000 and 10,000 steps (ratio 1.00011: the bracket's midpoint).
+    # The rate runs double their length until ln ρ̂ settles (`converged_log_rate`), so 5,000
+    # only moves where the doubling starts: every rate ratio within 6e-5 of the 10,000 one's.
+    protocol = Protocol(steps=3_000, rate_steps=5_000, rel_tol=2e-3, span=1.25)
     cases = [("sgd", 4), ("momentum", 16), ("nesterov", 1), ("lwp+sc", 0), ("sc", 1)]
     for name, tau in cases:
         (row,) = validate_uniform(setup, [name], {"momentum": 0.9}, [tau], protocol)
