@@ -50,7 +50,7 @@ command = "train"
 rule = "sgd"
 [fixed]
 problem = "linreg"
-steps = 3000
+steps = 2000
 [grid]
 tau = [1, 2, 4, 8, 16, 32]
 lr = { start = 0.01, stop = 1.0, num = 12, log = true }
@@ -248,14 +248,23 @@ def test_a_rule_axis_records_nan_with_the_reason_where_a_rule_lacks_a_parameter(
 # -- resume and failures -------------------------------------------------------------------------
 
 
-def test_a_killed_sweep_process_resumes_without_recomputing_a_finished_chunk(tmp_path, scheduler):
+@pytest.fixture(scope="module")
+def train_reference(tmp_path_factory, scheduler):
+    """`TRAIN_SPEC` swept without interruption: the dataset both kill tests must end with (one
+    sweep for the module; each test still runs its own interrupted sweep from scratch)."""
+    out = tmp_path_factory.mktemp("sweep") / "reference"
+    sweep.run_sweep(sweep.parse_spec(TRAIN_SPEC), out, scheduler=scheduler[0])
+    return sweep.load(out)
+
+
+def test_a_killed_sweep_process_resumes_without_recomputing_a_finished_chunk(
+    tmp_path, scheduler, train_reference
+):
     """SIGKILL the sweep (its own LocalCluster, the default) after some chunks; the rerun
     skips exactly the finished chunks and ends with the dataset of an uninterrupted sweep."""
     address, _ = scheduler
     spec_path = write(tmp_path, TRAIN_SPEC)
     spec = sweep.read_spec(spec_path)
-    reference = tmp_path / "reference"
-    sweep.run_sweep(spec, reference, scheduler=address)
 
     out = tmp_path / "killed"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
@@ -283,14 +292,12 @@ def test_a_killed_sweep_process_resumes_without_recomputing_a_finished_chunk(tmp
     assert summary.chunks_computed == spec.chunks - len(before)
     after = sweep.store.SweepStore(out).finished()
     assert all(after[k] == m for k, m in before.items())  # the same run's markers: not redone
-    assert same(sweep.load(out), sweep.load(reference))
+    assert same(sweep.load(out), train_reference)
 
 
-def test_a_killed_worker_loses_nothing(tmp_path, scheduler):
+def test_a_killed_worker_loses_nothing(tmp_path, scheduler, train_reference):
     address, client = scheduler
-    spec = sweep.parse_spec(TRAIN_SPEC.replace("steps = 3000", "steps = 2000"))
-    reference = tmp_path / "reference"
-    sweep.run_sweep(spec, reference, scheduler=address)
+    spec = sweep.parse_spec(TRAIN_SPEC)
     killed = []
 
     def kill_one_worker(done, total):
@@ -304,7 +311,7 @@ def test_a_killed_worker_loses_nothing(tmp_path, scheduler):
     assert killed and killed[0] not in worker_pids(client)  # the nanny started a new one
     assert summary.complete and summary.chunks_failed == 0
     assert summary.chunks_computed == spec.chunks
-    assert same(sweep.load(out), sweep.load(reference))
+    assert same(sweep.load(out), train_reference)
 
 
 # -- train: the trainer's numbers, and the reproduction specs ----------------------------------
