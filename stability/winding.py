@@ -62,7 +62,9 @@ def on_circle(theta: np.ndarray, exps: np.ndarray, coeffs: np.ndarray) -> np.nda
     return (np.cos(x) @ coeffs) + 1j * (np.sin(x) @ coeffs)
 
 
-def winding_turns(theta: np.ndarray, values: np.ndarray, evaluate, rate=None) -> np.ndarray:
+def winding_turns(
+    theta: np.ndarray, values: np.ndarray, evaluate, rate=None, evaluate_and_rate=None
+) -> np.ndarray:
     """Phase change of f along θ, in units of π, for each column of samples (n, M).
 
     ``values[i, m]`` = f_m(θ_i); ``evaluate(t, cols)`` gives f_cols(t) at paired arrays.
@@ -75,6 +77,10 @@ def winding_turns(theta: np.ndarray, values: np.ndarray, evaluate, rate=None) ->
     length > 1: a cluster of k zeros at distance δ ≪ the sample spacing from the path turns
     the phase by ≈ k·π between two samples, which seen modulo 2π can look like a small step
     (k even) — the rate at the sample nearest the cluster (≈ k/δ) exposes it.
+
+    ``evaluate_and_rate`` (optional, with ``rate``): ``(f, rate)`` at paired points in one
+    call, the same numbers as ``evaluate`` and ``rate``; a subdivision then evaluates its 9
+    points once instead of twice (`stability.dynamics.round_robin`: half its evaluations).
 
     The intervals that turn by less than 1 rad (nearly all) are summed without an arctangent
     each: their principal phase steps telescope to arg f(end) − arg f(start), corrected by 2π
@@ -112,13 +118,19 @@ def winding_turns(theta: np.ndarray, values: np.ndarray, evaluate, rate=None) ->
         keep = ~tiny & ~failed[col]
         lo, hi, v_lo, v_hi, col = lo[keep], hi[keep], v_lo[keep], v_hi[keep], col[keep]
         t = lo[:, None] + (hi - lo)[:, None] * split[None, :]
-        inner = evaluate(t[:, 1:-1].ravel(), np.repeat(col, 7)).reshape(len(lo), 7)
+        speed = None
+        if rate is not None and evaluate_and_rate is not None:
+            both, speed = evaluate_and_rate(t, np.repeat(col, 9).reshape(t.shape))
+            inner = both[:, 1:-1]
+        else:
+            inner = evaluate(t[:, 1:-1].ravel(), np.repeat(col, 7)).reshape(len(lo), 7)
         failed[col[np.any(inner == 0, axis=1)]] = True
         v = np.concatenate([v_lo[:, None], inner, v_hi[:, None]], axis=1)
         sub = np.angle(v[:, 1:] * np.conj(v[:, :-1]))
         bad = np.abs(sub) > _MAX_TURN
         if rate is not None:
-            speed = rate(t, np.repeat(col, 9).reshape(t.shape))
+            if speed is None:
+                speed = rate(t, np.repeat(col, 9).reshape(t.shape))
             bad |= np.maximum(speed[:, 1:], speed[:, :-1]) * np.diff(t, axis=1) > _MAX_TURN
         np.add.at(total, col, np.where(bad, 0.0, sub).sum(axis=1))
         j, k = np.nonzero(bad)
@@ -317,13 +329,18 @@ def count_inside(f: CircleFunction, r: np.ndarray, cols: np.ndarray) -> np.ndarr
         def evaluate(t, k, c=c, radius=radius):
             return f.at(radius[k] * np.exp(1j * t), c[k])
 
-        rate = None
+        rate = both = None
         if hasattr(f, "phase_rate"):  # clustered zeros near the circle (winding_turns)
 
             def rate(t, k, c=c, radius=radius):
                 return f.phase_rate(radius[k] * np.exp(1j * t), c[k])
 
-        turns = winding_turns(f.theta, values, evaluate, rate)
+        if hasattr(f, "at_and_phase_rate"):
+
+            def both(t, k, c=c, radius=radius):
+                return f.at_and_phase_rate(radius[k] * np.exp(1j * t), c[k])
+
+        turns = winding_turns(f.theta, values, evaluate, rate, both)
         out[part] = np.where(np.abs(turns - np.round(turns)) <= 0.05, np.round(turns), np.nan)
     return out
 

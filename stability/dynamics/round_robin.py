@@ -120,11 +120,16 @@ class RoundRobinColumns:
         """|d arg F(r·e^{iθ})/dθ| = |Re(z·F'(z)/F(z))| at paired (z, cols): how fast the phase
         turns (`stability.winding.winding_turns` refines where it may alias — the multipliers
         of a small elastic force and a small lr cluster near 1, closer than the samples)."""
+        return self.at_and_phase_rate(z, cols)[1]
+
+    def at_and_phase_rate(self, z, cols):
+        """`at` and `phase_rate` at paired (z, cols) from one evaluation of the parts (the
+        refinement of `stability.winding.winding_turns` needs both at the same points)."""
         lead, tail, d_ratio, n_ratio, _ = self._parts(z, cols)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             zf = lead * (1 + self.replicas * z * d_ratio) - tail * self.replicas * z * n_ratio
             speed = np.abs((zf / (lead - tail)).real)
-        return np.where(np.isfinite(speed), speed, np.inf)
+        return lead - tail, np.where(np.isfinite(speed), speed, np.inf)
 
     def bounds(self):
         """Lower: |F(0)|^{1/deg} = |n(0)|^{N/deg} (the geometric mean of the multipliers, if
