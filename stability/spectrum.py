@@ -273,7 +273,7 @@ def _mp_eval(exps, coeffs, z, derivative: int = 0):
             total *= z ** (power - e)
         total += mpmath.mpf(c) * factor
         power = e
-    return total * z**power if terms and power else total
+    return total * z**power if power else total  # the lowest exponent (None: no terms)
 
 
 def _newton(exps, coeffs, z, iterations: int = 80):

@@ -62,9 +62,7 @@ def on_circle(theta: np.ndarray, exps: np.ndarray, coeffs: np.ndarray) -> np.nda
     return (np.cos(x) @ coeffs) + 1j * (np.sin(x) @ coeffs)
 
 
-def winding_turns(
-    theta: np.ndarray, values: np.ndarray, evaluate, rate=None, evaluate_and_rate=None
-) -> np.ndarray:
+def winding_turns(theta: np.ndarray, values: np.ndarray, evaluate, rate=None) -> np.ndarray:
     """Phase change of f along θ, in units of π, for each column of samples (n, M).
 
     ``values[i, m]`` = f_m(θ_i); ``evaluate(t, cols)`` gives f_cols(t) at paired arrays.
@@ -72,15 +70,12 @@ def winding_turns(
     only there, so a zero of f close to the path costs a few samples near it instead of a
     finer grid everywhere.  Columns with a zero on the path (to machine precision) are NaN.
 
-    ``rate`` (optional): ``rate(t, cols)`` = |dφ/dθ| at paired points.  With it an interval
+    ``rate`` (optional): ``rate(t, cols)`` = (f, |dφ/dθ|) at paired points (one evaluation
+    gives both; a subdivision reads its inner values from it).  With it an interval
     is also split where the phase *may* turn by more than 1 rad, max(rate at its ends) ×
     length > 1: a cluster of k zeros at distance δ ≪ the sample spacing from the path turns
     the phase by ≈ k·π between two samples, which seen modulo 2π can look like a small step
     (k even) — the rate at the sample nearest the cluster (≈ k/δ) exposes it.
-
-    ``evaluate_and_rate`` (optional, with ``rate``): ``(f, rate)`` at paired points in one
-    call, the same numbers as ``evaluate`` and ``rate``; a subdivision then evaluates its 9
-    points once instead of twice (`stability.dynamics.round_robin`: half its evaluations).
 
     The intervals that turn by less than 1 rad (nearly all) are summed without an arctangent
     each: their principal phase steps telescope to arg f(end) − arg f(start), corrected by 2π
@@ -98,7 +93,7 @@ def winding_turns(
     bad = (w_re <= 0) | (np.abs(w_im) > _TAN_MAX_TURN * w_re)
     if rate is not None:
         cols_all = np.broadcast_to(np.arange(values.shape[1]), values.shape)
-        speed = rate(np.broadcast_to(theta[:, None], values.shape), cols_all)
+        _, speed = rate(np.broadcast_to(theta[:, None], values.shape), cols_all)
         fast = np.maximum(speed[:-1], speed[1:]) * np.diff(theta)[:, None] > _MAX_TURN
         bad |= fast
     negative = (a_re < 0) & ~bad  # a small step straddling the real axis on its negative side
@@ -118,9 +113,8 @@ def winding_turns(
         keep = ~tiny & ~failed[col]
         lo, hi, v_lo, v_hi, col = lo[keep], hi[keep], v_lo[keep], v_hi[keep], col[keep]
         t = lo[:, None] + (hi - lo)[:, None] * split[None, :]
-        speed = None
-        if rate is not None and evaluate_and_rate is not None:
-            both, speed = evaluate_and_rate(t, np.repeat(col, 9).reshape(t.shape))
+        if rate is not None:  # f and its rate at the 9 points, one evaluation
+            both, speed = rate(t, np.repeat(col, 9).reshape(t.shape))
             inner = both[:, 1:-1]
         else:
             inner = evaluate(t[:, 1:-1].ravel(), np.repeat(col, 7)).reshape(len(lo), 7)
@@ -129,8 +123,6 @@ def winding_turns(
         sub = np.angle(v[:, 1:] * np.conj(v[:, :-1]))
         bad = np.abs(sub) > _MAX_TURN
         if rate is not None:
-            if speed is None:
-                speed = rate(t, np.repeat(col, 9).reshape(t.shape))
             bad |= np.maximum(speed[:, 1:], speed[:, :-1]) * np.diff(t, axis=1) > _MAX_TURN
         np.add.at(total, col, np.where(bad, 0.0, sub).sum(axis=1))
         j, k = np.nonzero(bad)
@@ -329,18 +321,13 @@ def count_inside(f: CircleFunction, r: np.ndarray, cols: np.ndarray) -> np.ndarr
         def evaluate(t, k, c=c, radius=radius):
             return f.at(radius[k] * np.exp(1j * t), c[k])
 
-        rate = both = None
-        if hasattr(f, "phase_rate"):  # clustered zeros near the circle (winding_turns)
+        rate = None
+        if hasattr(f, "at_and_phase_rate"):  # clustered zeros near the circle (winding_turns)
 
             def rate(t, k, c=c, radius=radius):
-                return f.phase_rate(radius[k] * np.exp(1j * t), c[k])
-
-        if hasattr(f, "at_and_phase_rate"):
-
-            def both(t, k, c=c, radius=radius):
                 return f.at_and_phase_rate(radius[k] * np.exp(1j * t), c[k])
 
-        turns = winding_turns(f.theta, values, evaluate, rate, both)
+        turns = winding_turns(f.theta, values, evaluate, rate)
         out[part] = np.where(np.abs(turns - np.round(turns)) <= 0.05, np.round(turns), np.nan)
     return out
 

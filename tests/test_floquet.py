@@ -194,33 +194,24 @@ def test_round_robin_function_is_the_characteristic_polynomial_of_the_monodromy(
     np.testing.assert_allclose(expanded, np.poly(monodromy(rule, model, lr)), atol=1e-11)
 
 
-def test_one_evaluation_for_value_and_phase_rate_counts_exactly_as_two():
-    """The winding refinement takes F and its phase rate from one evaluation of the parts
-    (`RoundRobinColumns.at_and_phase_rate`); on circles 1e-9 … 1e-13 from a cluster of
-    multipliers (deep subdivision) the phase change is the same float as with `at` and
-    `phase_rate` called separately, and a count that misreads the shared points fails."""
-    from stability.winding import largest_root, winding_turns
+def test_value_and_phase_rate_from_one_evaluation_count_the_multipliers():
+    """`RoundRobinColumns.at_and_phase_rate` gives F as `at` does and its phase rate as
+    |Re(z/(F/F'))| from `newton_step`'s F/F' (the derivative by another formula), on circles
+    1e-9 outside the largest multiplier of a cluster (deep subdivision in `winding_turns`);
+    the winding count there is every multiplier (the degree N·m + 1)."""
+    from stability.winding import count_inside, largest_root
 
     rule, model = build_rule("ea", tau=3, replicas=3, elastic=0.0249, lam=20.0)
     f = round_robin_function(rule, model, np.array([1.0, 0.658]))
     rho = largest_root(f).radius
-    cols = np.array([0, 1, 0, 1])
-    r = np.repeat(rho, 2)[[0, 2, 1, 3]] * (1 + np.array([1e-9, 1e-9, -1e-13, -1e-13]))
-
-    def evaluate(t, k):
-        return f.at(r[k] * np.exp(1j * t), cols[k])
-
-    def rate(t, k):
-        return f.phase_rate(r[k] * np.exp(1j * t), cols[k])
-
-    def both(t, k):
-        return f.at_and_phase_rate(r[k] * np.exp(1j * t), cols[k])
-
-    values = f.samples(r, cols)
-    separate = winding_turns(f.theta, values, evaluate, rate)
-    merged = winding_turns(f.theta, values, evaluate, rate, both)
-    assert np.isfinite(separate).all()
-    np.testing.assert_array_equal(merged, separate)
+    cols = np.array([0, 1])
+    theta = np.linspace(-math.pi, math.pi, 257)
+    z = (rho * (1 + 1e-9))[:, None] * np.exp(1j * theta)[None, :]
+    pick = np.broadcast_to(cols[:, None], z.shape)
+    value, rate = f.at_and_phase_rate(z, pick)
+    np.testing.assert_array_equal(value, f.at(z, pick))
+    np.testing.assert_allclose(rate, np.abs((z / f.newton_step(z, pick)).real), rtol=1e-9)
+    np.testing.assert_array_equal(count_inside(f, rho * (1 + 1e-9), cols), f.degree[cols])
 
 
 def _power(p, k):

@@ -116,15 +116,11 @@ class RoundRobinColumns:
             slope = lead * (1 / z + self.replicas * d_ratio) - tail * self.replicas * n_ratio
             return (lead - tail) / slope
 
-    def phase_rate(self, z, cols):
-        """|d arg F(r·e^{iθ})/dθ| = |Re(z·F'(z)/F(z))| at paired (z, cols): how fast the phase
-        turns (`stability.winding.winding_turns` refines where it may alias — the multipliers
-        of a small elastic force and a small lr cluster near 1, closer than the samples)."""
-        return self.at_and_phase_rate(z, cols)[1]
-
     def at_and_phase_rate(self, z, cols):
-        """`at` and `phase_rate` at paired (z, cols) from one evaluation of the parts (the
-        refinement of `stability.winding.winding_turns` needs both at the same points)."""
+        """F and |d arg F(r·e^{iθ})/dθ| = |Re(z·F'(z)/F(z))| at paired (z, cols), from one
+        evaluation of the parts: how fast the phase turns (`stability.winding.winding_turns`
+        refines where it may alias — the multipliers of a small elastic force and a small lr
+        cluster near 1, closer than the samples — and needs F at the same points)."""
         lead, tail, d_ratio, n_ratio, _ = self._parts(z, cols)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             zf = lead * (1 + self.replicas * z * d_ratio) - tail * self.replicas * z * n_ratio
