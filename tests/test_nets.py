@@ -145,9 +145,96 @@ def test_the_negative_end_of_a_small_model_is_exact(tiny):
     exact = np.linalg.eigvalsh(dense_hessian(tiny))
     cut = -NEGATIVE_TOL * exact[-1]
     assert np.sum(exact < cut) >= 5
-    found, hvps = negative_end(HessianOperator(tiny), exact[-1], k=5)
-    assert hvps == tiny.dim
+    found, hvps, complete = negative_end(HessianOperator(tiny), exact[-1], k=5)
+    assert hvps == tiny.dim and complete
     assert np.allclose(found, exact[:5], rtol=1e-9, atol=1e-12 * exact[-1])
+
+
+def test_the_negative_end_up_to_the_dense_limit_is_exact_and_an_unconverged_one_is_unknown(
+    tiny_file, tiny, monkeypatch
+):
+    """Up to `DENSE_NEGATIVE_MAX` parameters the bottom of the spectrum comes from the dense
+    operator (an 866-parameter MLP had 322 eigenvalues below the cut and 30 Lanczos restarts
+    found none).  Above it an unconverged search that found none leaves ``negative_ratio``
+    null with a warning — "0.0" would read as "no negative curvature"."""
+    from stability.nets import curvature as curvature_module
+    from stability.nets.minimum import nearness
+
+    net = problem_from_dict(_module(tiny_file).unfitted())
+    op = HessianOperator(net)
+    exact = np.linalg.eigvalsh(dense_hessian(net))
+    ncv = curvature_module.krylov_basis(net.dim, 5)
+    assert net.dim > ncv + 1 * (ncv - 5)  # beyond a one-restart Lanczos budget: dense by size
+    found, hvps, complete = negative_end(op, exact[-1], k=5, maxiter=1)
+    assert complete and hvps == net.dim
+    assert np.allclose(found, exact[:5], rtol=1e-9, atol=1e-12 * exact[-1])
+
+    monkeypatch.setattr(curvature_module, "DENSE_NEGATIVE_MAX", 0)
+    below = np.sum(exact < -NEGATIVE_TOL * exact[-1])
+    fitted = HessianOperator(tiny)
+    top = float(np.linalg.eigvalsh(dense_hessian(tiny))[-1])
+    found, hvps, complete = negative_end(fitted, top, k=5, maxiter=1)
+    assert not complete and found.size == 0 and hvps < tiny.dim, (below, found, hvps)
+    near = nearness(tiny, top, found, complete=complete)
+    assert near.negative_ratio is None and "unknown" in near.unknown
+    assert nearness(tiny, top, found).negative_ratio == 0.0  # a complete search: none
+
+
+def test_a_hessian_that_vanishes_has_zero_eigenvalues_and_no_max_lr(tmp_path, capsys):
+    """A float32 cross-entropy saturated at exactly 0 has a Hessian that is exactly 0: ARPACK
+    stops on it ("starting vector is zero"); the curvature is k zeros with a warning, the
+    sharpness along a run 0, and the max lr one line naming --problem, exit 2."""
+    import json
+
+    from scipy.sparse.linalg import LinearOperator
+
+    from stability.nets.curvature import arpack
+
+    zero = LinearOperator((100, 100), matvec=lambda v: np.zeros(100), dtype=np.float64)
+    v0 = np.random.default_rng(0).standard_normal(100)
+    values, vectors = arpack(zero, k=3, which="LA", v0=v0, ncv=20)
+    assert np.all(values == 0) and np.allclose(vectors.T @ vectors, np.eye(3), atol=1e-12)
+    assert abs(abs(vectors[:, 0] @ v0) - np.linalg.norm(v0)) < 1e-9
+    diagonal = LinearOperator((100, 100), matvec=lambda v: np.arange(100.0) * v, dtype=float)
+    assert arpack(diagonal, k=2, which="LA", v0=v0, ncv=20)[0] == pytest.approx([98, 99])
+
+    path = tmp_path / "saturated.py"
+    path.write_text(
+        textwrap.dedent(
+            """
+            import torch
+
+            def problem():
+                g = torch.Generator().manual_seed(0)
+                x = torch.randn(30, 6, generator=g)
+                y = torch.arange(30) % 3
+                model = torch.nn.Sequential(torch.nn.Linear(6, 12), torch.nn.Tanh(),
+                                            torch.nn.Linear(12, 3))
+                with torch.no_grad():  # logits 1e4 apart: softmax is one-hot in float32
+                    model[2].weight.zero_()
+                    model[2].bias.zero_()
+                    model[0].weight.zero_()
+                    model[0].bias.zero_()
+                    model[2].bias[0] = 1e4
+                return {"model": model, "loss": torch.nn.functional.cross_entropy,
+                        "inputs": x, "targets": torch.zeros(30, dtype=torch.long)}
+            """
+        )
+    )
+    spec = f"{path}:problem"
+    assert main(["net", "curvature", "--problem", spec, "--k", "3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["n_params"] > 64  # ARPACK, not the dense path
+    assert out["eigenvalues"] == [0.0, 0.0, 0.0]
+    assert any("λ₁ = 0: the Hessian vanishes" in w for w in out["warnings"])
+    assert main(["net", "max-lr", "--problem", spec, "--rule", "sgd", "--tau", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stability: error: --problem: the Hessian has no positive eigenvalue")
+    assert err.count("\n") == 1
+    train = ["net", "train", "--problem", spec, "--rule", "sgd", "--tau", "2", "--lr", "0.1"]
+    assert main([*train, "--steps", "20", "--sharpness-every", "10", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [lam for _, lam in out["sharpness"]] == [0.0, 0.0, 0.0]
 
 
 def test_mse_loss_falls_back_to_reverse_over_reverse():

@@ -52,7 +52,10 @@ def stage_factors(
     V = np.asarray(eigenvectors, dtype=float)
     keep = lam > 0
     if not np.any(keep):
-        raise ValueError("the Hessian has no positive eigenvalue among those computed")
+        raise ValueError(
+            f"problem: the Hessian has no positive eigenvalue among those computed (the "
+            f"largest is {lam.max():.3g}): no step size is limited by curvature at these weights"
+        )
     B = V[:, keep] * np.sqrt(lam[keep])
     ends = np.cumsum((0, *stage_sizes))
     if ends[-1] != B.shape[0]:

@@ -51,12 +51,14 @@ WHAT_INSTEAD = (
 
 @dataclass(frozen=True)
 class Nearness:
-    """How near a minimum the weights are (module doc); ``warning`` None when near one."""
+    """How near a minimum the weights are (module doc); ``warning`` None when near one;
+    ``unknown`` says why ``negative_ratio`` is None after a search (else None)."""
 
     gradient_norm: float
     gradient_scale: float | None
     negative_ratio: float | None
     warning: str | None
+    unknown: str | None = None
 
     @property
     def saddle(self) -> bool:
@@ -68,7 +70,8 @@ NEARNESS_DOCS = {
     "gradient_norm": "‖∇f(w)‖ at the weights analysed (full batch; docs/nets.md, not at a minimum)",
     "gradient_scale": "‖∇f‖/(λ₁·‖w‖): the distance to the local model's minimum (≥ ‖∇f‖/λ₁) as a "
     "fraction of ‖w‖; > 1e-5: not at a minimum (stability.nets.minimum)",
-    "negative_ratio": "λ_min/λ₁ of the most negative eigenvalue found (0: none); < −1e-4: a saddle",
+    "negative_ratio": "λ_min/λ₁ of the most negative eigenvalue found (0: none; null: not "
+    "searched, or a search that did not converge and found none); < −1e-4: a saddle",
 }
 """The meaning of each field of `Nearness` in the results that report it."""
 
@@ -84,22 +87,39 @@ def nearness(
     lam_max: float,
     negative_eigenvalues: np.ndarray | None,
     gradient_norm: float | None = None,
+    complete: bool = True,
 ) -> Nearness:
     """`Nearness` at the problem's weights from λ₁ and the negative eigenvalues found
-    (``None``: the bottom of the spectrum was not searched); ``gradient_norm``: ‖∇f(w)‖ if
-    already known (else computed)."""
+    (``None``: the bottom of the spectrum was not searched; ``complete``: whether that search
+    converged, `stability.nets.curvature.negative_end` — one that did not and found none leaves
+    ``negative_ratio`` None, unknown, not 0); ``gradient_norm``: ‖∇f(w)‖ if already known
+    (else computed)."""
     w = problem.w_star
     g = float(problem.gradient(w).detach().norm()) if gradient_norm is None else gradient_norm
     scale = float(lam_max) * float(w.detach().norm())
     gradient_scale = g / scale if scale > 0 else None
-    negative_ratio = None
+    negative_ratio = unknown = None
     if negative_eigenvalues is not None and lam_max > 0:
         low = np.asarray(negative_eigenvalues, dtype=float)
-        negative_ratio = float(min(low.min(), 0.0) / lam_max) if low.size else 0.0
+        if low.size:
+            negative_ratio = float(min(low.min(), 0.0) / lam_max)
+        elif complete:
+            negative_ratio = 0.0
+        else:
+            unknown = (
+                "negative_ratio is unknown: Lanczos at the bottom of the spectrum did not "
+                "converge in its restarts (near zero a network's spectrum is dense), so a saddle "
+                "is not excluded"
+            )
     reasons = []
-    if gradient_scale is None:
-        reasons.append("λ₁ ≤ 0: no positive curvature")
-    elif gradient_scale > GRADIENT_TOL:
+    if lam_max < 0:
+        reasons.append("λ₁ < 0: no positive curvature")
+    elif lam_max == 0:
+        reasons.append(
+            "λ₁ = 0: the Hessian vanishes at these weights in the problem's dtype (e.g. a loss "
+            "saturated at exactly 0)"
+        )
+    elif gradient_scale is not None and gradient_scale > GRADIENT_TOL:
         reasons.append(
             f"‖∇f‖ = {g:.3g}: the minimum is at least ‖∇f‖/λ₁ = {g / lam_max:.3g} away, "
             f"{gradient_scale:.2g} of ‖w‖ (> {GRADIENT_TOL:g})"
@@ -111,22 +131,23 @@ def nearness(
         warning = (
             f"not at a minimum: {'; '.join(reasons)}. {WHAT_INSTEAD[0].upper()}{WHAT_INSTEAD[1:]}"
         )
-    return Nearness(g, gradient_scale, negative_ratio, warning)
+    return Nearness(g, gradient_scale, negative_ratio, warning, unknown)
 
 
 def nearness_searched(
     problem: NetProblem, lam_max: float, search, always: bool = False
 ) -> tuple[Nearness, np.ndarray | None]:
-    """(`Nearness`, the negative eigenvalues or ``None``), calling ``search()`` — the search of
-    the bottom of the spectrum, an eigen-solve that can cost more than the top one — only when
+    """(`Nearness`, the negative eigenvalues or ``None``), calling ``search()`` — (the
+    negative eigenvalues, whether the search is complete): the search of the bottom of the
+    spectrum, an eigen-solve that can cost more than the top one — only when
     its answer can change the verdict: when the gradient alone does not already show that the
     weights are not at a minimum (or ``always``).  Without the search the warning, if any, is
     the gradient's, and true; ``negative_ratio`` is then ``None`` (not searched)."""
     first = nearness(problem, lam_max, None)
     if first.warning is not None and not always:
         return first, None
-    negatives = search()
-    return nearness(problem, lam_max, negatives, first.gradient_norm), negatives
+    negatives, complete = search()
+    return nearness(problem, lam_max, negatives, first.gradient_norm, complete), negatives
 
 
 SADDLE_BRACKET_BELOW = 0.95

@@ -247,7 +247,9 @@ def net_curvature(
             "preconditioner": pre.describe(),
         }
     c = curvature(net, k, negative_k=5 if negative else 0, stage_blocks=bool(stage_blocks))
-    near = nearness(net, c.lam_max, c.negative_eigenvalues if negative else None)
+    near = nearness(
+        net, c.lam_max, c.negative_eigenvalues if negative else None, None, c.negative_complete
+    )
     return NetCurvature(
         eigenvalues=c.eigenvalues.tolist(),
         stage_eigenvalues=[v.tolist() for v in c.stage_eigenvalues],
@@ -277,7 +279,8 @@ def _nearness(net: NetProblem, lam_max: float, negative: bool | None):
 
     def search():
         op = HessianOperator(net)
-        return negative_end(op, lam_max, seed=1)[0]
+        negatives, _, complete = negative_end(op, lam_max, seed=1)
+        return negatives, complete
 
     return nearness_searched(net, lam_max, search, always=bool(negative))
 
@@ -289,7 +292,7 @@ def _near_fields(near, *notes: str | None) -> dict[str, Any]:
         "gradient_norm": near.gradient_norm,
         "gradient_scale": near.gradient_scale,
         "negative_ratio": near.negative_ratio,
-        "warnings": tuple(w for w in (near.warning, *notes) if w is not None),
+        "warnings": tuple(w for w in (near.warning, near.unknown, *notes) if w is not None),
     }
 
 
