@@ -502,6 +502,9 @@ BAD = {
     "non_finite": ("{folder}/bad.py:nan_loss", "not finite"),
     "raises": ("{folder}/bad.py:raises", "raised RuntimeError: boom"),
     "meta": ("{folder}/bad.py:on_meta", "weights are on the meta device (not materialised)"),
+    "no_grad": ("{folder}/bad.py:no_grad", "the loss does not depend on the weights in torch's"),
+    "in_place": ("{folder}/bad.py:in_place", "modified by an inplace operation"),
+    "samples_one_by_one": ("{folder}/bad.py:one_by_one", "DataLoader with batch_size=None"),
 }
 
 BAD_FILE = textwrap.dedent(
@@ -530,6 +533,33 @@ BAD_FILE = textwrap.dedent(
         d = problem(fit=False)
         d["model"] = torch.nn.Linear(2, 1, device="meta")
         return d
+
+    class NoGrad(torch.nn.Sequential):
+        def forward(self, x):
+            with torch.no_grad():
+                return super().forward(x)
+
+    class InPlace(torch.nn.Sequential):
+        def forward(self, x):
+            h = self[1](self[0](x))
+            h.mul_(2.0)  # tanh's backward needs its output
+            return self[2](h)
+
+    def _wrapped(cls):
+        d = problem(fit=False)
+        model = cls(*d["model"])
+        return d | {"model": model}
+
+    def no_grad():
+        return _wrapped(NoGrad)
+
+    def in_place():
+        return _wrapped(InPlace)
+
+    def one_by_one():
+        d = problem(fit=False)
+        data = torch.utils.data.TensorDataset(d.pop("inputs"), d.pop("targets")[:, 0])
+        return d | {"data": torch.utils.data.DataLoader(data, batch_size=None)}
     """
 )
 

@@ -238,6 +238,13 @@ class NetData:
                     f"give it a batch_size; targets flattened over the samples: flatten them "
                     f"in the loss)"
                 )
+            if any(isinstance(t, torch.Tensor) and t.ndim == 0 for t in tree_flatten(y)[0]):
+                raise ValueError(
+                    f"data batch {i + 1}: its targets hold a 0-dimensional tensor, one sample "
+                    f"without a batch dimension (a DataLoader with batch_size=None yields the "
+                    f"samples one at a time: give it a batch_size; a target all samples share "
+                    f"belongs in the loss)"
+                )
             sizes.append(batch_size(x, y))
             if sizes[-1] < 1:
                 raise ValueError(f"data batch {i + 1} has no samples")

@@ -639,6 +639,7 @@ def problem_from_dict(
     n = batch_size(x, y)
     rows = first_rows((x, y), n, min(n, FEW_SAMPLES))
     checked, (xs, ys) = _in_float64_if_it_runs(problem, rows)
+    _check_gradient(checked, xs, ys)
     missing = second_derivative_missing(
         lambda w: checked.batch_loss(w, xs, ys),
         lambda w: checked.batch_gradient(w, xs, ys),
@@ -767,6 +768,39 @@ class _HalfPrecisionOps(TorchFunctionMode):
                     self.found = (getattr(func, "__name__", str(func)), t.dtype)
                     break
         return out
+
+
+def _check_gradient(problem: NetProblem, x: Any, y: Any) -> None:
+    """A `ValueError` naming the problem where torch cannot differentiate the loss of a batch
+    (``x``, ``y``: its first rows) in the weights — a loss outside torch's graph (a forward
+    pass under ``torch.no_grad`` or detached from the weights: `plain_grad` would read a zero
+    gradient), or a backward that fails (a tensor its backward needs modified in place) —
+    where every command would otherwise stop in torch.  Rows that do not run alone say
+    nothing (the commands run the whole batch)."""
+    w = problem.w_star.detach().requires_grad_(True)
+    try:
+        with torch.enable_grad():
+            value = problem.batch_loss(w, x, y)
+    except Exception:  # noqa: BLE001 - rows that do not run alone: see the docstring
+        return
+    if not value.requires_grad:
+        raise ValueError(
+            "the loss does not depend on the weights in torch's graph (a forward pass "
+            "under torch.no_grad or torch.inference_mode, or an output detached from the "
+            "weights), so there is no gradient to analyse; run the forward pass with gradients"
+        )
+    try:
+        with torch.enable_grad():
+            torch.autograd.grad(value, w, allow_unused=True)
+    except Exception as err:  # noqa: BLE001 - a user's model: report it on one line
+        hint = (
+            " (write that operation out of place, e.g. x = x * 2 for x.mul_(2))"
+            if "inplace operation" in str(err)
+            else ""
+        )
+        raise ValueError(
+            f"torch cannot differentiate the loss in the weights: {_one_line(err)}{hint}"
+        ) from None
 
 
 def _loss_and_scale(problem: NetProblem) -> tuple[float, float]:
