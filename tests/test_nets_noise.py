@@ -331,6 +331,40 @@ def test_matrix_free_modal_loop_equals_the_dense_gramians():
     assert 0.5 * np.sum(mo.hessian * loop.stationary()[1]) == pytest.approx(fixed.floor, rel=1e-8)
 
 
+def test_the_modal_loop_at_the_full_batch_has_no_noise():
+    """At B = n the minibatch noise vanishes (p = 0): the loop map is 0, where ARPACK stops on
+    its zero start ("starting vector is zero" ended `net noise --batch n` in an internal error
+    on a 37-parameter MLP); its radius is 0, as the dense Gramians', and the same moments at
+    B = 7 keep a positive one."""
+    from stability.api.resolve import resolve
+    from stability.noise import gramian as gr
+    from stability.noise.modal import Loop
+    from stability.noise.persample import PerSampleMoments
+    from stability.noise.state import uniform_state
+
+    rng = np.random.default_rng(3)
+    n, d = 50, 5
+    J = rng.standard_normal((n, 2, d))
+    mo = PerSampleMoments(np.einsum("iya,iyb->iab", J, J), rng.standard_normal((n, d)), n)
+    state = uniform_state(resolve("sgd", tau=2).rule, 0.05, d)
+    assert Loop.modal(state, mo.hessian, 1.0, mo).loop_radius() == 0.0
+    assert gr.NoiseMap.of(mo).loop_radius(gr.gramians(state, mo.hessian).forward) == 0.0
+    noisy = Loop.modal(state, mo.hessian, 1.0, PerSampleMoments(mo.hessians, mo.gradients, 7))
+    assert noisy.loop_radius() > 0
+
+
+def test_runs_that_left_the_quadratic_region_or_diverged_are_warned_without_a_nan():
+    """A measurement whose runs all blew up has no finite distance: its warning said
+    "max ‖w − w*‖ = nan × the distance"; it now says the runs diverged."""
+    from stability.nets.noise_public import wander_warnings
+
+    left = wander_warnings([("loss runs", float("nan")), ("almost-sure runs", 1.64), ("x", 0.9)])
+    assert len(left) == 2 and "nan" not in " ".join(left)
+    assert left[0].startswith("the measured loss runs diverged")
+    assert "max ‖w − w*‖ = 1.64 × the distance" in left[1]
+    assert wander_warnings([("loss runs", float("inf"))])[0].endswith("lower lr")
+
+
 def test_cli_json_and_one_line_errors(capsys):
     from stability.cli.main import main
 

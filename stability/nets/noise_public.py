@@ -340,13 +340,7 @@ def net_noise(
             real_ratio = measured_real["max_distance"] / r10 if np.isfinite(r10) else 0.0
             measured_real["max_distance_ratio"] = real_ratio
             left.append(("real-Adam runs", real_ratio))
-        for what, value in left:
-            if not value <= 1:
-                warnings.append(
-                    f"the measured {what} left the quadratic region: max ‖w − w*‖ = "
-                    f"{value:.3g} × the distance at which the curvature along v1 changes by "
-                    "10 %; lower perturbation or lr"
-                )
+        warnings.extend(wander_warnings(left))
     notes = [
         "Galerkin: per-sample Hessians and gradients at w* projected onto the span of the top-k "
         "Hessian eigenvectors" + ("" if uniform else ", per stage (block-diagonal basis)"),
@@ -395,6 +389,26 @@ def net_noise(
     )
 
 
+def wander_warnings(left: list[tuple[str, float]]) -> list[str]:
+    """A warning for each (measured runs, max ‖w − w*‖/r₁₀) whose runs left the quadratic
+    region (ratio > 1) or diverged (not finite: the runs blew up, no distance to print)."""
+    out = []
+    for what, value in left:
+        if not np.isfinite(value):
+            out.append(
+                f"the measured {what} diverged (‖w − w*‖ not finite): the linearisation does "
+                "not describe them; lower lr"
+            )
+        elif value > 1:
+            out.append(
+                f"the measured {what} left the quadratic region: max ‖w − w*‖ = {value:.3g} × "
+                "the distance at which the curvature along v1 changes by 10 %; a smaller lr, a "
+                "larger batch (the gradient noise drives the runs) or a smaller perturbation "
+                "(the start) keeps them inside it"
+            )
+    return out
+
+
 def _v_hat_ratio(stages, precond, runs: int) -> float:
     """Median over coordinates (those with v̂ > 0 at the start) of the runs' mean final v̂ over
     the start's: v̂ = (1/P − ε)², P of each stage's last update (`RealStage.preconditioners`)."""
@@ -427,4 +441,4 @@ def _change(big: Subspace, lr: float, ms: float | None, floor: float | None) -> 
     return max(changes, default=0.0)
 
 
-__all__ = ["DEFAULT_K", "NetNoise", "net_noise"]
+__all__ = ["DEFAULT_K", "NetNoise", "net_noise", "wander_warnings"]
