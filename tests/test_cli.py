@@ -84,6 +84,9 @@ def test_radius_keys_and_values(capsys):
         # lr·λ = 1e450 overflowed the coefficients: ρ = 1 was answered
         (["radius", "sgd", "--lr", "1e300", "--lam", "1e150"], "--lr: lr·max(|λ + Δ|"),
         (["radius", "discrepancy", "--lr", "1e149", "--delta", "20"], "at most 1e+150"),
+        # an integer beyond float64's 53 bits is echoed as given, not rounded through a float
+        (["max-lr", "sgd", "--tau", "99999999999999999999999"], "got 99999999999999999999999"),
+        (["repro", "--list", "--repro-dir", ""], "--repro-dir must be a path, got an empty"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(capsys, argv, needle):

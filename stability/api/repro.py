@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from stability.api.tables import REPRO_DIR, REPRO_OUT_DIR
-from stability.checks import Interrupted
+from stability.checks import Interrupted, check_path
 from stability.result import Result, output
 
 DEFAULT_REPRO_DIR = REPRO_DIR
@@ -108,7 +108,7 @@ def repro(
     package and states whether the paper's claims hold.  ``progress(done, total)`` counts
     scripts.
     """
-    repro_dir = Path(repro_dir)
+    repro_dir = check_path("repro_dir", repro_dir)
     known = available(repro_dir)
     if list_only:
         return Repro(tuple(known), None, bool(quick), None, (), ())

@@ -114,14 +114,17 @@ def int_arg(flag: str, low: int = 0, high: int | None = None) -> Callable[[str],
 
     def parse(text: str) -> int:
         try:
-            value = float(text)
+            value = int(text)  # exact, however many digits
         except ValueError:
-            raise UsageError(f"{flag} must be {rng}, got {text!r}") from None
-        if not math.isfinite(value) or value != int(value):
-            raise UsageError(f"{flag} must be {rng}, got {text}")
-        value = int(value)
+            try:
+                number = float(text)
+            except ValueError:
+                raise UsageError(f"{flag} must be {rng}, got {text!r}") from None
+            if not math.isfinite(number) or number != int(number):
+                raise UsageError(f"{flag} must be {rng}, got {text}") from None
+            value = int(number)
         if value < low or (high is not None and value > high):
-            raise UsageError(f"{flag} must be {rng}, got {value}")
+            raise UsageError(f"{flag} must be {rng}, got {text.strip()}")
         return value
 
     parse.high = high  # the documented limit (help, the CLI fuzz test)
@@ -429,6 +432,8 @@ def existing_dir_arg(flag: str) -> Callable[[str], Path]:
     """A directory that exists (to read)."""
 
     def parse(text: str) -> Path:
+        if not text.strip():  # Path("") is the working directory
+            raise UsageError(f"{flag} must be an existing directory, got an empty string")
         path = Path(text).expanduser()
         if not path.is_dir():
             raise UsageError(f"{flag} must be an existing directory, got {text!r}")
