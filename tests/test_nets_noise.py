@@ -288,6 +288,35 @@ def test_hessian_and_ggn_agree_on_a_linear_model_and_k_is_clamped_to_p():
     assert c.k == 11 and c.subspace_change == 0.0
 
 
+def test_a_floor_that_moves_with_the_subspace_is_a_warning_and_a_lower_estimate():
+    """The diabetes model is linear, so k = p = 11 is exact.  From k = 4 up, every added
+    direction's gradient noise raises the floor and ms_max_lr falls: the k-subspace floor is a
+    lower and its ms_max_lr an upper estimate, as the warning says.  Where the floor moved by
+    more than `SUBSPACE_WARN` from k to min(2k, p) (here, 2k ≥ p, the true error) `warnings`
+    says so with the change; at k = 8 of momentum 0.9 (4.3 %) and at k = p it does not."""
+    from stability.nets.noise_public import SUBSPACE_WARN, subspace_warning
+
+    for rule, params in (("sgd", {}), ("momentum", {"momentum": 0.9})):
+        runs = [
+            st.net_noise(LINEAR, rule, batch=32, k=k, lr=0.01, tau=1, **params, **FAST)
+            for k in (4, 8, 11)
+        ]
+        exact = runs[-1]
+        assert exact.subspace_change == 0.0 and not exact.warnings
+        floors, ms = [r.floor for r in runs], [r.ms_max_lr for r in runs]
+        assert floors == sorted(floors) and ms == sorted(ms, reverse=True)
+        for r in runs[:-1]:
+            error = 1 - r.floor / exact.floor
+            if 2 * r.k >= 11:  # the larger subspace is the whole space: the change is the error
+                assert r.subspace_change == pytest.approx(error, rel=1e-6)
+            said = [w for w in r.warnings if w.startswith("subspace_change")]
+            assert len(said) == (r.subspace_change > SUBSPACE_WARN)
+            if said:
+                assert f"by {r.subspace_change:.0%} from k = {r.k} to {min(2 * r.k, 11)}" in said[0]
+    assert runs[1].subspace_change < SUBSPACE_WARN < runs[0].subspace_change  # both cases met
+    assert "does not exist" in subspace_warning(float("inf"), 4, 8)
+
+
 def test_per_sample_moments_reproduce_the_least_squares_ones():
     from stability.noise.moments import SampleMoments
     from stability.noise.persample import PerSampleMoments

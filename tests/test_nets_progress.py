@@ -100,7 +100,8 @@ def test_net_bars_on_stderr_only_and_never_under_json(argv, capsys, monkeypatch)
     argv = [*argv, "--problem", PROBLEM]
     assert main(argv) == 0
     out, err = capsys.readouterr()
-    assert "100.0%" in err and f"{argv[0]} {argv[1]} sgd" in err and "%" not in out
+    assert "100.0%" in err and f"{argv[0]} {argv[1]} sgd" in err
+    assert "\x1b[K" not in out and "%  " not in out  # no bar (its erase code, its percentages)
     assert main([*argv, "--json"]) == 0
     out, err = capsys.readouterr()
     assert err == "" and json.loads(out)["rule"] == "sgd"

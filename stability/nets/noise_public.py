@@ -299,7 +299,7 @@ def net_noise(
 
     negatives = np.sort(lam[lam < 0]) if adaptive is None else None  # H̃'s are not H's
     near = nearness(net, lam_h, negatives)
-    warnings = [w for w in (near.warning, curv.warning) if w is not None]
+    warnings = [w for w in (near.warning, curv.warning, subspace_warning(change, k, k2)) if w]
     measured = measured_real = None
     if measure:
         separation = min(SEPARATION * r10, perturbation * p**0.5)
@@ -389,6 +389,30 @@ def net_noise(
     )
 
 
+SUBSPACE_WARN = 0.05
+"""A `subspace_change` above this puts a warning in ``warnings`` (`subspace_warning`)."""
+
+
+def subspace_warning(change: float, k: int, larger: int) -> str | None:
+    """One line when ``ms_max_lr`` or ``floor`` moved by more than `SUBSPACE_WARN` from ``k``
+    eigenvectors to ``larger`` = min(2k, p): both converge slowly in k (docs/noise.md; every
+    direction's gradient noise adds about lr·Var(ξ)/4 to the floor whatever its curvature, so
+    on digits_mlp the floor grows 1.30e-6, 1.53e-6, 1.72e-6 at k = 10, 20, 30 against 2.3e-6
+    measured), so the numbers printed may be further off than the change says."""
+    if change <= SUBSPACE_WARN:
+        return None
+    moved = (
+        f"on {larger} eigenvectors the floor does not exist (not mean-square stable at this lr)"
+        if not np.isfinite(change)
+        else f"ms_max_lr or floor moved by {change:.0%} from k = {k} to {larger} eigenvectors"
+    )
+    return (
+        f"subspace_change: {moved}, and they converge slowly in k (every direction's gradient "
+        "noise adds to the floor whatever its curvature); raise --k (docs/limits.md), or read "
+        "floor as a lower and ms_max_lr as an upper estimate"
+    )
+
+
 def wander_warnings(left: list[tuple[str, float]]) -> list[str]:
     """A warning for each (measured runs, max ‖w − w*‖/r₁₀) whose runs left the quadratic
     region (ratio > 1) or diverged (not finite: the runs blew up, no distance to print)."""
@@ -441,4 +465,11 @@ def _change(big: Subspace, lr: float, ms: float | None, floor: float | None) -> 
     return max(changes, default=0.0)
 
 
-__all__ = ["DEFAULT_K", "NetNoise", "net_noise", "wander_warnings"]
+__all__ = [
+    "DEFAULT_K",
+    "NetNoise",
+    "SUBSPACE_WARN",
+    "net_noise",
+    "subspace_warning",
+    "wander_warnings",
+]
