@@ -335,12 +335,15 @@ def net_noise(
             as_max_distance_ratio=as_ratio,
             pair_steps=pair_steps,
         )
-        left = [("loss runs", ratio), ("almost-sure runs", as_ratio)]
+        left = [("loss runs", ratio, measured), ("almost-sure runs", as_ratio, None)]
         if measured_real is not None:
             real_ratio = measured_real["max_distance"] / r10 if np.isfinite(r10) else 0.0
             measured_real["max_distance_ratio"] = real_ratio
-            left.append(("real-Adam runs", real_ratio))
-        warnings.extend(wander_warnings(left))
+            left.append(("real-Adam runs", real_ratio, measured_real))
+        warnings.extend(blowup_warnings([(what, block) for what, _, block in left if block]))
+        warnings.extend(
+            wander_warnings([(what, r) for what, r, b in left if not b or _survivors(b)])
+        )
     notes = [
         "Galerkin: per-sample Hessians and gradients at w* projected onto the span of the top-k "
         "Hessian eigenvectors" + ("" if uniform else ", per stage (block-diagonal basis)"),
@@ -413,6 +416,34 @@ def subspace_warning(change: float, k: int, larger: int) -> str | None:
     )
 
 
+def _survivors(block: dict) -> bool:
+    return block["blowup_fraction"] < 1
+
+
+def blowup_warnings(blocks: list[tuple[str, dict]]) -> list[str]:
+    """A warning for each measured block (its JSON: ``runs``, ``blowup_fraction``) with runs
+    that blew up (``blowup_criterion``): they are left out of its means, and where all did,
+    its ``expected_loss`` rows and ``floor`` are null."""
+    out = []
+    for what, block in blocks:
+        runs, fraction = block["runs"], block["blowup_fraction"]
+        if fraction == 0:
+            continue
+        how = "(‖w − w*‖ > 1e6 × its start, or non-finite)"
+        if fraction == 1:
+            out.append(
+                f"all {runs} measured {what} blew up {how}: their expected_loss and floor are "
+                "null; lower lr (above ms_max_lr the mean square grows)"
+            )
+        else:
+            blown = round(fraction * runs)
+            out.append(
+                f"{blown} of {runs} measured {what} blew up {how}: their expected_loss and "
+                f"floor are the means of the other {runs - blown}"
+            )
+    return out
+
+
 def wander_warnings(left: list[tuple[str, float]]) -> list[str]:
     """A warning for each (measured runs, max ‖w − w*‖/r₁₀) whose runs left the quadratic
     region (ratio > 1) or diverged (not finite: the runs blew up, no distance to print)."""
@@ -469,6 +500,7 @@ __all__ = [
     "DEFAULT_K",
     "NetNoise",
     "SUBSPACE_WARN",
+    "blowup_warnings",
     "net_noise",
     "subspace_warning",
     "wander_warnings",
