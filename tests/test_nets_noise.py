@@ -398,7 +398,7 @@ def test_measured_runs_that_blew_up_are_a_warning():
     """On the linear diabetes model (r₁₀ = ∞, so no distance warning can fire) the runs at
     lr = 2 (above ms_max_lr 0.46) all blew up and the measured block was null without a
     word; between ms_max_lr and as_max_lr (lr 0.53) some do, and the means are of the rest."""
-    from stability.nets.noise_public import blowup_warnings
+    from stability.noise.runs import blowup_warnings
 
     small = dict(k=4, steps=100, lyapunov_steps=300, lyapunov_runs=4, runs=8, pairs=2)
     r = st.net_noise(LINEAR, "sgd", batch=16, lr=2.0, measure=True, pair_steps=100, **small)
@@ -406,7 +406,7 @@ def test_measured_runs_that_blew_up_are_a_warning():
     (said,) = [w for w in r.warnings if "blew up" in w]
     assert said.startswith("all 8 measured loss runs blew up") and "lower lr" in said
     assert not any("diverged" in w or "nan" in w for w in r.warnings)
-    block = {"runs": 16, "blowup_fraction": 7 / 16}
+    block = {"runs": 16, "blowup_fraction": 7 / 16, "blowup_criterion": "x"}
     (partial,) = blowup_warnings([("loss runs", block), ("x", {**block, "blowup_fraction": 0})])
     assert partial.startswith("7 of 16 measured loss runs blew up") and "other 9" in partial
 

@@ -320,6 +320,25 @@ def test_expected_loss_beyond_floating_point_is_null_in_json():
     assert r.expected_loss[-1][1] is None
 
 
+def test_measured_runs_that_all_blew_up_are_a_warning_not_numpys():
+    """Far above ms_max_lr every measured run blows up: the measured block was null and
+    `warnings` held numpy's "Mean of empty slice … the result may have lost accuracy" (four
+    of them, misleading: nothing lost accuracy, nothing was measured).  Now one line says so."""
+    problem = tiny(n=12, d=3, seed=8)
+    r = noise("sgd", tau=1, batch=2, lr=5.0, data=problem, steps=40, lyapunov_steps=200,
+              lyapunov_runs=4, measure=True, runs=6, pairs=2, pair_steps=100)  # fmt: skip
+    assert r.measured["blowup_fraction"] == 1.0 and r.measured["floor"] == [None, None]
+    assert all(row[1:] == [None, None] for row in r.measured["expected_loss"])
+    assert r.warnings == (
+        "all 6 measured runs blew up (blowup_criterion): their expected_loss and floor are "
+        "null; lower lr (above ms_max_lr the mean square grows)",
+    )
+    below = noise("sgd", tau=1, batch=2, lr=0.5 * r.ms_max_lr, data=problem, steps=40,
+                  lyapunov_steps=200, lyapunov_runs=4, measure=True, runs=6, pairs=2,
+                  pair_steps=100)  # fmt: skip
+    assert below.measured["blowup_fraction"] == 0.0 and below.warnings == ()
+
+
 def test_schedule_with_equal_delays_is_the_uniform_rule():
     problem = tiny(n=30, d=4, seed=9)
     mo = SampleMoments.of(problem, 3)

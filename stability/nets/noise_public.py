@@ -59,6 +59,7 @@ from stability.nets.minibatch_subspace import Subspace, project, subspace
 from stability.nets.problem import NetProblem, refusing_torch_func_limits
 from stability.nets.torch_settings import analysis_settings
 from stability.noise.minibatch import MinibatchPrediction
+from stability.noise.runs import blowup_warnings
 from stability.pipeline import Pipeline
 from stability.result import output
 
@@ -420,30 +421,6 @@ def _survivors(block: dict) -> bool:
     return block["blowup_fraction"] < 1
 
 
-def blowup_warnings(blocks: list[tuple[str, dict]]) -> list[str]:
-    """A warning for each measured block (its JSON: ``runs``, ``blowup_fraction``) with runs
-    that blew up (``blowup_criterion``): they are left out of its means, and where all did,
-    its ``expected_loss`` rows and ``floor`` are null."""
-    out = []
-    for what, block in blocks:
-        runs, fraction = block["runs"], block["blowup_fraction"]
-        if fraction == 0:
-            continue
-        how = "(‖w − w*‖ > 1e6 × its start, or non-finite)"
-        if fraction == 1:
-            out.append(
-                f"all {runs} measured {what} blew up {how}: their expected_loss and floor are "
-                "null; lower lr (above ms_max_lr the mean square grows)"
-            )
-        else:
-            blown = round(fraction * runs)
-            out.append(
-                f"{blown} of {runs} measured {what} blew up {how}: their expected_loss and "
-                f"floor are the means of the other {runs - blown}"
-            )
-    return out
-
-
 def wander_warnings(left: list[tuple[str, float]]) -> list[str]:
     """A warning for each (measured runs, max ‖w − w*‖/r₁₀) whose runs left the quadratic
     region (ratio > 1) or diverged (not finite: the runs blew up, no distance to print)."""
@@ -500,7 +477,6 @@ __all__ = [
     "DEFAULT_K",
     "NetNoise",
     "SUBSPACE_WARN",
-    "blowup_warnings",
     "net_noise",
     "subspace_warning",
     "wander_warnings",

@@ -39,6 +39,7 @@ from stability.checks import (
     one_or_many,
 )
 from stability.limits import NOISE_MAX_STATE
+from stability.noise.runs import blowup_warnings
 from stability.pipeline import Pipeline, worst_delay
 from stability.result import Result, output
 from stability.rules.registry import refuse_model_parameters
@@ -320,6 +321,7 @@ def noise(
         stages=ctx.stages,
         measured=measured,
         notes=notes,
+        warnings=() if measured is None else tuple(blowup_warnings([("runs", measured)])),
     )
 
 

@@ -82,13 +82,35 @@ def measure_loss(
             late.append(excess[keep][:, window[0] : window[1]].mean(axis=1))
     values = np.concatenate(at)
     n = values.shape[0]
+    mean = values.mean(axis=0) if n else np.full(times.size, np.nan)  # n = 0: every run blew up
     se = values.std(axis=0, ddof=1) / np.sqrt(n) if n > 1 else np.full(times.size, np.nan)
     w_mean = w_se = None
-    if window:
+    if window and n:
         w = np.concatenate(late)
         w_mean = float(w.mean())
         w_se = float(w.std(ddof=1) / np.sqrt(w.size)) if w.size > 1 else None
-    return LossMeasurement(times, values.mean(axis=0), se, window, w_mean, w_se, runs, stopped)
+    return LossMeasurement(times, mean, se, window, w_mean, w_se, runs, stopped)
+
+
+def blowup_warnings(blocks: list[tuple[str, dict]]) -> list[str]:
+    """A warning for each measured block (its JSON: ``runs``, ``blowup_fraction``; the
+    criterion is its ``blowup_criterion``) with runs that blew up: they are left out of its
+    means, and where all did, its ``expected_loss`` rows and ``floor`` are null."""
+    out = []
+    for what, block in blocks:
+        runs, fraction = block["runs"], block["blowup_fraction"]
+        if fraction == 1:
+            out.append(
+                f"all {runs} measured {what} blew up (blowup_criterion): their expected_loss "
+                "and floor are null; lower lr (above ms_max_lr the mean square grows)"
+            )
+        elif fraction > 0:
+            blown = round(fraction * runs)
+            out.append(
+                f"{blown} of {runs} measured {what} blew up (blowup_criterion): their "
+                f"expected_loss and floor are the means of the other {runs - blown}"
+            )
+    return out
 
 
 @dataclass(frozen=True)
@@ -180,6 +202,7 @@ __all__ = [
     "SPAN",
     "AlmostSureMeasurement",
     "almost_sure_runs",
+    "blowup_warnings",
     "LossMeasurement",
     "measure_almost_sure",
     "measure_loss",
