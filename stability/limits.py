@@ -185,6 +185,16 @@ cost (matrix-free, `stability.noise.modal.FREE_LOOP_SOLVES`), and a command eval
 (threshold and rate bisections): ~10–15 s at the limit on one core (sgd on cpusmall, d = 12,
 PipeMare P = 9: 14 s of CPU)."""
 
+NET_NOISE_MAX_SUBSPACE = 128
+"""net noise: largest subspace, the one at min(2k, p) eigenvectors that `subspace_change`
+compares with (so k ≤ 64 unless p is smaller): the per-sample curvatures take n·m² numbers and
+the mean-square problems are m(m+1)/2-dimensional (k = 30 on the 2,410-parameter digits MLP,
+m = 60: 127 s of CPU, 93 s of it the almost-sure exponent)."""
+
+NET_NOISE_MAX_STAGED_SUBSPACE = 64
+"""net noise with per-stage delays: largest subspace (the block basis at min(2k, p)); its Stein
+equations are on the m·(slots) state, limited by `NET_NOISE_MAX_STAGED_WORK` too."""
+
 NET_NOISE_MAX_STAGED_WORK = 5e9
 """net noise with per-stage delays: the same cost as `NOISE_MAX_STAGED_WORK` (n: the slots of
 the projected per-stage state), allowed ~30× more: a network's analysis is minutes anyway, and
@@ -242,6 +252,8 @@ TABLE = (  # one row a limit: (command, what is limited, allowed)
     ("radius/noise/net noise", "lr × λmax (in magnitude)", f"≤ {MAX_STEP_CURVATURE:.0e}"),
     ("noise per stage", "min(d(d+1)/2, 48)·slots³", f"≤ {NOISE_MAX_STAGED_WORK:.1e}"),
     ("net noise per stage", "min(d(d+1)/2, 48)·slots³", f"≤ {NET_NOISE_MAX_STAGED_WORK:.1e}"),
+    ("net noise", "subspace at min(2k, p) eigenvectors",
+     f"≤ {NET_NOISE_MAX_SUBSPACE} (per stage {NET_NOISE_MAX_STAGED_SUBSPACE})"),
     ("tradeoff", "Σ points × (d(d+1)/2 × (s³ + 2,000) + 80,000)", f"≤ {TRADEOFF_MAX_WORK:.1e}"),
 )  # fmt: skip
 """(command, what is limited, the limit) rows, as in docs/limits.md and ``--help``."""
@@ -260,7 +272,9 @@ __all__ = [
     "TRAIN_MAX_STEPS",
     "NOISE_MAX_STATE",
     "NOISE_MAX_STAGED_WORK",
+    "NET_NOISE_MAX_STAGED_SUBSPACE",
     "NET_NOISE_MAX_STAGED_WORK",
+    "NET_NOISE_MAX_SUBSPACE",
     "MAX_STEP_CURVATURE",
     "TRADEOFF_MAX_WORK",
     "NOISE_MEASURE_MAX_WORK",

@@ -30,12 +30,6 @@ from stability.nets.minibatch_moments import (
 from stability.nets.problem import NetProblem
 from stability.noise.persample import PerSampleMoments
 
-MAX_SUBSPACE = 128
-"""Largest subspace dimension m (the per-sample curvatures take n·m² numbers, the mean-square
-problems are m(m+1)/2-dimensional)."""
-MAX_STAGED_SUBSPACE = 64
-"""Largest subspace with per-stage delays (its Stein equations are on the m·(slots) state;
-their cost is limited by `stability.limits.NET_NOISE_MAX_STAGED_WORK` too)."""
 FLAT = 1e-9
 """Eigen-directions with λ ≤ FLAT·λ_max are left out of the subspace (flat or saddle: no
 step size is stable along them, so they carry no threshold; reported as ``dropped``)."""
@@ -120,12 +114,16 @@ def project(
 def _projected(
     evaluated, Q, sizes2, scale, k_kept, lam_max, *, batch, curvature, rules, uniform, all_kept
 ) -> Projection:
-    from stability.limits import NET_NOISE_MAX_STAGED_WORK
+    from stability.limits import (
+        NET_NOISE_MAX_STAGED_SUBSPACE,
+        NET_NOISE_MAX_STAGED_WORK,
+        NET_NOISE_MAX_SUBSPACE,
+    )
     from stability.noise.minibatch import check_staged_work
     from stability.noise.state import state_space
 
     stage_sizes = evaluated.stage_sizes
-    limit = MAX_SUBSPACE if uniform else MAX_STAGED_SUBSPACE
+    limit = NET_NOISE_MAX_SUBSPACE if uniform else NET_NOISE_MAX_STAGED_SUBSPACE
     if Q.shape[1] > limit:
         raise ValueError(
             f"k: the subspace at min(2k, p) has {Q.shape[1]} dimensions, at most {limit} "
@@ -168,8 +166,6 @@ def _sizes(sizes2, stage_sizes, k) -> tuple[int, ...]:
 
 __all__ = [
     "FLAT",
-    "MAX_STAGED_SUBSPACE",
-    "MAX_SUBSPACE",
     "Projection",
     "Subspace",
     "project",
