@@ -331,7 +331,7 @@ def test_measured_runs_that_all_blew_up_are_a_warning_not_numpys():
     assert all(row[1:] == [None, None] for row in r.measured["expected_loss"])
     assert r.warnings == (
         "all 6 measured runs blew up (blowup_criterion): their expected_loss and floor are "
-        "null; lower lr (above ms_max_lr the mean square grows)",
+        "null; lower lr",
     )
     below = noise("sgd", tau=1, batch=2, lr=0.5 * r.ms_max_lr, data=problem, steps=40,
                   lyapunov_steps=200, lyapunov_runs=4, measure=True, runs=6, pairs=2,

@@ -402,7 +402,7 @@ def subspace_warning(change: float, k: int, larger: int) -> str | None:
     eigenvectors to ``larger`` = min(2k, p): both converge slowly in k (docs/noise.md; every
     direction's gradient noise adds about lr·Var(ξ)/4 to the floor whatever its curvature, so
     on digits_mlp the floor grows 1.30e-6, 1.53e-6, 1.72e-6 at k = 10, 20, 30 against 2.3e-6
-    measured), so the numbers printed may be further off than the change says."""
+    measured): the numbers printed may be further off than the change says."""
     if change <= SUBSPACE_WARN:
         return None
     moved = (

@@ -102,7 +102,7 @@ def blowup_warnings(blocks: list[tuple[str, dict]]) -> list[str]:
         if fraction == 1:
             out.append(
                 f"all {runs} measured {what} blew up (blowup_criterion): their expected_loss "
-                "and floor are null; lower lr (above ms_max_lr the mean square grows)"
+                "and floor are null; lower lr"
             )
         elif fraction > 0:
             blown = round(fraction * runs)
