@@ -138,3 +138,6 @@ def test_net_train_oscillation_curvature_is_that_of_an_independent_adam_loop():
     assert not slow.reached and slow.oscillation_curvature is None  # no edge, no edge oscillation
     pipe = net_train(net, "sgd", lr=0.01, steps=40, sharpness_every=20, tau=1, batch=8)
     assert pipe.oscillation_curvature is None and pipe.oscillation_ratio is None
+    # minibatches: the edge printed is the full-batch one, and the protocol says so
+    assert "batches of 8, predicted_edge the full-batch edge" in pipe.protocol["sharpness"]
+    assert "minibatch" not in res.protocol["sharpness"]  # full batch: no such words

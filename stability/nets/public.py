@@ -793,6 +793,13 @@ def net_train(
                 else "; λ₁(P_t ∇²f) with the run's current P_t (real) or the frozen P (analysed), "
                 "predicted_edge at P = 1"
             )
+            + (
+                ""
+                if batch is None or batch == net.samples
+                else f"; λ₁ of the full-batch Hessian along a run of batches of {batch}, "
+                "predicted_edge the full-batch edge: no minibatch edge is predicted, and the "
+                "gradient noise can hold λ₁ below it"
+            )
         )
         protocol["hvps"] = tracker.hvps
     return NetTrain(
