@@ -342,9 +342,8 @@ def net_noise(
             measured_real["max_distance_ratio"] = real_ratio
             left.append(("real-Adam runs", real_ratio, measured_real))
         warnings.extend(blowup_warnings([(what, block) for what, _, block in left if block]))
-        warnings.extend(
-            wander_warnings([(what, r) for what, r, b in left if not b or _survivors(b)])
-        )
+        survived = [(what, r) for what, r, b in left if not b or b["blowup_fraction"] < 1]
+        warnings.extend(wander_warnings(survived))  # all blown up: blowup_warnings said so
     notes = [
         "Galerkin: per-sample Hessians and gradients at w* projected onto the span of the top-k "
         "Hessian eigenvectors" + ("" if uniform else ", per stage (block-diagonal basis)"),
@@ -415,10 +414,6 @@ def subspace_warning(change: float, k: int, larger: int) -> str | None:
         "noise adds to the floor whatever its curvature); raise --k (docs/limits.md), or read "
         "floor as a lower and ms_max_lr as an upper estimate"
     )
-
-
-def _survivors(block: dict) -> bool:
-    return block["blowup_fraction"] < 1
 
 
 def wander_warnings(left: list[tuple[str, float]]) -> list[str]:
