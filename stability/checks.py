@@ -145,6 +145,14 @@ def check_path(name: str, value: Any) -> Path:
     return Path(value).expanduser()
 
 
+def unreadable_file(path: Path) -> str | None:
+    """Why ``path`` is no file to read ("is a directory, not a file" or "does not exist"), or
+    None where it is one."""
+    if path.is_file():
+        return None
+    return "is a directory, not a file" if path.is_dir() else "does not exist"
+
+
 def check_writable_directory(name: str, directory: Path) -> None:
     """Refuse (one line naming ``name``) unless files can be created in ``directory`` or in its
     nearest existing ancestor (the missing levels are created when writing): checked before

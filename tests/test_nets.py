@@ -496,6 +496,7 @@ def test_fitting_is_cached(tiny_file, tmp_path_factory):
 
 BAD = {
     "missing": ("{folder}/nope.py:problem", "does not exist"),
+    "directory": ("{folder}:problem", "is a directory, not a file"),
     "no_function": ("{tiny}:nothing", "has no function 'nothing'"),
     "not_dict": ("{folder}/bad.py:not_dict", "must return a dict"),
     "stage_name": ("{folder}/bad.py:bad_stage", "'0.nonsense', which is not a trainable"),

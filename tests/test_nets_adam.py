@@ -676,6 +676,7 @@ def _cli(args, capsys):
         "not_optimizer",
         "junk",
         "optimizer_object",
+        "directory",
         "diverge",
     ],  # fmt: skip
 )
@@ -692,6 +693,7 @@ def test_refusals_are_one_line_exit_2(files, capsys, case):
         "junk": ["curvature", "--problem", spec, "--precond-from", str(files / "junk.pt")],
         "optimizer_object": ["curvature", "--problem", spec]
         + ["--precond-from", str(files / "optimizer_object.pt")],
+        "directory": ["curvature", "--problem", spec, "--precond-from", str(files)],
         "diverge": ["max-lr", "--problem", spec, "--rule", "adam", "--tau", "1"]
         + ["--precond-from", "warmup:200:1e3"],
     }[case]
@@ -702,6 +704,7 @@ def test_refusals_are_one_line_exit_2(files, capsys, case):
         "not_optimizer": "not an optimizer state_dict",
         "junk": "state_dict (torch.load with weights_only=True cannot read it: not a torch.save",
         "optimizer_object": "holds a pickled optimizer object (torch.save(opt)); save opt.state",
+        "directory": "is a directory, not a file (or give warmup:N:LR)",
         "diverge": "diverged",
     }[case]
     rc, out = _cli(["net", *base], capsys)

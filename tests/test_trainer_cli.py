@@ -149,7 +149,9 @@ def test_bad_data_exits_2_with_one_line(capsys, tmp_path, text, match, command):
 def test_missing_file_and_bad_flags_exit_2(capsys, tmp_path):
     cases = [
         (["train", "--data", str(tmp_path / "none.csv"), "--rule", "sgd", "--lr", "0.1"],
-         "none.csv not found"),
+         "none.csv does not exist"),
+        (["train", "--data", str(tmp_path), "--rule", "sgd", "--lr", "0.1"],
+         f"{tmp_path} is a directory, not a file"),
         (["train", "--rule", "nosuchrule", "--lr", "0.1"], "unknown rule 'nosuchrule'"),
         (["train", "--rule", "sgd", "--lr", "-1"], "lr must be"),
         (["validate", "--rules", "sgd,nosuch"], "unknown rule 'nosuch'"),

@@ -79,7 +79,7 @@ def test_missing_file_names_it_and_the_other_sources(tmp_path, monkeypatch):
     with pytest.raises(ValueError) as err:
         load_regression(tmp_path / "nope.csv")
     message = str(err.value)
-    assert message.startswith(f"data file {tmp_path / 'nope.csv'} not found")
+    assert message.startswith(f"data file {tmp_path / 'nope.csv'} does not exist")
     assert "\n" not in message
     assert "$STABILITY_DATA (not set)" in message and str(D.SHIPPED) in message
 

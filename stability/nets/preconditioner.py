@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from stability.checks import check_real
+from stability.checks import check_real, unreadable_file
 from stability.nets.problem import NetProblem
 
 WARMUP_DIVERGENCE = 1e6
@@ -416,8 +416,8 @@ def _optimizer_state(loaded: Any, source: str) -> tuple[dict, str]:
 
 def _from_file(problem: NetProblem, source: str) -> Preconditioner:
     path = Path(source).expanduser()
-    if not path.is_file():
-        raise ValueError(f"precond_from: file {source!r} does not exist (or give warmup:N:LR)")
+    if reason := unreadable_file(path):
+        raise ValueError(f"precond_from: file {source!r} {reason} (or give warmup:N:LR)")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - a user's file: one line

@@ -86,6 +86,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
+from stability.checks import unreadable_file
 from stability.nets.batches import (
     SUMMED_LOSS,
     NetData,
@@ -937,8 +938,8 @@ def load_problem(
     if not sep or not path_text or not func:
         raise ValueError(f"problem must be FILE.py:FUNCTION, got {spec!r}")
     path = Path(path_text).expanduser()
-    if not path.is_file():
-        raise ValueError(f"problem file {path_text!r} does not exist")
+    if reason := unreadable_file(path):
+        raise ValueError(f"problem file {path_text!r} {reason}")
     digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
     name = f"_stability_problem_{digest}"
     module_spec = importlib.util.spec_from_file_location(name, path)

@@ -51,7 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stability.checks import check_choice, parse_finite
+from stability.checks import check_choice, parse_finite, unreadable_file
 
 STANDARDIZE = ("none", "features", "all")
 FORMATS = ("csv", "svmlight", "npz")
@@ -110,8 +110,8 @@ def _number(text: str, path: Path, row: int, what: str) -> float:
 
 def _data_lines(path: Path) -> list[tuple[int, str]]:
     """(1-based line number, content) of the non-blank, non-comment lines of a text file."""
-    if not path.is_file():
-        raise ValueError(f"data file {path} not found")
+    if reason := unreadable_file(path):
+        raise ValueError(f"data file {path} {reason}")
     try:
         text = path.read_text()
     except UnicodeDecodeError:
@@ -261,10 +261,10 @@ def resolve_data_path(path: str | Path | None) -> Path:
     if str(path) == CPUSMALL:
         return shipped_path()
     path = Path(path)
-    if not path.is_file():
+    if reason := unreadable_file(path):
         state = os.environ.get(ENVIRONMENT) or "not set"
         raise ValueError(
-            f"data file {path} not found (looked at {path.resolve()}; with no path the data "
+            f"data file {path} {reason} (looked at {path.resolve()}; with no path the data "
             f"come from ${ENVIRONMENT} ({state}) or the shipped copy {SHIPPED})"
         )
     return path
