@@ -539,6 +539,22 @@ def test_cli_json_has_the_issue_keys(capsys, cpusmall_csv):
     assert data["measured_max_lr"] is None and data["protocol"] is None
 
 
+@pytest.mark.parametrize(("stages", "microbatches"), [(4, 1), (3, 2)])
+def test_uniform_is_pipemares_largest_delay_as_the_help_says(
+    capsys, cpusmall_csv, stages, microbatches
+):
+    """``coupled --schedule uniform`` without ``--taus`` puts every stage at ⌈(2P−1)/N⌉ (it
+    takes no ``--tau``); its ``--help`` said "the rule's delay", which other commands mean."""
+    code, out, err = _cli(
+        capsys, "coupled", "--data", str(cpusmall_csv), "--stages", str(stages),
+        "--microbatches", str(microbatches), "--schedule", "uniform", "--rule", "sgd", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["stage_taus"] == [math.ceil((2 * stages - 1) / microbatches)] * stages
+    helped = " ".join(_cli(capsys, "coupled", "--help")[1].split())  # argparse wraps lines
+    assert "uniform: every stage at PipeMare's largest delay ⌈(2P−1)/N⌉ unless --taus" in helped
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

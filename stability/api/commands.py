@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from stability.api import net_tables as nt
@@ -204,6 +204,18 @@ COUPLED_OPTIONS: tuple[Option, ...] = (
     FIT_SEED,
 )
 """``coupled``'s options (with the problem's and the pipeline's)."""
+COUPLED_PIPELINE_OPTIONS: tuple[Option, ...] = tuple(
+    replace(
+        o,
+        doc="per-stage delays of this schedule over --stages P, --microbatches N (PipeMare "
+        "Table 1); uniform: every stage at PipeMare's largest delay ⌈(2P−1)/N⌉ unless --taus",
+    )
+    if o.name == "schedule"
+    else o
+    for o in PIPELINE_OPTIONS
+    if o.name != "stage_delays"  # --taus gives the profile
+)
+"""The pipeline's flags as ``coupled`` reads them (no --tau: the schedule sets the delays)."""
 
 T1_AUDIT_OPTIONS: tuple[Option, ...] = (
     option(
@@ -314,8 +326,7 @@ COMMANDS: dict[str, Command] = {
             "coupled",
             "Coupled",
             COUPLED_OPTIONS,
-            keywords=PROBLEM_OPTIONS
-            + tuple(o for o in PIPELINE_OPTIONS if o.name != "stage_delays"),
+            keywords=PROBLEM_OPTIONS + COUPLED_PIPELINE_OPTIONS,
             rule="--rule",
             rule_exclude=TRAINER_NOT_RULE_FLAGS,
         ),
