@@ -271,6 +271,40 @@ def test_inconsistent_gradient_equals_backpropagation_by_hand():
     assert np.abs(got - got2).max() > 1e-3  # the recompute weights matter
 
 
+def test_a_float32_models_backward_jacobian_is_evaluated_in_float64():
+    """H_b·v by central differences of the rebuilt gradient: in float32 their rounding
+    (ε₃₂·|g|/1e-5 ~ 1 %) swamped Δ (an outsider's four float32 models: Δ₁ 0.07–0.36 for
+    10⁻⁷–10⁻³).  They run on the float64 copy: equal to the same differences of the
+    hand-written backpropagation in float64 numpy (the float32 weights and data converted
+    exactly) to 1e-7."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 5, bias=False), nn.Tanh(), nn.Linear(5, 3, bias=False),
+                          nn.Tanh(), nn.Linear(3, 2, bias=False)).float()  # fmt: skip
+    rng = np.random.default_rng(1)
+    X, Y = rng.standard_normal((12, 4)).astype(np.float32), rng.standard_normal((12, 2))
+    net = _problem(model, torch.tensor(X), torch.tensor(Y, dtype=torch.float32), stages=3)
+    assert net.dtype == torch.float32
+    shapes = [(5, 4), (3, 5), (2, 3)]
+
+    def hand_gradient(w_fwd, w_bkwd):
+        split = np.split(w_fwd, np.cumsum([a * b for a, b in shapes])[:-1])
+        Wf = [part.reshape(s) for part, s in zip(split, shapes, strict=True)]
+        split = np.split(w_bkwd, np.cumsum([a * b for a, b in shapes])[:-1])
+        Wb = [part.reshape(s) for part, s in zip(split, shapes, strict=True)]
+        y = Y.astype(np.float32).astype(np.float64)
+        return np.concatenate([m.ravel() for m in _hand_mlp(X.astype(np.float64), y, Wf, Wb, Wf)])
+
+    w = net.w_star.double().numpy()
+    V = rng.standard_normal((net.dim, 3))
+    V /= np.linalg.norm(V, axis=0)
+    h = 1e-6
+    want = np.stack(
+        [(hand_gradient(w, w + h * v) - hand_gradient(w, w - h * v)) / (2 * h) for v in V.T], 1
+    )
+    got = discrepancy_jacobian(net, net.w_star, V)
+    assert np.abs(got - want).max() <= 1e-7 * np.abs(want).max()
+
+
 def test_stage_granularity_is_the_bilinear_construction_where_each_stage_is_one_layer():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 5), nn.Tanh(), nn.Linear(5, 3), nn.Tanh(), nn.Linear(3, 2))

@@ -12,7 +12,10 @@ when only the backward weights move.  On a network the same first-order model is
 and along a unit direction v the scalar model's parameters are λ_v = vᵀ∇²f v and the
 **effective Δ** Δ_v = −vᵀH_b v (`effective_delta`, on the top eigenvectors).  H_b is applied to
 vectors by central differences of the inconsistent gradient in u_bkwd (`discrepancy_jacobian`),
-never formed.
+never formed; a float32 problem's on its float64 copy (`NetProblem.in_float64`): in float32 the
+differences' rounding, ε₃₂·|g|/`FD_STEP`, swamps Δ near a minimum (on four float32 models of
+111–627 parameters Δ₁ came out 0.02–0.36 in size instead of 10⁻⁷–10⁻³, with the wrong sign
+on one, and moved the coupled max lr up to 1 %, out of the measured bracket).
 
 Two predictions of the max stable lr follow:
 
@@ -29,13 +32,15 @@ Two predictions of the max stable lr follow:
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
 from stability.nets.curvature import Curvature
 from stability.nets.inconsistent import check_rebuild, inconsistent_gradient
 from stability.nets.prediction import NetPrediction
-from stability.nets.problem import NetProblem
+from stability.nets.problem import NetProblem, dtype_name
 
 FD_STEP = 1e-5
 """Step of the central differences (unit directions): error ~ε²·|∇³f| + 1e-16/ε ≈ 1e-10."""
@@ -52,17 +57,25 @@ def discrepancy_jacobian(
     drop terms of ∂g/∂u_recomp; the differences need none of that.
     """
     check_rebuild(problem)
-    w = w.detach()
+    wide, failed = problem.in_float64_or_self()
+    if failed is not None:
+        warnings.warn(
+            f"H_b (the backward weights' Jacobian, Δ) is evaluated in {dtype_name(problem.dtype)}"
+            f": in float64 {failed}; the rounding of its central differences can swamp Δ near a "
+            "minimum (docs/nets.md)",
+            stacklevel=2,
+        )
+    w = w.detach().to(wide.dtype)
 
     def g(u):
         if role == "recompute":
-            return inconsistent_gradient(problem, w, w, u)
-        return inconsistent_gradient(problem, w, u)
+            return inconsistent_gradient(wide, w, w, u)
+        return inconsistent_gradient(wide, w, u)
 
     cols = []
     for v in np.asarray(vectors, dtype=float).T:
         scale = float(np.linalg.norm(v)) or 1.0
-        step = problem.vector(v / scale) * FD_STEP
+        step = wide.vector(v / scale) * FD_STEP
         diff = (g(w + step) - g(w - step)).detach().to(device="cpu", dtype=torch.float64)
         cols.append(diff.numpy() * (scale / (2 * FD_STEP)))
     return np.stack(cols, axis=1)
