@@ -382,6 +382,33 @@ def test_the_modal_loop_at_the_full_batch_has_no_noise():
     assert noisy.loop_radius() > 0
 
 
+def test_a_start_outside_the_quadratic_region_is_a_warning(tiny):
+    """expected_loss begins at the quadratic model's loss at the start: beyond r₁₀ (where the
+    curvature along v1 has moved 10 %, checked here on autograd's dense Hessian) that is not the
+    network's, and nothing said so (an outsider's transformer, 26 × r₁₀ at the default)."""
+    p = tiny.dim
+    r10 = st.net_noise(tiny, "sgd", batch=8, tau=1, k=p, **FAST).protocol["quadratic_radius"]
+    w = tiny.w_star.detach()
+    v1 = torch.linalg.eigh(torch.autograd.functional.hessian(tiny.loss, w))[1][:, -1]
+
+    def change(distance):
+        lam = v1 @ torch.autograd.functional.hessian(tiny.loss, w) @ v1
+        return max(
+            float(abs(v1 @ torch.autograd.functional.hessian(tiny.loss, w + s * v1) @ v1 - lam))
+            / float(lam)
+            for s in (distance, -distance)
+        )
+
+    assert change(0.98 * r10) < 0.1 < change(1.02 * r10)
+    for factor, warned in ((0.5, False), (2.0, True)):
+        r = st.net_noise(tiny, "sgd", batch=8, tau=1, k=p, perturbation=factor * r10 / p**0.5,
+                         **FAST)  # fmt: skip
+        start = [x for x in r.warnings if x.startswith("perturbation: the start lies")]
+        assert bool(start) == warned, r.warnings
+        if warned:
+            assert start[0].startswith("perturbation: the start lies 2 × quadratic_radius")
+
+
 def test_runs_that_left_the_quadratic_region_or_diverged_are_warned_without_a_nan():
     """A measurement whose runs all blew up has no finite distance: its warning said
     "max ‖w − w*‖ = nan × the distance"; it now says the runs diverged."""

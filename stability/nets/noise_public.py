@@ -300,7 +300,10 @@ def net_noise(
 
     negatives = np.sort(lam[lam < 0]) if adaptive is None else None  # H̃'s are not H's
     near = nearness(net, lam_h, negatives)
-    warnings = [w for w in (near.warning, curv.warning, subspace_warning(change, k, k2)) if w]
+    start = start_warning(perturbation * p**0.5, r10, p)
+    warnings = [
+        w for w in (near.warning, curv.warning, subspace_warning(change, k, k2), start) if w
+    ]
     measured = measured_real = None
     if measure:
         separation = min(SEPARATION * r10, perturbation * p**0.5)
@@ -413,6 +416,22 @@ def subspace_warning(change: float, k: int, larger: int) -> str | None:
         f"subspace_change: {moved}, and they converge slowly in k (every direction's gradient "
         "noise adds to the floor whatever its curvature); raise --k (docs/limits.md), or read "
         "floor as a lower and ms_max_lr as an upper estimate"
+    )
+
+
+def start_warning(distance: float, r10: float, p: int) -> str | None:
+    """One line when the start w* + perturbation·√p·v1 lies beyond r₁₀ (``distance`` > ``r10``):
+    the predicted expected_loss begins at the quadratic model's loss there, not the network's
+    (an outsider's 627-parameter transformer at the default start, 26 × r₁₀: 0.0090 predicted
+    at t = 0, 0.0068 and 0.0020 on the network at w* ± εv1).  The thresholds and the floor do
+    not depend on the start."""
+    if not distance > r10:  # r₁₀ = inf (a linear model): never
+        return None
+    return (
+        f"perturbation: the start lies {distance / r10:.3g} × quadratic_radius from w*, where "
+        "the curvature along v1 has changed by more than 10 %: expected_loss's first values are "
+        "the quadratic model's, not the network's (the thresholds and the floor do not depend "
+        f"on the start); a perturbation below {r10 / p**0.5:.2g} starts inside"
     )
 
 
