@@ -1,6 +1,6 @@
 """What the analysis sets in torch while it runs a model (`stability.nets.torch_settings`):
-float32 as IEEE float32, and checkpointed segments run plainly (their numbers are tested in
-tests/test_nets_models.py).
+float32 as IEEE float32, checkpointed segments run plainly (their numbers are tested in
+tests/test_nets_models.py), attention on its reference path.
 
 This machine has no GPU and no bfloat16 units, so lower precision would not change a number
 here: the tests read the backends' settings from inside the model's forward pass and after.
@@ -21,6 +21,7 @@ from stability.nets.torch_settings import (  # noqa: E402
     REPLACED,
     _backends,
     full_float32,
+    reference_attention,
     without_recomputation,
 )
 
@@ -110,3 +111,42 @@ def test_checkpointing_is_restored_when_the_last_analysis_leaves():
             assert checkpointing.CheckpointFunction is REPLACED["CheckpointFunction"]
         assert checkpointing.CheckpointFunction is REPLACED["CheckpointFunction"]
     assert checkpointing.CheckpointFunction is original
+
+
+class _PaddedEncoder(torch.nn.Module):
+    """A two-layer encoder with a key padding mask and mean pooling over *all* positions: the
+    padded ones reach the output."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        layer = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+        self.enc = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=True)
+        self.head = torch.nn.Linear(8, 2)
+
+    def forward(self, x, pad):
+        return self.head(self.enc(x, src_key_padding_mask=pad).mean(1))
+
+
+def test_attention_is_evaluated_on_the_path_that_is_differentiated():
+    """Without gradients (eval mode) torch's encoder takes its fused fast path and packs the
+    padded batch into a nested tensor, whose padded positions come out 0: a loss curve was
+    another function than the one analysed (0.7476 against 0.7658 here).  Inside the analysis
+    the fast path is off, so the loss of `net_train`'s first step is the differentiated one;
+    the process's setting is restored after."""
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(32, 7, 8, generator=g)
+    pad = torch.arange(7)[None, :] >= torch.randint(3, 8, (32,), generator=g)[:, None]
+    y = (x[:, :, 0].sum(1) > 0).long()
+    model, loss = _PaddedEncoder().eval(), torch.nn.CrossEntropyLoss()
+    differentiated = float(loss(model(x, pad), y))  # parameters require grad: the reference path
+    with torch.no_grad():
+        fast = float(loss(model(x, pad), y))
+    assert abs(fast - differentiated) > 1e-2 * differentiated  # the two paths differ here
+    problem = {"model": model, "loss": loss, "inputs": {"x": x, "pad": pad}, "targets": y}
+    curve = net_train(problem, rule="sgd", tau=0, lr=1e-3, steps=1).loss_curve
+    assert curve[0][1] == pytest.approx(differentiated, rel=1e-6)
+    assert torch.backends.mha.get_fastpath_enabled()
+    with reference_attention():
+        assert not torch.backends.mha.get_fastpath_enabled()
+    assert torch.backends.mha.get_fastpath_enabled()
