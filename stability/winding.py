@@ -16,7 +16,11 @@ from the point of |z| = hi where |f| is smallest.  Newton's root z is the domina
 root: the counts at lo and hi differ by exactly 1 (z real) or 2 (z and z̄).  Otherwise (a
 cluster: several roots of nearly equal modulus, a double root) the bisection continues to
 4·ε relative and ρ is its upper end; such columns are reported as not ``resolved``, since
-near a k-fold root the count itself is only reliable to ~ε^{1/k}.
+near a k-fold root the count itself is only reliable to ~ε^{1/k}.  Their root is the
+largest-modulus zero Newton reaches from the local minima of |f| on |z| = ρ (each zero of the
+cluster leaves one; `_cluster_root`): from the one smallest minimum Newton could settle on a
+neighbour of smaller modulus (`dc`, τ = 525: 0.9999984 where ρ = 1.0000006, the neighbour four
+zeros along a cluster of zeros 0.012 rad apart near −1).
 
 Functions are given as a `CircleFunction`: a batch of M columns (one function each) that
 can be evaluated on circles.  `SparseColumns` is the one for sparse polynomials with real
@@ -40,6 +44,7 @@ _TAN_MAX_TURN = math.tan(_MAX_TURN)
 _STAGES = (1e-1, 1e-5)  # relative bracket widths at which Newton is tried, over the degree
 _ANNULUS = 1e-9  # relative half-width of the annulus that must hold the dominant zero alone
 _CELLS = 1_000_000  # samples × columns evaluated at once (bounded memory)
+_CLUSTER_STARTS = 4096  # Newton starts per column in a cluster: the smallest local minima of |f|
 
 
 def scaled_terms(exps: np.ndarray, coeffs: np.ndarray, r) -> np.ndarray:
@@ -361,7 +366,7 @@ def largest_root(f: CircleFunction) -> LargestRoot:
     _bisect(f, lo, hi, todo, 4 * np.finfo(float).eps)
     radius[todo] = hi[todo]
     start = _start(f, hi[todo], todo)
-    z = newton(f, start, todo)
+    z = np.array([_cluster_root(f, hi[c], c) for c in todo], dtype=complex)
     near = np.abs(np.abs(z) - hi[todo]) <= 1e-6 * hi[todo]  # else Newton left for another zero
     root[todo] = np.where(near, z, start)
     root = np.where(root.imag < 0, np.conj(root), root)
@@ -431,6 +436,25 @@ def _start(f, r, cols) -> np.ndarray:
         j = np.argmin(f.log_modulus(r[part], cols[part]), axis=0)
         out[part] = r[part] * np.exp(1j * f.theta[j])
     return out
+
+
+def _cluster_root(f: CircleFunction, r: float, col: int) -> complex:
+    """Column ``col``'s zero of largest modulus that Newton reaches from the (at most
+    `_CLUSTER_STARTS` smallest) local minima of |f| on the half circle |z| = r (module doc);
+    NaN where no start converges."""
+    cols = np.array([col])
+    log_f = f.log_modulus(np.array([r]), cols)[:, 0]
+    left, right = np.r_[np.inf, log_f[:-1]], np.r_[log_f[1:], np.inf]
+    minima = np.flatnonzero((log_f <= left) & (log_f <= right))
+    minima = minima[np.argsort(log_f[minima])[:_CLUSTER_STARTS]]
+    pairs = np.full(minima.size, col)
+    z = newton(f, r * np.exp(1j * f.theta[minima]), pairs)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        step = np.abs(f.newton_step(z, pairs))
+    converged = np.isfinite(z) & (step <= 1e-12 * np.abs(z)) & (np.abs(z) <= r * (1 + 1e-6))
+    if not converged.any():
+        return complex(np.nan, np.nan)
+    return complex(z[converged][np.argmax(np.abs(z[converged]))])
 
 
 def newton(f: CircleFunction, z, cols, iterations: int = 100) -> np.ndarray:

@@ -58,6 +58,32 @@ def test_halflife_above_the_dense_degree_matches_the_dense_path(name, monkeypatc
     assert float(spectrum_rate(name, 100.0, lr, tau=TAU)) == pytest.approx(ends, rel=1e-9)
 
 
+@pytest.mark.parametrize(
+    ("name", "params", "lr", "stable"),
+    [
+        ("dc", dict(tau=525, quality=0.6718, momentum=0.0, lam=0.0194995), 30.77016310288754,
+         True),
+        ("dc", dict(tau=525, quality=0.6718, momentum=0.0, lam=0.0194995), 102.57746706399277,
+         False),
+        ("pipesgd", dict(tau=556, stale_fraction=0.4662, momentum=0.0, lam=1.22838),
+         1.4653446002051482, True),
+        ("pipeoptim", dict(tau=590, momentum=0.448, delta=-4.673, lam=0.061935),
+         0.00020237899386264525, False),
+    ],
+)  # fmt: skip
+def test_radius_in_a_cluster_of_near_equal_moduli_is_the_largest(name, params, lr, stable):
+    """Above the dense degree (400) ρ comes from counts on circles, and where several roots'
+    moduli agree to ~1e-7 (a cluster near ω = −1 or +1, 0.01 rad apart) the root was Newton's
+    from the one smallest sample of |p|: a neighbour of smaller modulus, and `radius` said
+    stable at 1.0001 × the max lr (an outsider's search).  Equal to the dense state matrix's
+    ρ to 1e-12, with the verdict."""
+    from stability.api.radius import radius
+
+    r = radius(name, lr=lr, **params)
+    assert r.spectral_radius == pytest.approx(_state_radius(name, lr, **params), rel=1e-12)
+    assert r.stable is stable
+
+
 def test_trainer_predictions_above_the_dense_degree():
     """max lr: PipeMare Lemma 1's closed form at the top curvature; log-rate: the dense
     state matrices of every mode."""
