@@ -186,3 +186,16 @@ def test_t2_under_stashing_is_refused_alike_by_coupled_train_noise_and_net_max_l
         lines.append(capsys.readouterr().err)
     line = "stability: error: T2 needs --tau-fwd > --tau-bkwd (got --tau-fwd=3, --tau-bkwd=3)"
     assert lines == [line + "\n"] * 3 + [line + remedy + "\n"]
+
+
+def test_t2s_listing_says_the_range_its_refusal_enforces(capsys):
+    """``stability rules t2`` listed τ_bkwd ≤ τ_fwd (the discrepancy family's range) while
+    every command refuses τ_bkwd = τ_fwd for T2: the listing now says <, and the refusal holds."""
+    from stability.cli.main import main
+
+    assert main(["rules", "t2"]) == 0
+    (flag,) = [x for x in capsys.readouterr().out.splitlines() if "--tau-bkwd" in x]
+    assert "τ_bkwd < τ_fwd" in flag
+    assert main(["max-lr", "t2", "--tau-fwd", "4", "--tau-bkwd", "4"]) == 2
+    assert "T2 needs --tau-fwd > --tau-bkwd" in capsys.readouterr().err
+    assert main(["max-lr", "t2", "--tau-fwd", "4", "--tau-bkwd", "3"]) == 0

@@ -16,6 +16,7 @@ Conventions pinned down by the printed polynomials (see the engine's warnings):
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -234,7 +235,15 @@ SPECS = (
         name="t2",
         summary="discrepancy correction T2: u_bkwd = w_{t−τb} − (τf−τb)·δ_{t−τb}",
         sources=("PipeMare Sec. 3.2", "PipeMare App. B.4", "PipeMare eq. 14"),
-        params=(TAU_FWD, TAU_BKWD, DELTA, momentum_param(0.0), DECAY, GAMMA, LAM),
+        params=(
+            TAU_FWD,
+            replace(TAU_BKWD, doc="backward delay τ_bkwd < τ_fwd (T2 corrects their difference)"),
+            DELTA,
+            momentum_param(0.0),
+            DECAY,
+            GAMMA,
+            LAM,
+        ),
         builder=t2,
         closed_forms=(ClosedForm("PipeMare App. B.4", app_b4, _no_momentum),),
     ),
