@@ -371,6 +371,19 @@ def test_almost_sure_threshold_lies_between(tmp_path):
     assert r.ms_max_lr < r.as_max_lr
     lo, hi = r.as_bracket
     assert lo <= r.as_max_lr <= hi
+    assert r.warnings == ()  # Jensen holds: nothing to say
+
+
+def test_an_almost_sure_estimate_below_the_mean_square_threshold_is_a_warning():
+    """γ ≤ ½·ln ρ(𝒯) (Jensen) puts as_max_lr ≥ ms_max_lr; an estimate below it (an outsider's
+    classifier: 1.9 % below, its bracket too) is the finite horizon's error, now said."""
+    from stability.noise.minibatch import jensen_warning
+
+    line = jensen_warning({"ms_max_lr": 0.0039027570, "as_max_lr": 0.0038285343}, 32, 4000)
+    assert line.startswith("as_max_lr 0.00382853 is below ms_max_lr 0.00390276")
+    assert "32 paths of 4000 steps is off by at least 1.90%" in line and "\n" not in line
+    assert jensen_warning({"ms_max_lr": 0.5, "as_max_lr": 0.5}, 32, 4000) is None
+    assert jensen_warning({"ms_max_lr": None, "as_max_lr": None}, 32, 4000) is None
 
 
 @pytest.mark.parametrize(

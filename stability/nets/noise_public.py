@@ -58,7 +58,7 @@ import torch
 from stability.nets.minibatch_subspace import Subspace, project, subspace
 from stability.nets.problem import NetProblem, refusing_torch_func_limits
 from stability.nets.torch_settings import analysis_settings
-from stability.noise.minibatch import MinibatchPrediction
+from stability.noise.minibatch import MinibatchPrediction, jensen_warning
 from stability.noise.runs import blowup_warnings
 from stability.pipeline import Pipeline
 from stability.result import output
@@ -301,8 +301,9 @@ def net_noise(
     negatives = np.sort(lam[lam < 0]) if adaptive is None else None  # H̃'s are not H's
     near = nearness(net, lam_h, negatives)
     start = start_warning(perturbation * p**0.5, r10, p)
+    jensen = jensen_warning(limits, lyapunov_runs, lyapunov_steps)
     warnings = [
-        w for w in (near.warning, curv.warning, subspace_warning(change, k, k2), start) if w
+        w for w in (near.warning, curv.warning, subspace_warning(change, k, k2), start, jensen) if w
     ]
     measured = measured_real = None
     if measure:
