@@ -224,6 +224,16 @@ def test_a_parametrized_linear_layer_takes_the_general_construction():
     assert not any("performance drop" in line for line in result.warnings)
 
 
+HAND_SHAPES = [(5, 4), (3, 5), (2, 3)]
+"""The weight matrices of the 4 → 5 → 3 → 2 MLP `_hand_mlp` backpropagates through."""
+
+
+def _hand_weights(w):
+    """The flat vector ``w`` as the matrices of `HAND_SHAPES`."""
+    parts = np.split(w, np.cumsum([a * b for a, b in HAND_SHAPES])[:-1])
+    return [part.reshape(shape) for part, shape in zip(parts, HAND_SHAPES, strict=True)]
+
+
 def _hand_mlp(X, Y, Wf, Wb, Wr):
     """Backpropagation of 0.5·mean‖W3 tanh(W2 tanh(W1 x))‖²-loss written out: output and error
     from the forward weights, input-gradients with the backward weights, activations (for
@@ -251,17 +261,8 @@ def test_inconsistent_gradient_equals_backpropagation_by_hand():
     rng = np.random.default_rng(0)
     X, Y = rng.standard_normal((12, 4)), rng.standard_normal((12, 2))
     net = _problem(model, torch.tensor(X), torch.tensor(Y), stages=3)
-    shapes = [(5, 4), (3, 5), (2, 3)]
-
-    def weights(w):
-        out, i = [], 0
-        for s in shapes:
-            out.append(w[i : i + s[0] * s[1]].reshape(s))
-            i += s[0] * s[1]
-        return out
-
     uf, ub, ur = (net.w_star + 0.3 * torch.randn(net.dim, dtype=torch.float64) for _ in range(3))
-    Wf, Wb, Wr = (weights(u.numpy()) for u in (uf, ub, ur))
+    Wf, Wb, Wr = (_hand_weights(u.numpy()) for u in (uf, ub, ur))
     got = inconsistent_gradient(net, uf, ub, ur).numpy()
     want = np.concatenate([m.ravel() for m in _hand_mlp(X, Y, Wf, Wb, Wr)])
     assert np.abs(got - want).max() <= 1e-12 * np.abs(want).max()
@@ -284,13 +285,9 @@ def test_a_float32_models_backward_jacobian_is_evaluated_in_float64():
     X, Y = rng.standard_normal((12, 4)).astype(np.float32), rng.standard_normal((12, 2))
     net = _problem(model, torch.tensor(X), torch.tensor(Y, dtype=torch.float32), stages=3)
     assert net.dtype == torch.float32
-    shapes = [(5, 4), (3, 5), (2, 3)]
 
     def hand_gradient(w_fwd, w_bkwd):
-        split = np.split(w_fwd, np.cumsum([a * b for a, b in shapes])[:-1])
-        Wf = [part.reshape(s) for part, s in zip(split, shapes, strict=True)]
-        split = np.split(w_bkwd, np.cumsum([a * b for a, b in shapes])[:-1])
-        Wb = [part.reshape(s) for part, s in zip(split, shapes, strict=True)]
+        Wf, Wb = _hand_weights(w_fwd), _hand_weights(w_bkwd)
         y = Y.astype(np.float32).astype(np.float64)
         return np.concatenate([m.ravel() for m in _hand_mlp(X.astype(np.float64), y, Wf, Wb, Wf)])
 
